@@ -1,0 +1,120 @@
+"""The Python API: `solve` a problem, get an `error_report` for a strategy."""
+
+from __future__ import annotations
+
+import time
+
+from .error import per_query_variances, unit_error
+from .exceptions import InputError
+from .objectives import get_objective
+from .problem import Problem
+from .registry import get_method
+from .solvers import load_profile
+from .spec import parse_spec
+from .strategy import Strategy
+from .workload import Workload
+
+__all__ = ["solve", "error_report", "as_workload"]
+
+
+def as_workload(workload) -> Workload:
+    """A `Workload` from a Workload, a SPEC string, or a matrix."""
+    if isinstance(workload, Workload):
+        return workload
+    if isinstance(workload, str):
+        return parse_spec(workload)
+    from .workload import from_matrix
+
+    return from_matrix(workload)
+
+
+def solve(
+    workload,
+    *,
+    privacy: str = "approx",
+    method: str = "auto",
+    objective: str = "total",
+    solver=None,
+    **options,
+) -> Strategy:
+    """Compute a strategy for a workload.
+
+    Parameters
+    ----------
+    workload : Workload, str or array_like
+        The workload (object, SPEC string such as ``"all-range:256"``, or matrix).
+    privacy : {'approx', 'pure'}
+        (epsilon, delta)-DP (L2 sensitivity) or epsilon-DP (L1 sensitivity).
+    method : str
+        A registered method (``strategy_opt.registry.methods()``).
+    objective : str
+        A registered objective (``strategy_opt.objectives.objectives()``).
+    solver : str, path or SolverProfile, optional
+        Solver profile name (``scs``, ``clarabel``, ``native``) or file.
+    **options
+        Method options (``branching``, ``basis``, ``group_size``, ...).
+
+    Returns
+    -------
+    Strategy
+        With ``meta`` filled by the compiler.
+
+    Examples
+    --------
+    >>> s = solve("prefix:16", privacy="pure", method="hierarchical", branching=2)
+    >>> s.meta["sensitivity"]
+    5.0
+    """
+    from .solvers import SolverProfile
+
+    info = get_method(method)
+    if privacy not in info.privacy:
+        raise InputError(f"method {method!r} supports privacy {'/'.join(info.privacy)}, not {privacy!r}")
+    get_objective(objective)
+    profile = solver if isinstance(solver, SolverProfile) else load_profile(solver)
+    problem = Problem(as_workload(workload), privacy, objective, profile, options)
+    t0 = time.perf_counter()
+    strategy = info.func(problem)
+    strategy.meta.setdefault("total_seconds", time.perf_counter() - t0)
+    return strategy
+
+
+def error_report(strategy: Strategy, workload, privacy: str | None = None) -> dict:
+    """Unit error, lower bound and per-query statistics of a strategy on a workload.
+
+    Parameters
+    ----------
+    strategy : Strategy
+    workload : Workload or str
+    privacy : {'pure', 'approx'}, optional
+        Defaults to the strategy's own ``meta['privacy']`` (else ``approx``).
+    """
+    import math
+
+    from .error import log_svd_bound, sensitivity
+
+    W = as_workload(workload)
+    privacy = privacy or strategy.meta.get("privacy", "approx")
+    if privacy not in ("pure", "approx"):
+        raise InputError(f"privacy must be 'pure' or 'approx', got {privacy!r}")
+    p = 1 if privacy == "pure" else 2
+    E = unit_error(strategy.matrix, W, p)
+    log_E = math.log(E) + W.log_scale if E > 0 else -math.inf
+    lb = log_svd_bound(W)
+    out = {
+        "workload": W.spec,
+        "privacy": privacy,
+        "sensitivity_norm": f"l{p}",
+        "sensitivity": sensitivity(strategy.matrix, p),
+        "shape": list(strategy.shape),
+        "unit_total_squared_error": math.exp(log_E) if log_E < 709 else None,
+        "unit_total_squared_error_log10": log_E / math.log(10) if math.isfinite(log_E) else None,
+        "svd_bound": math.exp(lb) if lb < 709 else None,
+        "svd_bound_log10": lb / math.log(10),
+        "ratio_to_svd_bound": math.exp(log_E - lb) if math.isfinite(log_E) else None,
+        "mean_squared_error_per_query": math.exp(log_E - math.log(W.m)) if log_E - math.log(W.m) < 709 else None,
+    }
+    if W.m * W.n <= 5e7 and W.log_scale == 0:
+        v = per_query_variances(strategy.matrix, W, p)
+        out["max_query_variance"] = float(v.max())
+    return out

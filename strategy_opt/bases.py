@@ -1,0 +1,122 @@
+"""Classic strategy matrices, also used as design bases.
+
+* `hierarchical_matrix` -- the hierarchy H_b of interval sums (Hay et al. 2010;
+  Li 2013 Sec. 6.2), branching b, for any n (intervals split as evenly as possible).
+* `wavelet_matrix` -- the Haar wavelet Y_n (Privelet, Xiao et al. 2010;
+  Li 2013 Sec. 6.3), unnormalised +-1 entries; for n not a power of two the
+  unbalanced Haar tree (each interval split into ceil/floor halves).
+* `fourier_matrix` -- the Fourier strategy for marginal workloads (Barak et al.
+  2007; Li 2013 Sec. 6.6): the real Fourier characters needed by the marginals.
+
+All return ``scipy.sparse.csr_matrix`` except the Fourier basis (dense).
+
+Examples
+--------
+>>> hierarchical_matrix(4, 2).toarray().astype(int).tolist()[:3]
+[[1, 1, 1, 1], [1, 1, 0, 0], [0, 0, 1, 1]]
+>>> wavelet_matrix(4).toarray().astype(int).tolist()
+[[1, 1, 1, 1], [1, 1, -1, -1], [1, -1, 0, 0], [0, 0, 1, -1]]
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+from itertools import combinations
+from typing import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from .exceptions import InputError
+
+__all__ = ["identity_matrix", "hierarchical_matrix", "wavelet_matrix", "fourier_matrix", "kron_all"]
+
+
+def identity_matrix(n: int) -> sp.csr_matrix:
+    """The n x n identity strategy."""
+    return sp.identity(n, format="csr")
+
+
+def _split(lo: int, hi: int, b: int) -> list[tuple[int, int]]:
+    """Split [lo, hi) into min(b, hi - lo) contiguous parts of near-equal size."""
+    k = min(b, hi - lo)
+    edges = lo + (np.arange(k + 1) * (hi - lo)) // k
+    return [(int(edges[i]), int(edges[i + 1])) for i in range(k)]
+
+
+def hierarchical_matrix(n: int, branching: int = 2) -> sp.csr_matrix:
+    """Hierarchy of interval sums with the given branching factor.
+
+    Rows: the root (all cells), then breadth-first every node's children,
+    down to the n unit intervals. For n = b^k this is H_b of Hay et al.
+    """
+    if branching < 2:
+        raise InputError(f"branching must be >= 2, got {branching}")
+    rows = []
+    level = [(0, n)]
+    while level:
+        rows.extend(level)
+        level = [c for lo, hi in level if hi - lo > 1 for c in _split(lo, hi, branching)]
+    lengths = np.array([hi - lo for lo, hi in rows])
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    indices = np.concatenate([np.arange(lo, hi) for lo, hi in rows])
+    return sp.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(len(rows), n))
+
+
+def wavelet_matrix(n: int) -> sp.csr_matrix:
+    """Haar wavelet strategy: the total, then (left half - right half) of every tree node."""
+    rows, cols, vals = [np.zeros(n, dtype=int)], [np.arange(n)], [np.ones(n)]
+    r = 1
+    level = [(0, n)]
+    while level:
+        nxt = []
+        for lo, hi in level:
+            if hi - lo < 2:
+                continue
+            mid = lo + (hi - lo + 1) // 2
+            rows.append(np.full(hi - lo, r))
+            cols.append(np.arange(lo, hi))
+            vals.append(np.where(np.arange(lo, hi) < mid, 1.0, -1.0))
+            r += 1
+            nxt += [(lo, mid), (mid, hi)]
+        level = nxt
+    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(r, n))
+
+
+def _real_fourier_1d(d: int) -> np.ndarray:
+    """Real orthogonal Fourier basis of R^d: row 0 constant, then cos/sin pairs (+-1 scale for d = 2)."""
+    t = np.arange(d)
+    rows = [np.ones(d)]
+    for k in range(1, d // 2 + 1):
+        rows.append(np.cos(2 * np.pi * k * t / d))
+        if 2 * k != d:
+            rows.append(np.sin(2 * np.pi * k * t / d))
+    return np.array(rows[:d])
+
+
+def fourier_matrix(shape: Sequence[int], attribute_sets: Sequence[Sequence[int]]) -> np.ndarray:
+    """Fourier strategy for marginals over the given attribute sets.
+
+    For binary attributes these are the Walsh-Hadamard characters chi_S
+    (entries +-1) with S contained in some marginal's attribute set; for an
+    attribute of size d the non-constant characters are the real cosine/sine
+    rows of the d-point DFT. The marginal over T is a linear combination of the
+    characters with support inside T, so the result supports the workload.
+    """
+    shape = tuple(int(d) for d in shape)
+    needed: set[frozenset[int]] = set()
+    for T in attribute_sets:
+        T = tuple(T)
+        for r in range(len(T) + 1):
+            needed.update(frozenset(S) for S in combinations(T, r))
+    blocks = []
+    bases = [_real_fourier_1d(d) for d in shape]
+    for S in sorted(needed, key=lambda s: (len(s), sorted(s))):
+        factors = [bases[i][1:] if i in S else bases[i][:1] for i in range(len(shape))]
+        blocks.append(reduce(np.kron, factors))
+    return np.vstack(blocks)
+
+
+def kron_all(factors: Sequence) -> sp.csr_matrix:
+    """Sparse Kronecker product of a list of matrices."""
+    return sp.csr_matrix(reduce(lambda a, b: sp.kron(a, b, format="csr"), [sp.csr_matrix(f) for f in factors]))

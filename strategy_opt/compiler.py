@@ -1,0 +1,140 @@
+"""The strategy compiler: turns a solved program into a certified `Strategy`.
+
+Every method ends in `compile_strategy`, which
+
+1. verifies that A supports the workload (``W A^+ A = W``) and refuses it otherwise,
+2. computes the unit error ``E_p`` of the problem's privacy notion,
+3. attaches a lower bound (the SVD bound unless the program supplies a better
+   one) and the relative gap,
+4. fills the ``meta`` fields of CLI.md (workload, privacy, method, objective,
+   solver facts, times, library version, creation time).
+
+`strategy_from_gram` turns a solved Gram matrix X (``A^T A = X``) into a
+strategy matrix by eigendecomposition, dropping numerically zero directions.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import datetime, timezone
+
+import numpy as np
+
+from . import __version__
+from .defaults import EIG_RTOL, FILE_FORMAT_VERSION
+from .error import KroneckerMatrix, log_svd_bound, sensitivity, unit_error
+from .problem import Problem
+from .strategy import Strategy
+
+__all__ = ["compile_strategy", "strategy_from_gram", "finite_or_none"]
+
+
+def finite_or_none(v: float | None) -> float | None:
+    """``v`` as a float, or None when it is None, infinite or NaN (JSON has no inf)."""
+    if v is None:
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def strategy_from_gram(X: np.ndarray, rtol: float = EIG_RTOL) -> np.ndarray:
+    """A strategy A with ``A^T A = X`` (rows: scaled eigenvectors of X).
+
+    Eigen-directions with eigenvalue ``<= rtol * max`` are dropped; A is
+    rescaled to unit L2 sensitivity (largest column L2 norm 1).
+    """
+    X = 0.5 * (X + X.T)
+    lam, V = np.linalg.eigh(X)
+    keep = lam > rtol * lam.max()
+    A = (V[:, keep] * np.sqrt(lam[keep])).T
+    return A / sensitivity(A, 2)
+
+
+def compile_strategy(
+    A,
+    problem: Problem,
+    method: str,
+    *,
+    solver: str = "closed-form",
+    status: str = "optimal",
+    solve_seconds: float = 0.0,
+    objective_value: float | None = None,
+    lower_bound: float | None = None,
+    lower_bound_kind: str | None = None,
+    extra: dict | None = None,
+) -> Strategy:
+    """Verify A, compute its error and bounds, and wrap it with full metadata.
+
+    Parameters
+    ----------
+    A : ndarray, sparse matrix or KroneckerMatrix
+        The strategy matrix.
+    problem : Problem
+        The problem it solves (workload, privacy notion, objective).
+    method : str
+        Registered method name.
+    solver, status : str
+        Backend/profile that produced A and its final status.
+    solve_seconds : float
+        Time spent in the program (the compiler adds its own time separately).
+    objective_value : float, optional
+        Value of the problem's objective at A, if not the total error.
+    lower_bound, lower_bound_kind : optional
+        A lower bound on the optimum of the total-error objective supplied by
+        the program (e.g. a dual certificate); the SVD bound is used when it is
+        larger or when none is given.
+    extra : dict, optional
+        Additional metadata (iterations, options, per-method facts).
+
+    Returns
+    -------
+    Strategy
+
+    Raises
+    ------
+    InputError
+        If A does not support the workload.
+    """
+    t0 = time.perf_counter()
+    W = problem.workload
+    E = unit_error(A, W, problem.p)
+    log_scale = W.log_scale
+    log_E = (math.log(E) + log_scale) if E > 0 else -math.inf
+    log_svdb = log_svd_bound(W)
+    lb_log, lb_kind = log_svdb, "svd-bound"
+    if lower_bound is not None and lower_bound > 0 and math.log(lower_bound) + log_scale > log_svdb:
+        lb_log, lb_kind = math.log(lower_bound) + log_scale, lower_bound_kind or "program"
+    gap = (math.exp(log_E - lb_log) - 1.0) if math.isfinite(log_E) and math.isfinite(lb_log) else None
+    meta = {
+        "format_version": FILE_FORMAT_VERSION,
+        "workload": W.spec,
+        "shape": [int(s) for s in A.shape],
+        "domain": [int(d) for d in W.domain],
+        "privacy": problem.privacy,
+        "sensitivity_norm": "l1" if problem.p == 1 else "l2",
+        "sensitivity": sensitivity(A, problem.p),
+        "method": method,
+        "objective": problem.objective,
+        "objective_value": finite_or_none(objective_value if objective_value is not None else math.exp(log_E) if log_E < 709 else None),
+        "unit_total_squared_error": finite_or_none(math.exp(log_E)) if log_E < 709 else None,
+        "unit_total_squared_error_log10": log_E / math.log(10) if math.isfinite(log_E) else None,
+        "lower_bound": finite_or_none(math.exp(lb_log)) if lb_log < 709 else None,
+        "lower_bound_log10": lb_log / math.log(10),
+        "lower_bound_kind": lb_kind,
+        "svd_bound": finite_or_none(math.exp(log_svdb)) if log_svdb < 709 else None,
+        "ratio_to_lower_bound": finite_or_none(gap + 1.0) if gap is not None else None,
+        "relative_gap": finite_or_none(gap),
+        "supports_workload": True,
+        "solver": solver,
+        "solver_status": status,
+        "solve_seconds": float(solve_seconds),
+        "strategy_opt_version": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    if isinstance(A, KroneckerMatrix):
+        meta["kronecker_factor_shapes"] = [[int(s) for s in f.shape] for f in A.factors]
+    if extra:
+        meta.update(extra)
+    meta["compile_seconds"] = time.perf_counter() - t0
+    return Strategy(A, meta)

@@ -1,0 +1,29 @@
+"""Library-wide constants: numerical tolerances and size limits.
+
+Solver-specific settings (tolerances, iteration caps, time budgets) live in
+the solver profiles of ``solvers/*.toml``; this module holds the few constants
+that are not tied to a solver.
+"""
+
+#: Relative tolerance of the support check ``||W (I - P_A)||_F^2 <= tol * ||W||_F^2``.
+SUPPORT_RTOL = 1e-8
+
+#: Eigenvalues below ``EIG_RTOL * max eigenvalue`` are treated as zero.
+EIG_RTOL = 1e-10
+
+#: Largest number of stored entries a workload matrix may have before
+#: ``Workload.matrix()`` refuses to build it (use ``gram()`` or ``operator()``).
+MAX_MATRIX_ENTRIES = 50_000_000
+
+#: Largest domain size n for which an n x n dense Gram matrix is formed.
+MAX_DENSE_N = 20_000
+
+#: Strategies with at most this many entries are reconstructed with dense lstsq;
+#: larger or sparse strategies use LSMR.
+DENSE_LSTSQ_ENTRIES = 4_000_000
+
+#: Two-sided confidence level of the intervals returned by the executor.
+CONFIDENCE = 0.95
+
+#: Format version of strategy files written by this library.
+FILE_FORMAT_VERSION = 1

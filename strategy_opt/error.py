@@ -1,0 +1,288 @@
+"""Error analysis of matrix-mechanism strategies (Li 2013, Sec. 3.2).
+
+Unit total squared error of strategy A (p x n) on workload W (ARCHITECTURE.md)::
+
+    E_p(A; W) = ||A||_p^2 * trace(W^T W (A^T A)^+)
+
+with ``||A||_p`` the largest column p-norm (p = 1 for epsilon-DP, p = 2 for
+(epsilon, delta)-DP). The expected total squared error of a release is
+``E_p * privacy.noise_variance_factor()``. The formula holds only when A
+supports W (``W A^+ A = W``); `ErrorProfile.check_support` refuses the others.
+
+Lower bound: the SVD bound (Li 2013, Thm 4.1) ``(sum_i sqrt(lambda_i(W^T W)))^2 / n``
+is a lower bound on E_2 of every strategy, hence also on E_1.
+
+Examples
+--------
+>>> import numpy as np
+>>> from strategy_opt.workload import all_range
+>>> from strategy_opt.error import unit_error
+>>> W = all_range(8)
+>>> unit_error(np.eye(8), W, p=2) == np.trace(W.gram())
+True
+"""
+
+from __future__ import annotations
+
+import math
+from functools import reduce
+
+import numpy as np
+import scipy.linalg as la
+import scipy.sparse as sp
+
+from .defaults import EIG_RTOL, SUPPORT_RTOL
+from .exceptions import InputError
+from .workload import Kronecker, Union, Workload, _check_dense_n
+
+__all__ = [
+    "sensitivity",
+    "ErrorProfile",
+    "unit_error",
+    "expected_total_error",
+    "per_query_variances",
+    "supports",
+    "svd_bound",
+    "log_svd_bound",
+]
+
+
+def sensitivity(A, p: int) -> float:
+    """Largest column p-norm of A (p = 1: L1 sensitivity, p = 2: L2 sensitivity).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> sensitivity(np.array([[1., 1.], [0., -2.]]), 1)
+    3.0
+    """
+    if isinstance(A, KroneckerMatrix):
+        return float(np.prod([sensitivity(f, p) for f in A.factors]))
+    if p not in (1, 2):
+        raise InputError(f"sensitivity norm must be 1 or 2, got {p!r}")
+    if sp.issparse(A):
+        A = sp.csc_matrix(A)
+        col = np.asarray(abs(A).sum(axis=0)).ravel() if p == 1 else np.sqrt(np.asarray(A.multiply(A).sum(axis=0)).ravel())
+    else:
+        A = np.asarray(A, dtype=float)
+        col = np.abs(A).sum(axis=0) if p == 1 else np.sqrt((A * A).sum(axis=0))
+    return float(col.max()) if col.size else 0.0
+
+
+class KroneckerMatrix:
+    """A strategy given as the Kronecker product of factor matrices.
+
+    Error analysis on Kronecker (or unions of Kronecker) workloads with the
+    same factor domains uses the factors and never forms the product.
+    """
+
+    def __init__(self, factors):
+        self.factors = list(factors)
+        self.shape = (int(np.prod([f.shape[0] for f in self.factors])), int(np.prod([f.shape[1] for f in self.factors])))
+
+    def tocsr(self) -> sp.csr_matrix:
+        """The product as a sparse CSR matrix."""
+        return sp.csr_matrix(reduce(lambda a, b: sp.kron(a, b, format="csr"), [sp.csr_matrix(f) for f in self.factors]))
+
+
+def _gram_of(A) -> np.ndarray:
+    if sp.issparse(A):
+        A = sp.csr_matrix(A)
+        return (A.T @ A).toarray()
+    A = np.asarray(A, dtype=float)
+    return A.T @ A
+
+
+class ErrorProfile:
+    """Factorisation of ``A^T A`` that answers every error question about A.
+
+    Parameters
+    ----------
+    A : ndarray or sparse matrix, shape (p, n)
+        The strategy.
+
+    Notes
+    -----
+    ``A^T A`` is factored once: by Cholesky when it is positive definite
+    (then A supports every workload), otherwise by an eigendecomposition whose
+    numerically zero directions (``lambda <= EIG_RTOL * lambda_max``) span the
+    null space used by the support check.
+    """
+
+    def __init__(self, A):
+        n = A.shape[1]
+        _check_dense_n(n, "error analysis of this strategy")
+        AtA = _gram_of(A)
+        if not np.all(np.isfinite(AtA)):
+            raise InputError("strategy matrix contains NaN or infinite entries")
+        self.n = n
+        self._chol = None
+        self._V = self._inv_eig = self._null = None
+        try:
+            c = la.cho_factor(AtA, lower=True, check_finite=False)
+            d = np.diag(c[0]) ** 2
+            if d.min() > EIG_RTOL * max(d.max(), 1e-300):
+                self._chol = c
+        except la.LinAlgError:
+            pass
+        if self._chol is None:
+            lam, V = np.linalg.eigh(AtA)
+            keep = lam > EIG_RTOL * max(lam.max(), 1e-300)
+            self._V = V[:, keep]
+            self._inv_eig = 1.0 / lam[keep]
+            self._null = V[:, ~keep]
+
+    @property
+    def full_rank(self) -> bool:
+        """Whether ``A^T A`` is (numerically) invertible."""
+        return self._chol is not None
+
+    def pinv(self) -> np.ndarray:
+        """The error profile ``(A^T A)^+`` as a dense matrix."""
+        if self._chol is not None:
+            return la.cho_solve(self._chol, np.eye(self.n), check_finite=False)
+        return (self._V * self._inv_eig) @ self._V.T
+
+    def trace_with(self, G: np.ndarray) -> float:
+        """``trace(G (A^T A)^+)`` for a symmetric n x n G."""
+        if self._chol is not None:
+            L = self._chol[0]
+            Y = la.solve_triangular(L, G, lower=True, check_finite=False)
+            Z = la.solve_triangular(L, Y.T, lower=True, check_finite=False)
+            return float(np.trace(Z))
+        GV = G @ self._V
+        return float(np.einsum("ij,ij->j", self._V, GV) @ self._inv_eig)
+
+    def unsupported_fraction(self, G: np.ndarray) -> float:
+        """``||W (I - P_A)||_F^2 / ||W||_F^2``: the share of W outside A's row space."""
+        if self._chol is not None or self._null.shape[1] == 0:
+            return 0.0
+        tr = float(np.trace(G))
+        if tr <= 0:
+            return 0.0
+        return float(np.einsum("ij,ij->", self._null, G @ self._null)) / tr
+
+    def check_support(self, G: np.ndarray, what: str = "strategy") -> None:
+        """Raise `InputError` unless A supports the workload with Gram G."""
+        frac = self.unsupported_fraction(G)
+        if frac > SUPPORT_RTOL:
+            raise InputError(
+                f"{what} does not support the workload (W A+ A != W: {frac:.3g} of ||W||_F^2 lies "
+                "outside the strategy's row space); add rows (e.g. the identity) so that every "
+                "query is a linear combination of strategy queries"
+            )
+
+
+def _kron_parts(A, workload: Workload):
+    """Match a Kronecker strategy with a (union of) Kronecker workload(s); None if impossible."""
+    if not isinstance(A, KroneckerMatrix):
+        return None
+    parts = workload.parts if isinstance(workload, Union) else [workload]
+    weights = workload.weights if isinstance(workload, Union) else np.ones(1)
+    doms = [f.shape[1] for f in A.factors]
+    out = []
+    for w, part in zip(weights, parts):
+        if not isinstance(part, Kronecker) or [f.n for f in part.factors] != doms:
+            return None
+        out.append((w, part.factors))
+    return out
+
+
+def unit_error(A, workload: Workload, p: int) -> float:
+    """Unit total squared error ``E_p(A; W) = ||A||_p^2 trace(W^T W (A^T A)^+)``.
+
+    Parameters
+    ----------
+    A : ndarray, sparse matrix or KroneckerMatrix, shape (p, n)
+        The strategy.
+    workload : Workload
+        The workload W (its Gram matrix is used).
+    p : {1, 2}
+        Sensitivity norm: 1 for epsilon-DP, 2 for (epsilon, delta)-DP.
+
+    Returns
+    -------
+    float
+        E_p; multiply by ``exp(workload.log_scale)`` for workloads with a
+        rescaled Gram matrix.
+
+    Raises
+    ------
+    InputError
+        If A does not support W or the shapes do not match.
+    """
+    if A.shape[1] != workload.n:
+        raise InputError(f"strategy has {A.shape[1]} columns but the workload has {workload.n} cells")
+    kparts = _kron_parts(A, workload)
+    if kparts is not None:
+        profiles = [ErrorProfile(f) for f in A.factors]
+        total = 0.0
+        for w, factors in kparts:
+            term = w**2
+            for prof, f in zip(profiles, factors):
+                G = f.gram()
+                prof.check_support(G)
+                term *= prof.trace_with(G)
+            total += term
+        return sensitivity(A, p) ** 2 * total
+    if isinstance(A, KroneckerMatrix):
+        A = A.tocsr()
+    G = workload.gram()
+    prof = ErrorProfile(A)
+    prof.check_support(G)
+    return sensitivity(A, p) ** 2 * prof.trace_with(G)
+
+
+def expected_total_error(A, workload: Workload, privacy) -> float:
+    """Expected total squared error ``E_p * c`` of answering W through A under ``privacy``."""
+    return unit_error(A, workload, privacy.p) * privacy.noise_variance_factor()
+
+
+def per_query_variances(A, workload: Workload, p: int, noise_variance_factor: float = 1.0) -> np.ndarray:
+    """Variance of each workload answer: ``c ||A||_p^2 w_i (A^T A)^+ w_i^T``.
+
+    With the default ``noise_variance_factor = 1`` these are unit variances
+    (they sum to `unit_error`).
+    """
+    if isinstance(A, KroneckerMatrix):
+        A = A.tocsr()
+    prof = ErrorProfile(A)
+    prof.check_support(workload.gram())
+    return noise_variance_factor * sensitivity(A, p) ** 2 * workload.query_variances(prof.pinv())
+
+
+def supports(A, workload: Workload) -> bool:
+    """Whether A supports W (``W A^+ A = W`` up to `defaults.SUPPORT_RTOL`)."""
+    if isinstance(A, KroneckerMatrix):
+        A = A.tocsr()
+    return ErrorProfile(A).unsupported_fraction(workload.gram()) <= SUPPORT_RTOL
+
+
+def _log_nuclear(workload: Workload) -> float:
+    """log of ``trace((W^T W)^{1/2})`` for the rescaled Gram (log_scale excluded)."""
+    if isinstance(workload, Kronecker):
+        return float(sum(_log_nuclear(f) for f in workload.factors))
+    ev = np.linalg.eigvalsh(workload.gram())
+    s = float(np.sqrt(np.clip(ev, 0.0, None)).sum())
+    return math.log(s) if s > 0 else -math.inf
+
+
+def log_svd_bound(workload: Workload) -> float:
+    """Natural log of the SVD bound, including ``workload.log_scale``; never overflows."""
+    return 2.0 * _log_nuclear(workload) + workload.log_scale - math.log(workload.n)
+
+
+def svd_bound(workload: Workload) -> float:
+    """SVD lower bound ``(sum_i sqrt(lambda_i(W^T W)))^2 / n`` (Li 2013, Def. 4.3, Thm 4.1).
+
+    A lower bound on E_2 (and hence on E_1) of every strategy. Returns ``inf``
+    when the value exceeds float64 range; use `log_svd_bound` then.
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import from_matrix
+    >>> round(svd_bound(from_matrix([[1, 1, 1], [0, 1, 1]])), 4)
+    2.6095
+    """
+    v = log_svd_bound(workload)
+    return math.exp(v) if v < 709.0 else math.inf

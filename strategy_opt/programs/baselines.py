@@ -1,0 +1,101 @@
+"""Baseline strategies: identity, hierarchical H_b, Haar wavelet, Fourier.
+
+On a multi-dimensional domain the hierarchical and wavelet strategies are
+Kronecker products of the 1-D strategies over each attribute (Li 2013,
+Secs. 6.2-6.3), kept factored as a `KroneckerMatrix`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..bases import fourier_matrix, hierarchical_matrix, identity_matrix, wavelet_matrix
+from ..compiler import compile_strategy
+from ..error import KroneckerMatrix, unit_error
+from ..exceptions import InputError
+from ..problem import Problem
+from ..registry import register_method
+from ..workload import Kronecker, Union, _Identity, _Total
+
+#: Branching factors tried by ``hierarchical`` when none is given.
+BRANCHING_CANDIDATES = tuple(range(2, 17))
+
+
+def _per_dimension(domain, build):
+    if len(domain) == 1:
+        return build(domain[0])
+    return KroneckerMatrix([build(d) for d in domain])
+
+
+@register_method("identity", source="Li 2013, Sec. 6.1", summary="ask every cell once (A = I)")
+def identity(problem: Problem):
+    """The identity strategy: E_p = trace(W^T W) for both privacy notions."""
+    t0 = time.perf_counter()
+    A = identity_matrix(problem.workload.n)
+    return compile_strategy(A, problem, "identity", solve_seconds=time.perf_counter() - t0)
+
+
+@register_method(
+    "hierarchical",
+    source="Hay et al. 2010; Li 2013, Sec. 6.2",
+    summary="tree of interval sums, branching B (option branching; default: best B in 2..16)",
+)
+def hierarchical(problem: Problem):
+    """Hierarchical strategy H_b; without ``branching`` the best b in 2..16 for the workload."""
+    t0 = time.perf_counter()
+    W = problem.workload
+    b = problem.options.get("branching")
+    tried = {}
+    if b is None:
+        for cand in BRANCHING_CANDIDATES:
+            if cand > max(W.domain) and cand > 2:
+                break
+            A = _per_dimension(W.domain, lambda d, c=cand: hierarchical_matrix(d, c))
+            tried[cand] = unit_error(A, W, problem.p)
+        b = min(tried, key=tried.get)
+    else:
+        if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 2:
+            raise InputError(f"branching must be an integer >= 2, got {b!r}")
+    A = _per_dimension(W.domain, lambda d: hierarchical_matrix(d, int(b)))
+    extra = {"branching": int(b)}
+    if tried:
+        extra["branching_errors"] = {str(k): v for k, v in tried.items()}
+    return compile_strategy(A, problem, "hierarchical", solve_seconds=time.perf_counter() - t0, extra=extra)
+
+
+@register_method("wavelet", source="Xiao et al. 2010 (Privelet); Li 2013, Sec. 6.3", summary="Haar wavelet (any n)")
+def wavelet(problem: Problem):
+    """Haar wavelet strategy Y_n (unbalanced Haar tree when n is not a power of two)."""
+    t0 = time.perf_counter()
+    A = _per_dimension(problem.workload.domain, wavelet_matrix)
+    return compile_strategy(A, problem, "wavelet", solve_seconds=time.perf_counter() - t0)
+
+
+def marginal_attribute_sets(workload) -> list[tuple[int, ...]] | None:
+    """Attribute sets of a marginal workload (union of Kronecker identity/total factors), else None."""
+    parts = workload.parts if isinstance(workload, Union) else [workload]
+    sets = []
+    for part in parts:
+        factors = part.factors if isinstance(part, Kronecker) else [part]
+        if not all(isinstance(f, (_Identity, _Total)) for f in factors):
+            return None
+        sets.append(tuple(i for i, f in enumerate(factors) if isinstance(f, _Identity)))
+    return sets
+
+
+@register_method(
+    "fourier",
+    source="Barak et al. 2007; Li 2013, Sec. 6.6",
+    summary="Fourier characters needed by a marginal workload (complete basis otherwise)",
+)
+def fourier(problem: Problem):
+    """Fourier strategy: characters chi_S with S inside a marginal's attribute set."""
+    t0 = time.perf_counter()
+    W = problem.workload
+    sets = marginal_attribute_sets(W)
+    if sets is None:
+        sets = [tuple(range(len(W.domain)))]
+    A = fourier_matrix(W.domain, sets)
+    return compile_strategy(A, problem, "fourier", solve_seconds=time.perf_counter() - t0, extra={"attribute_sets": [list(s) for s in sets]})

@@ -1,0 +1,513 @@
+"""Workloads: sets of linear counting queries over an n-cell histogram.
+
+A workload W is an m x n matrix, one query per row. The total error of every
+matrix-mechanism strategy depends on W only through its Gram matrix
+``G = W^T W``, so structured workloads compute ``gram()`` in closed form (or
+from Kronecker factors) without ever building W. ``matrix()`` builds W when it
+is small enough; ``operator()`` gives an implicit ``LinearOperator``;
+``query_variances(M)`` gives ``diag(W M W^T)`` for a symmetric n x n matrix M
+(the per-query error profile) using the structure where there is one.
+
+Cells of multi-dimensional domains are indexed in row-major (C) order.
+
+Examples
+--------
+>>> from strategy_opt.workload import all_range
+>>> W = all_range(4)
+>>> W.shape
+(10, 4)
+>>> W.gram()[0].tolist()
+[4.0, 3.0, 2.0, 1.0]
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from functools import cached_property, reduce
+from itertools import combinations
+from typing import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import LinearOperator
+
+from .defaults import MAX_DENSE_N, MAX_MATRIX_ENTRIES
+from .exceptions import InputError
+
+__all__ = [
+    "Workload",
+    "ExplicitWorkload",
+    "IntervalWorkload",
+    "Kronecker",
+    "Union",
+    "identity",
+    "total",
+    "prefix",
+    "all_range",
+    "random_range",
+    "marginals",
+    "kronecker",
+    "union",
+    "from_matrix",
+]
+
+
+def _check_dense_n(n: int, what: str) -> None:
+    if n > MAX_DENSE_N:
+        raise InputError(
+            f"{what} needs a dense {n}x{n} matrix ({8 * n * n / 2**30:.1f} GiB); "
+            f"domains above {MAX_DENSE_N} cells are not supported for this operation"
+        )
+
+
+class Workload(ABC):
+    """A set of m linear queries over n cells.
+
+    Attributes
+    ----------
+    spec : str
+        The workload SPEC (see ``strategy_opt.spec``) that rebuilds it.
+    domain : tuple of int
+        The shape of the data domain; ``n = prod(domain)``.
+    log_scale : float
+        Natural log of a positive factor the Gram matrix is scaled by: the true
+        Gram is ``exp(log_scale) * gram()``. Zero except for workloads whose
+        Gram would overflow float64 (e.g. all predicates on 1024 cells).
+    """
+
+    spec: str
+    domain: tuple[int, ...]
+    log_scale: float = 0.0
+
+    @property
+    def n(self) -> int:
+        """Number of cells (columns)."""
+        return int(np.prod(self.domain))
+
+    @property
+    @abstractmethod
+    def m(self) -> int:
+        """Number of queries (rows)."""
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(m, n)``."""
+        return (self.m, self.n)
+
+    @abstractmethod
+    def gram(self) -> np.ndarray:
+        """Dense n x n Gram matrix ``W^T W`` (divided by ``exp(log_scale)``)."""
+
+    @abstractmethod
+    def matrix(self) -> sp.csr_matrix:
+        """The m x n workload matrix as a sparse CSR matrix.
+
+        Raises
+        ------
+        InputError
+            If the matrix would exceed ``defaults.MAX_MATRIX_ENTRIES`` entries.
+        """
+
+    @abstractmethod
+    def matvec(self, x: np.ndarray) -> np.ndarray:
+        """Answers ``W x`` for a data vector x of length n."""
+
+    @abstractmethod
+    def rmatvec(self, y: np.ndarray) -> np.ndarray:
+        """``W^T y`` for a vector y of length m."""
+
+    def operator(self) -> LinearOperator:
+        """Implicit ``LinearOperator`` for W (never builds the matrix)."""
+        return LinearOperator(self.shape, matvec=self.matvec, rmatvec=self.rmatvec, dtype=float)
+
+    def query_variances(self, M: np.ndarray) -> np.ndarray:
+        """Per-query quadratic forms ``w_i M w_i^T`` for every row w_i.
+
+        Parameters
+        ----------
+        M : ndarray, shape (n, n)
+            Symmetric matrix, typically the error profile ``(A^T A)^+``.
+
+        Returns
+        -------
+        ndarray, shape (m,)
+        """
+        W = self.matrix()
+        out = np.empty(self.m)
+        step = max(1, 4_000_000 // max(self.n, 1))
+        for s in range(0, self.m, step):
+            block = W[s : s + step]
+            out[s : s + step] = np.asarray(block.multiply(block @ M).sum(axis=1)).ravel()
+        return out
+
+    def frobenius_sq(self) -> float:
+        """``||W||_F^2 = trace(W^T W)`` (divided by ``exp(log_scale)``)."""
+        return float(np.trace(self.gram()))
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.spec!r} shape={self.shape}>"
+
+
+class ExplicitWorkload(Workload):
+    """A workload given as an explicit (dense or sparse) matrix."""
+
+    def __init__(self, W, spec: str = "matrix", domain: tuple[int, ...] | None = None):
+        W = sp.csr_matrix(W, dtype=float) if sp.issparse(W) else np.asarray(W, dtype=float)
+        if W.ndim != 2:
+            raise InputError(f"workload matrix must be 2-D, got shape {W.shape}")
+        if W.shape[0] == 0 or W.shape[1] == 0:
+            raise InputError(f"workload matrix is empty (shape {W.shape})")
+        data = W.data if sp.issparse(W) else W
+        if not np.all(np.isfinite(data)):
+            raise InputError("workload matrix contains NaN or infinite entries")
+        if domain is None:
+            domain = (W.shape[1],)
+        if int(np.prod(domain)) != W.shape[1]:
+            raise InputError(f"domain {domain} does not match {W.shape[1]} workload columns")
+        self._W = W
+        self.spec = spec
+        self.domain = tuple(int(d) for d in domain)
+
+    @property
+    def m(self) -> int:
+        return self._W.shape[0]
+
+    def gram(self) -> np.ndarray:
+        _check_dense_n(self.n, "the Gram matrix")
+        G = self._W.T @ self._W
+        return G.toarray() if sp.issparse(G) else np.asarray(G)
+
+    def matrix(self) -> sp.csr_matrix:
+        return sp.csr_matrix(self._W)
+
+    def dense(self) -> np.ndarray:
+        """The workload matrix as a dense array."""
+        return self._W.toarray() if sp.issparse(self._W) else self._W
+
+    def matvec(self, x):
+        return np.asarray(self._W @ x).ravel()
+
+    def rmatvec(self, y):
+        return np.asarray(self._W.T @ y).ravel()
+
+    def query_variances(self, M):
+        if sp.issparse(self._W):
+            return super().query_variances(M)
+        W = self._W
+        step = max(1, 4_000_000 // max(self.n, 1))
+        return np.concatenate([np.einsum("ij,ij->i", W[s : s + step] @ M, W[s : s + step]) for s in range(0, self.m, step)])
+
+
+class IntervalWorkload(Workload):
+    """Range-count queries ``x[a] + ... + x[b]`` over a 1-D domain of n cells.
+
+    Covers identity, total, prefix, all-range and random-range workloads. The
+    Gram matrix is built in O(m + n^2) by a 2-D difference array (or in closed
+    form by subclasses), answers by prefix sums, and per-query variances by
+    2-D prefix sums of M, so nothing of size m x n is ever formed.
+
+    Parameters
+    ----------
+    n : int
+        Domain size.
+    lo, hi : array_like of int
+        Inclusive 0-based interval bounds, ``0 <= lo <= hi < n``.
+    spec : str
+        SPEC string of the workload.
+    """
+
+    def __init__(self, n: int, lo=None, hi=None, spec: str = ""):
+        self.domain = (int(n),)
+        self.spec = spec
+        if lo is not None:
+            self._lo = np.asarray(lo, dtype=np.int64)
+            self._hi = np.asarray(hi, dtype=np.int64)
+
+    @property
+    def intervals(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(lo, hi)``: inclusive 0-based bounds of every query, in row order."""
+        return self._lo, self._hi
+
+    @property
+    def m(self) -> int:
+        return len(self.intervals[0])
+
+    def gram(self) -> np.ndarray:
+        n = self.n
+        _check_dense_n(n, "the Gram matrix")
+        lo, hi = self.intervals
+        D = np.zeros((n + 1, n + 1))
+        np.add.at(D, (lo, lo), 1.0)
+        np.add.at(D, (lo, hi + 1), -1.0)
+        np.add.at(D, (hi + 1, lo), -1.0)
+        np.add.at(D, (hi + 1, hi + 1), 1.0)
+        return D.cumsum(axis=0).cumsum(axis=1)[:n, :n]
+
+    def matrix(self) -> sp.csr_matrix:
+        lo, hi = self.intervals
+        lengths = hi - lo + 1
+        nnz = int(lengths.sum())
+        if nnz > MAX_MATRIX_ENTRIES:
+            raise InputError(
+                f"workload {self.spec!r} has {nnz:,} non-zeros; too large to build as a matrix "
+                "(its Gram matrix and implicit operator are available)"
+            )
+        indptr = np.concatenate([[0], np.cumsum(lengths)])
+        starts = np.repeat(lo - indptr[:-1], lengths)
+        indices = starts + np.arange(nnz)
+        return sp.csr_matrix((np.ones(nnz), indices, indptr), shape=self.shape)
+
+    def matvec(self, x):
+        lo, hi = self.intervals
+        c = np.concatenate([[0.0], np.cumsum(np.asarray(x, dtype=float))])
+        return c[hi + 1] - c[lo]
+
+    def rmatvec(self, y):
+        lo, hi = self.intervals
+        d = np.zeros(self.n + 1)
+        np.add.at(d, lo, y)
+        np.add.at(d, hi + 1, -np.asarray(y, dtype=float))
+        return np.cumsum(d)[: self.n]
+
+    def query_variances(self, M):
+        n = self.n
+        S = np.zeros((n + 1, n + 1))
+        S[1:, 1:] = np.asarray(M, dtype=float).cumsum(axis=0).cumsum(axis=1)
+        lo, hi = self.intervals
+        return S[hi + 1, hi + 1] - S[lo, hi + 1] - S[hi + 1, lo] + S[lo, lo]
+
+
+class _Identity(IntervalWorkload):
+    def __init__(self, n: int):
+        super().__init__(n, np.arange(n), np.arange(n), f"identity:{n}")
+
+    def gram(self):
+        return np.eye(self.n)
+
+    def matrix(self):
+        return sp.identity(self.n, format="csr")
+
+
+class _Total(IntervalWorkload):
+    def __init__(self, n: int):
+        super().__init__(n, [0], [n - 1], f"total:{n}")
+
+    def gram(self):
+        _check_dense_n(self.n, "the Gram matrix")
+        return np.ones((self.n, self.n))
+
+
+class _Prefix(IntervalWorkload):
+    def __init__(self, n: int):
+        super().__init__(n, np.zeros(n, dtype=np.int64), np.arange(n), f"prefix:{n}")
+
+    def gram(self):
+        n = self.n
+        _check_dense_n(n, "the Gram matrix")
+        i = np.arange(1, n + 1, dtype=float)
+        return (n + 1) - np.maximum(i[:, None], i[None, :])
+
+
+class _AllRange(IntervalWorkload):
+    """All n(n+1)/2 intervals, ordered by left end, then right end."""
+
+    def __init__(self, n: int):
+        super().__init__(n, spec=f"all-range:{n}")
+
+    @property
+    def m(self) -> int:
+        return self.n * (self.n + 1) // 2
+
+    @cached_property
+    def intervals(self):
+        lo, hi = np.triu_indices(self.n)
+        return lo.astype(np.int64), hi.astype(np.int64)
+
+    def gram(self):
+        n = self.n
+        _check_dense_n(n, "the Gram matrix")
+        i = np.arange(1, n + 1, dtype=float)
+        G = np.minimum(i[:, None], i[None, :])
+        G *= (n + 1) - np.maximum(i[:, None], i[None, :])
+        return G
+
+
+class Kronecker(Workload):
+    """Kronecker (cross) product of workloads: one query per tuple of factor queries.
+
+    The domain is the concatenation of the factor domains (row-major cells);
+    the Gram matrix is the Kronecker product of the factor Grams.
+    """
+
+    def __init__(self, factors: Sequence[Workload]):
+        if len(factors) < 1:
+            raise InputError("a Kronecker workload needs at least one factor")
+        self.factors = list(factors)
+        self.domain = tuple(d for f in self.factors for d in f.domain)
+        self.spec = "*".join(_wrap(f.spec, "*") for f in self.factors)
+        self.log_scale = float(sum(f.log_scale for f in self.factors))
+
+    @property
+    def m(self) -> int:
+        return int(np.prod([f.m for f in self.factors]))
+
+    def gram(self):
+        _check_dense_n(self.n, "the Gram matrix")
+        return reduce(np.kron, [f.gram() for f in self.factors])
+
+    def matrix(self):
+        nnz_est = float(np.prod([float(f.matrix().nnz) for f in self.factors]))
+        if nnz_est > MAX_MATRIX_ENTRIES:
+            raise InputError(
+                f"workload {self.spec!r} has about {nnz_est:,.0f} non-zeros; too large to build "
+                "as a matrix (its Gram matrix and implicit operator are available)"
+            )
+        return sp.csr_matrix(reduce(lambda a, b: sp.kron(a, b, format="csr"), [f.matrix() for f in self.factors]))
+
+    def _apply(self, x, forward: bool):
+        sizes_in = [f.n if forward else f.m for f in self.factors]
+        X = np.asarray(x, dtype=float).reshape(sizes_in)
+        for axis, f in enumerate(self.factors):
+            X = np.moveaxis(X, axis, -1)
+            shp = X.shape
+            flat = X.reshape(-1, shp[-1])
+            op = f.matvec if forward else f.rmatvec
+            res = np.stack([op(row) for row in flat]) if flat.shape[0] else flat
+            X = np.moveaxis(res.reshape(shp[:-1] + (res.shape[-1],)), -1, axis)
+        return X.ravel()
+
+    def matvec(self, x):
+        return self._apply(x, True)
+
+    def rmatvec(self, y):
+        return self._apply(y, False)
+
+
+class Union(Workload):
+    """Weighted union (stack) of workloads over the same domain."""
+
+    def __init__(self, parts: Sequence[Workload], weights: Sequence[float] | None = None):
+        if len(parts) < 1:
+            raise InputError("a union workload needs at least one part")
+        doms = {p.n for p in parts}
+        if len(doms) != 1:
+            raise InputError(
+                "union of workloads over different domain sizes: "
+                + ", ".join(f"{p.spec} has {p.n} cells" for p in parts)
+            )
+        if any(p.log_scale for p in parts):
+            raise InputError("union of workloads with rescaled Gram matrices is not supported")
+        self.parts = list(parts)
+        self.weights = np.ones(len(parts)) if weights is None else np.asarray(weights, dtype=float)
+        if len(self.weights) != len(self.parts) or not np.all(self.weights > 0):
+            raise InputError("union weights must be positive, one per part")
+        self.domain = self.parts[0].domain
+        if np.all(self.weights == 1):
+            self.spec = "+".join(p.spec for p in self.parts)
+        else:
+            self.spec = "union(" + ",".join(f"{w:g}*({p.spec})" for w, p in zip(self.weights, self.parts)) + ")"
+
+    @property
+    def m(self) -> int:
+        return sum(p.m for p in self.parts)
+
+    def _offsets(self):
+        return np.cumsum([0] + [p.m for p in self.parts])
+
+    def gram(self):
+        return sum(w**2 * p.gram() for w, p in zip(self.weights, self.parts))
+
+    def matrix(self):
+        return sp.vstack([w * p.matrix() for w, p in zip(self.weights, self.parts)], format="csr")
+
+    def matvec(self, x):
+        return np.concatenate([w * p.matvec(x) for w, p in zip(self.weights, self.parts)])
+
+    def rmatvec(self, y):
+        off = self._offsets()
+        return sum(w * p.rmatvec(y[off[i] : off[i + 1]]) for i, (w, p) in enumerate(zip(self.weights, self.parts)))
+
+    def query_variances(self, M):
+        return np.concatenate([w**2 * p.query_variances(M) for w, p in zip(self.weights, self.parts)])
+
+
+def _wrap(spec: str, op: str) -> str:
+    return f"({spec})" if ("+" in spec and op == "*") else spec
+
+
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise InputError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def identity(n: int) -> Workload:
+    """The n unit queries (one per cell)."""
+    return _Identity(_positive_int(n, "n"))
+
+
+def total(n: int) -> Workload:
+    """The single query summing all n cells."""
+    return _Total(_positive_int(n, "n"))
+
+
+def prefix(n: int) -> Workload:
+    """The n prefix queries ``[1, j]`` (the CDF workload); Gram ``n - max(a, b) + 1``."""
+    return _Prefix(_positive_int(n, "n"))
+
+
+def all_range(n: int) -> Workload:
+    """All n(n+1)/2 range queries; Gram ``min(a, b) (n - max(a, b) + 1)`` (1-based)."""
+    return _AllRange(_positive_int(n, "n"))
+
+
+def random_range(n: int, m: int, seed: int = 0) -> Workload:
+    """m random intervals ``[a, b]``: a, b uniform on the domain, sorted so a <= b.
+
+    Parameters
+    ----------
+    n, m : int
+        Domain size and number of queries.
+    seed : int
+        Seed of ``numpy.random.default_rng``; the same seed gives the same queries.
+    """
+    n, m = _positive_int(n, "n"), _positive_int(m, "m")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"seed must be a non-negative integer, got {seed!r}")
+    rng = np.random.default_rng(int(seed))
+    ab = np.sort(rng.integers(0, n, size=(m, 2)), axis=1)
+    return IntervalWorkload(n, ab[:, 0], ab[:, 1], f"random-range:{n}:{m}:{seed}")
+
+
+def marginals(shape: Sequence[int], k: int) -> Workload:
+    """All k-way marginals over a product domain.
+
+    Each marginal over an attribute set S is the Kronecker product over the
+    attributes of ``identity:d`` (attribute in S) or ``total:d`` (summed out).
+    """
+    shape = tuple(_positive_int(d, "attribute size") for d in shape)
+    k = int(k)
+    if not 0 <= k <= len(shape):
+        raise InputError(f"marginal order k must be between 0 and {len(shape)}, got {k}")
+    parts = []
+    for S in combinations(range(len(shape)), k):
+        parts.append(Kronecker([identity(d) if i in S else total(d) for i, d in enumerate(shape)]))
+    W = Union(parts)
+    W.spec = f"marginals:{'x'.join(map(str, shape))}:{k}"
+    W.domain = shape
+    return W
+
+
+def kronecker(*factors: Workload) -> Workload:
+    """Kronecker product of workloads (multi-dimensional domain)."""
+    return Kronecker(factors)
+
+
+def union(*parts: Workload, weights: Sequence[float] | None = None) -> Workload:
+    """Weighted union (stack) of workloads over the same number of cells."""
+    return Union(parts, weights)
+
+
+def from_matrix(W, spec: str = "matrix", domain: tuple[int, ...] | None = None) -> Workload:
+    """Wrap an explicit dense or sparse matrix as a workload (validated)."""
+    return ExplicitWorkload(W, spec, domain)
