@@ -8,7 +8,7 @@ Examples
 >>> import strategy_opt as so
 >>> s = so.solve("all-range:64", privacy="approx", method="wavelet")
 >>> round(s.meta["ratio_to_lower_bound"], 3)
-1.346
+1.408
 """
 
 __version__ = "0.1.0"

@@ -67,12 +67,13 @@ def solve(
     """
     from .solvers import SolverProfile
 
+    workload = as_workload(workload)
     info = get_method(method)
     if privacy not in info.privacy:
         raise InputError(f"method {method!r} supports privacy {'/'.join(info.privacy)}, not {privacy!r}")
     get_objective(objective)
     profile = solver if isinstance(solver, SolverProfile) else load_profile(solver)
-    problem = Problem(as_workload(workload), privacy, objective, profile, options)
+    problem = Problem(workload, privacy, objective, profile, options)
     t0 = time.perf_counter()
     strategy = info.func(problem)
     strategy.meta.setdefault("total_seconds", time.perf_counter() - t0)

@@ -19,7 +19,17 @@ from typing import Callable
 
 from .exceptions import InputError
 
-__all__ = ["MethodInfo", "register_method", "register_release", "get_method", "get_release", "methods", "releases"]
+__all__ = [
+    "MethodInfo",
+    "register_method",
+    "register_release",
+    "register_subcommand",
+    "get_method",
+    "get_release",
+    "methods",
+    "releases",
+    "subcommands",
+]
 
 
 @dataclass(frozen=True)
@@ -35,6 +45,7 @@ class MethodInfo:
 
 _METHODS: dict[str, MethodInfo] = {}
 _RELEASES: dict[str, MethodInfo] = {}
+_SUBCOMMANDS: list[Callable] = []
 
 
 def _register(table, name, privacy, source, summary):
@@ -53,6 +64,18 @@ def register_method(name: str, *, privacy=("pure", "approx"), source: str = "", 
 def register_release(name: str, *, privacy=("pure",), source: str = "", summary: str = ""):
     """Decorator registering a data-dependent release ``func(x, workload, privacy, rng, **options)``."""
     return _register(_RELEASES, name, privacy, source, summary)
+
+
+def register_subcommand(func: Callable) -> Callable:
+    """Register ``func(subparsers)`` that adds an extra CLI sub-command (e.g. ``online``)."""
+    _SUBCOMMANDS.append(func)
+    return func
+
+
+def subcommands() -> list[Callable]:
+    """Registered extra CLI sub-command builders."""
+    _load()
+    return list(_SUBCOMMANDS)
 
 
 def _load():

@@ -1,0 +1,402 @@
+"""The ``strategy-opt`` command line (contract: CLI.md).
+
+Exit status: 0 on success, 2 on a usage or input error (one line on stderr
+naming the bad value), 1 when a solver fails. Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__
+from .exceptions import InputError, SolverError
+
+log = logging.getLogger("strategy_opt")
+
+EPILOG_SOLVE = """
+methods (strategy-opt list methods): identity, hierarchical, wavelet, fourier, minerror-l2,
+minerror-l1 (small n only: an SDP on (m'+n)^2 variables per iteration; n <= ~16 in practice),
+svd-approx, eigen-design, l1-weighting, greedy-h, orthogonal, workload-division, auto.
+
+examples:
+  strategy-opt solve --workload all-range:256 --privacy approx --method eigen-design --out s.npz
+  strategy-opt solve problems/allrange_2048.toml --method wavelet --out y.mtx
+  strategy-opt solve --workload prefix:64 --privacy pure --method hierarchical --branching 4 --out h.csv
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """ArgumentParser whose usage errors are one line and exit status 2."""
+
+    def error(self, message):  # noqa: D401
+        raise InputError(f"{self.prog}: {message}")
+
+
+def _option_value(text: str):
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _parse_options(pairs) -> dict:
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--option must be KEY=VALUE, got {pair!r}")
+        out[key.strip().replace("-", "_")] = _option_value(value.strip())
+    return out
+
+
+def _positive_float(name):
+    def conv(text):
+        try:
+            v = float(text)
+        except ValueError:
+            raise InputError(f"{name} must be a number, got {text!r}") from None
+        return v
+
+    return conv
+
+
+def _nonneg_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise InputError(f"--seed must be a non-negative integer, got {text!r}") from None
+    if v < 0:
+        raise InputError(f"--seed must be a non-negative integer, got {text!r}")
+    return v
+
+
+def _summary(meta: dict) -> str:
+    def fmt(v, log10):
+        if v is not None:
+            return f"{v:.10g}"
+        return f"10^{log10:.4f}" if log10 is not None else "n/a"
+
+    E = fmt(meta.get("unit_total_squared_error"), meta.get("unit_total_squared_error_log10"))
+    lb = fmt(meta.get("lower_bound"), meta.get("lower_bound_log10"))
+    ratio = meta.get("ratio_to_lower_bound")
+    return (
+        f"method={meta.get('method')} workload={meta.get('workload')} privacy={meta.get('privacy')} "
+        f"shape={meta.get('shape')} E_{meta.get('sensitivity_norm', 'l?')[1:]}={E} lower_bound={lb} "
+        f"({meta.get('lower_bound_kind')}) ratio={'n/a' if ratio is None else f'{ratio:.6g}'} "
+        f"solver={meta.get('solver')} status={meta.get('solver_status')} seconds={meta.get('solve_seconds', 0):.3g}"
+    )
+
+
+# ----------------------------------------------------------------------------------------- solve
+def _cmd_solve(args) -> int:
+    from .api import solve
+    from .io import STRATEGY_FORMATS, write_strategy
+    from .problem import read_problem_file
+
+    data = read_problem_file(args.problem) if args.problem else {}
+    workload = args.workload or data.get("workload")
+    if not workload:
+        raise InputError("no workload: give --workload SPEC or a PROBLEM.toml with a 'workload'")
+    options = dict(data.get("options", {}))
+    if args.branching is not None:
+        options["branching"] = args.branching
+    if args.basis is not None:
+        options["basis"] = args.basis
+    options.update(_parse_options(args.option))
+    if args.out and Path(args.out).suffix.lower() not in STRATEGY_FORMATS:
+        raise InputError(f"--out must end in one of {', '.join(STRATEGY_FORMATS)}, got {args.out!r}")
+    strategy = solve(
+        workload,
+        privacy=args.privacy or data.get("privacy", "approx"),
+        method=args.method or data.get("method", "auto"),
+        objective=args.objective or data.get("objective", "total"),
+        solver=args.solver or data.get("solver"),
+        **options,
+    )
+    if args.out:
+        write_strategy(strategy, args.out)
+        log.info("wrote %s", args.out)
+    if args.json:
+        print(json.dumps(strategy.meta, sort_keys=True))
+    else:
+        print(_summary(strategy.meta))
+    return 0
+
+
+# ----------------------------------------------------------------------------------------- error
+def _check_recorded_workload(strategy, workload, force: bool) -> None:
+    rec = strategy.meta.get("workload")
+    if strategy.shape[1] != workload.n:
+        raise InputError(f"strategy has {strategy.shape[1]} columns but workload {workload.spec!r} has {workload.n} cells")
+    if rec and rec != workload.spec and not force:
+        raise InputError(
+            f"strategy was computed for workload {rec!r}, not {workload.spec!r}; pass --force to evaluate it anyway"
+        )
+
+
+def _cmd_error(args) -> int:
+    from .api import error_report
+    from .io import read_strategy
+    from .spec import parse_spec
+
+    strategy = read_strategy(args.strategy)
+    workload = parse_spec(args.workload)
+    _check_recorded_workload(strategy, workload, args.force)
+    privacy = args.privacy or strategy.meta.get("privacy") or "approx"
+    t0 = time.perf_counter()
+    report = error_report(strategy, workload, privacy)
+    report["seconds"] = time.perf_counter() - t0
+    if args.json:
+        print(json.dumps(report, sort_keys=True))
+    else:
+        for k in sorted(report):
+            print(f"{k}: {report[k]}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------- run
+def _load_data(args, workload):
+    from .io import histogram_from_records, read_histogram
+
+    if args.column or args.bins:
+        x = histogram_from_records(args.data, args.column or [], args.bins or [])
+        if x.size != workload.n:
+            raise InputError(f"--bins give {x.size} cells but the workload has {workload.n}")
+    else:
+        x = read_histogram(args.data, workload.n, workload.domain)
+    if np.any(x < 0):
+        raise InputError(f"{args.data}: histogram has negative counts; counts must be >= 0")
+    return x
+
+
+def _sampler(args) -> tuple[str, object]:
+    sampler = args.sampler
+    if sampler is None:
+        sampler = "simulate" if args.seed is not None else "opendp"
+    if sampler == "opendp" and args.seed is not None:
+        raise InputError("--seed cannot be used with --sampler opendp (its noise is not seedable); use --sampler simulate")
+    if sampler == "simulate":
+        log.warning("using the seeded NumPy noise sampler ('simulate'): for simulations only, not for real releases")
+    return sampler, args.seed
+
+
+def _write_release(args, release) -> None:
+    from .io import write_answers
+
+    write_answers(args.out, release.answers, release.lower, release.upper)
+    log.info("wrote %d answers to %s", len(release.answers), args.out)
+
+
+def _check_out(path: str) -> None:
+    if Path(path).suffix.lower() not in (".npy", ".csv"):
+        raise InputError(f"--out must end in .npy or .csv, got {path!r}")
+
+
+def _cmd_run(args) -> int:
+    from .executor import run
+    from .io import read_strategy
+    from .privacy import privacy_from_args
+    from .spec import parse_spec
+
+    _check_out(args.out)
+    strategy = read_strategy(args.strategy)
+    workload = parse_spec(args.workload)
+    _check_recorded_workload(strategy, workload, args.force)
+    notion = args.privacy or strategy.meta.get("privacy") or ("approx" if args.delta is not None else "pure")
+    privacy = privacy_from_args(notion, args.epsilon, args.delta)
+    x = _load_data(args, workload)
+    sampler, seed = _sampler(args)
+    t0 = time.perf_counter()
+    release = run(strategy, x, workload, privacy, estimator=args.estimator, rng=seed, sampler=sampler)
+    log.info("answered %d queries in %.3g s (noise scale %.6g)", len(release.answers), time.perf_counter() - t0, release.noise_scale)
+    _write_release(args, release)
+    return 0
+
+
+def _cmd_release(args) -> int:
+    from .api import solve
+    from .executor import run
+    from .privacy import privacy_from_args
+    from .registry import get_release, methods
+    from .spec import parse_spec
+
+    _check_out(args.out)
+    workload = parse_spec(args.workload)
+    notion = args.privacy or ("approx" if args.delta is not None else "pure")
+    privacy = privacy_from_args(notion, args.epsilon, args.delta)
+    x = _load_data(args, workload)
+    sampler, seed = _sampler(args)
+    options = _parse_options(args.option)
+    info = get_release(args.method)
+    if privacy.notion not in info.privacy:
+        raise InputError(f"method {args.method!r} supports privacy {'/'.join(info.privacy)}, not {privacy.notion!r}")
+    t0 = time.perf_counter()
+    if args.method in methods() and info.func is methods()[args.method].func:
+        strategy = solve(workload, privacy=privacy.notion, method=args.method, **options)
+        release = run(strategy, x, workload, privacy, estimator=args.estimator, rng=seed, sampler=sampler)
+    else:
+        release = info.func(x, workload, privacy, rng=seed, sampler=sampler, **options)
+    log.info("released %d answers in %.3g s", len(release.answers), time.perf_counter() - t0)
+    _write_release(args, release)
+    return 0
+
+
+# ----------------------------------------------------------------------------------------- export / list
+def _cmd_export(args) -> int:
+    from .io import read_strategy, write_strategy
+
+    strategy = read_strategy(args.strategy)
+    if Path(args.out).resolve() == Path(args.strategy).resolve():
+        raise InputError("--out is the input file; choose another name")
+    write_strategy(strategy, args.out)
+    log.info("wrote %s", args.out)
+    return 0
+
+
+def _cmd_list(args) -> int:
+    what = args.what
+    if what == "methods":
+        from .registry import methods, releases
+
+        for name, info in sorted(methods().items()):
+            print(f"{name:20s} {'/'.join(info.privacy):12s} {info.summary}  [{info.source}]")
+        for name, info in sorted(releases().items()):
+            print(f"{name:20s} {'/'.join(info.privacy):12s} (release only) {info.summary}  [{info.source}]")
+    elif what == "objectives":
+        from .objectives import objectives
+
+        for name, obj in sorted(objectives().items()):
+            print(f"{name:20s} {obj.description}")
+    elif what == "solvers":
+        from .solvers import list_profiles, load_profile
+
+        for name, path in sorted(list_profiles().items()):
+            prof = load_profile(str(path))
+            print(f"{name:20s} backend={prof.backend:7s} {prof.description}  ({path})")
+    elif what == "problems":
+        from .problem import list_problems, read_problem_file
+
+        for name, path in sorted(list_problems().items()):
+            data = read_problem_file(path)
+            print(f"{name:28s} {data.get('workload', ''):36s} {data.get('description', '')}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------- parser
+def _add_data_args(p) -> None:
+    p.add_argument("--data", required=True, help="histogram (.npy any shape, or .csv one count per line), or raw CSV records with --column/--bins")
+    p.add_argument("--column", action="append", help="column of raw CSV records to histogram (repeat for product domains)")
+    p.add_argument("--bins", action="append", help="LO:HI[:WIDTH] bins for the matching --column (width 1 by default)")
+    p.add_argument("--workload", required=True, metavar="SPEC", help="workload SPEC (see CLI.md)")
+    p.add_argument("--epsilon", required=True, type=_positive_float("--epsilon"), help="privacy budget epsilon > 0")
+    p.add_argument("--delta", type=_positive_float("--delta"), help="delta in (0, 1): (epsilon, delta)-DP with Gaussian noise")
+    p.add_argument("--privacy", choices=["pure", "approx"], help="default: approx if --delta is given, else pure")
+    p.add_argument("--seed", type=_nonneg_int, help="seed for reproducible noise (implies --sampler simulate)")
+    p.add_argument("--sampler", choices=["opendp", "simulate"], help="noise sampler: opendp (vetted, default) or simulate (seeded NumPy, for simulations)")
+    p.add_argument("--estimator", choices=["ls", "nnls", "hybrid"], default="ls", help="reconstruction: least squares (with 95%% intervals), NNLS, or hybrid (Li 2013 Sec. 3.5.2)")
+    p.add_argument("--out", required=True, help="answers file: .npy (vector) or .csv (query,answer,lower,upper)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``strategy-opt``."""
+    parser = _Parser(
+        prog="strategy-opt",
+        description="Optimal query strategies for linear counting queries under differential privacy.",
+        epilog="Workload SPECs: identity:N total:N prefix:N all-range:N random-range:N:M[:SEED] "
+        "marginals:D1xD2x..:K SPEC*SPEC (Kronecker) SPEC+SPEC (union) file:PATH. See README.md.",
+    )
+    parser.add_argument("--version", action="version", version=f"strategy-opt {__version__}")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress output on stderr")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug output on stderr")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    p = sub.add_parser("solve", help="compute a strategy", description="Compute a strategy for a workload and write it to a file.", epilog=EPILOG_SOLVE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("problem", nargs="?", metavar="PROBLEM.toml", help="problem file (or bundled problem name); flags override it")
+    p.add_argument("--workload", metavar="SPEC", help="workload SPEC")
+    p.add_argument("--privacy", choices=["pure", "approx"], help="pure: epsilon-DP, L1 sensitivity; approx: (epsilon,delta)-DP, L2 (default)")
+    p.add_argument("--method", help="strategy method (default auto; see 'strategy-opt list methods')")
+    p.add_argument("--objective", help="objective over per-query variances (default total; see 'list objectives')")
+    p.add_argument("--basis", help="design basis for l1-weighting: eigen|wavelet|fourier|hierarchical")
+    p.add_argument("--branching", type=int, help="branching factor of hierarchical strategies (default: best for the workload)")
+    p.add_argument("--solver", metavar="PROFILE", help="solver profile name (scs, clarabel, native) or path to a .toml")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="method option (repeatable), e.g. --option group_size=16")
+    p.add_argument("--out", help="strategy file: .npz, .mtx or .csv (+ .json)")
+    p.add_argument("--json", action="store_true", help="print the full metadata as JSON on stdout")
+    p.set_defaults(func=_cmd_solve)
+
+    p = sub.add_parser("error", help="error of a strategy on a workload", description="Unit total squared error E_p, SVD bound and per-query statistics of a strategy file.")
+    p.add_argument("strategy", metavar="STRATEGY", help="strategy file (.npz, .mtx, .csv)")
+    p.add_argument("--workload", required=True, metavar="SPEC")
+    p.add_argument("--privacy", choices=["pure", "approx"], help="default: the strategy's own")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.add_argument("--force", action="store_true", help="evaluate even if the strategy was computed for another workload")
+    p.set_defaults(func=_cmd_error)
+
+    p = sub.add_parser("run", help="answer a workload on data through a strategy", description="Add calibrated noise to the strategy answers, reconstruct, and write the workload answers.")
+    p.add_argument("strategy", metavar="STRATEGY")
+    _add_data_args(p)
+    p.add_argument("--force", action="store_true", help="run even if the strategy was computed for another workload")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("release", help="data-dependent release (dawa, mwem, or any strategy method)", description="Release workload answers with a data-dependent method or a strategy method.")
+    p.add_argument("--method", required=True, help="dawa, mwem, identity, hierarchical, ... (see 'list methods')")
+    _add_data_args(p)
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="method option (repeatable), e.g. --option rounds=20")
+    p.set_defaults(func=_cmd_release)
+
+    p = sub.add_parser("export", help="convert a strategy file between .npz/.mtx/.csv", description="Convert a strategy file; metadata is kept.")
+    p.add_argument("strategy", metavar="STRATEGY")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser("list", help="list methods, objectives, solver profiles or problems")
+    p.add_argument("what", choices=["methods", "objectives", "solvers", "problems"])
+    p.set_defaults(func=_cmd_list)
+
+    from .registry import subcommands
+
+    for register in subcommands():
+        register(sub)
+    return parser
+
+
+def _setup_logging(quiet: bool, verbose: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("strategy-opt: %(message)s"))
+    log.handlers[:] = [handler]
+    log.setLevel(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
+    log.propagate = False
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``strategy-opt`` console script."""
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        _setup_logging(args.quiet, args.verbose)
+        return args.func(args)
+    except InputError as exc:
+        print(f"strategy-opt: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    except SolverError as exc:
+        print(f"strategy-opt: solver failed: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print("strategy-opt: error: out of memory; try a smaller workload or a structured method", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("strategy-opt: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""The executor: measure a strategy with noise, reconstruct, answer the workload.
+
+Three reusable steps (ektelo's vocabulary), used by `run` and by the
+data-dependent methods:
+
+* `measure` -- ``y = A x + noise``, Laplace (pure) or Gaussian (approx), with
+  the scale calibrated by `strategy_opt.privacy` to A's *computed* sensitivity.
+* `reconstruct` -- ``x_hat``: least squares (dense ``lstsq`` for small A, LSMR for
+  large or sparse A), non-negative least squares, or the hybrid estimator of
+  Li 2013, Sec. 3.5.2 (LS answers ``z = W x_ls``, then ``argmin_{x >= 0} ||W x - z||``).
+* `answer` -- ``W x_hat`` plus 95% intervals for the LS estimator.
+
+Noise samplers: ``"simulate"`` draws with NumPy's seeded generator (fast,
+reproducible: for simulations and benchmarks); ``"opendp"`` (the default for
+released answers when no seed is given) uses OpenDP's vetted floating-point-safe
+samplers (`strategy_opt.samplers`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import lsq_linear, nnls
+from scipy.sparse.linalg import lsmr
+from scipy.stats import norm
+
+from .defaults import CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL
+from .error import ErrorProfile, KroneckerMatrix, sensitivity
+from .exceptions import InputError
+from .privacy import Privacy
+from .strategy import Strategy
+from .workload import Workload
+
+__all__ = ["Release", "measure", "reconstruct", "answer_intervals", "run"]
+
+log = logging.getLogger("strategy_opt")
+
+ESTIMATORS = ("ls", "nnls", "hybrid")
+
+
+@dataclass
+class Release:
+    """Answers to a workload from one private measurement.
+
+    Attributes
+    ----------
+    answers : ndarray (m,)
+        Estimated workload answers ``W x_hat``.
+    lower, upper : ndarray (m,) or None
+        Two-sided 95% intervals (LS estimator only; NaN where unavailable).
+    x_hat : ndarray (n,)
+        Estimated histogram.
+    noise_scale : float
+        Laplace scale b or Gaussian sigma used for every strategy answer.
+    """
+
+    answers: np.ndarray
+    lower: np.ndarray | None
+    upper: np.ndarray | None
+    x_hat: np.ndarray
+    noise_scale: float
+
+
+def _as_operator_matrix(A):
+    if isinstance(A, KroneckerMatrix):
+        return A.tocsr()
+    if isinstance(A, Strategy):
+        return _as_operator_matrix(A.matrix)
+    return A
+
+
+def measure(A, x: np.ndarray, privacy: Privacy, rng=None, sampler: str = "simulate") -> tuple[np.ndarray, float]:
+    """Noisy strategy answers ``y = A x + noise`` calibrated to A's sensitivity.
+
+    Parameters
+    ----------
+    A : ndarray, sparse matrix, KroneckerMatrix or Strategy
+    x : ndarray (n,)
+        The histogram.
+    privacy : PureDP or ApproxDP
+    rng : numpy Generator or int, optional
+        Seed/generator for the ``"simulate"`` sampler.
+    sampler : {'simulate', 'opendp'}
+
+    Returns
+    -------
+    y : ndarray
+    scale : float
+        Laplace scale or Gaussian sigma.
+    """
+    A = _as_operator_matrix(A)
+    delta_A = sensitivity(A, privacy.p)
+    if delta_A <= 0:
+        raise InputError("strategy has zero sensitivity (all-zero matrix)")
+    scale = privacy.noise_scale(delta_A)
+    exact = np.asarray(A @ x, dtype=float).ravel()
+    if sampler == "simulate":
+        rng = np.random.default_rng(rng)
+        noise = rng.laplace(0.0, scale, exact.size) if privacy.notion == "pure" else rng.normal(0.0, scale, exact.size)
+        return exact + noise, scale
+    if sampler == "opendp":
+        from .samplers import opendp_release
+
+        return opendp_release(exact, privacy, delta_A), scale
+    raise InputError(f"unknown sampler {sampler!r}; use 'opendp' or 'simulate'")
+
+
+def _least_squares(A, y: np.ndarray) -> np.ndarray:
+    if not sp.issparse(A) and A.size <= DENSE_LSTSQ_ENTRIES:
+        return np.linalg.lstsq(np.asarray(A, dtype=float), y, rcond=None)[0]
+    A = sp.csr_matrix(A)
+    res = lsmr(A, y, atol=1e-14, btol=1e-14, maxiter=20 * max(A.shape))
+    if res[1] == 7:
+        log.warning("LSMR reached its iteration limit; the reconstruction may be inaccurate")
+    return res[0]
+
+
+def _gram_factor(workload: Workload) -> np.ndarray:
+    """R with ``R^T R = W^T W`` (rank-revealing), to solve ``min ||W x - z||`` through n x n data."""
+    lam, V = np.linalg.eigh(workload.gram())
+    keep = lam > EIG_RTOL * lam.max()
+    return (V[:, keep] * np.sqrt(lam[keep])).T
+
+
+def _nonneg_ls(M, b: np.ndarray) -> np.ndarray:
+    if not sp.issparse(M) and M.size <= DENSE_LSTSQ_ENTRIES:
+        return nnls(np.asarray(M, dtype=float), b, maxiter=50 * M.shape[1])[0]
+    res = lsq_linear(sp.csr_matrix(M), b, bounds=(0, np.inf), method="trf", lsmr_tol="auto", max_iter=200)
+    return res.x
+
+
+def reconstruct(A, y: np.ndarray, estimator: str = "ls", workload: Workload | None = None) -> np.ndarray:
+    """Estimate the histogram from noisy strategy answers.
+
+    Parameters
+    ----------
+    A : strategy matrix (p x n)
+    y : ndarray (p,)
+    estimator : {'ls', 'nnls', 'hybrid'}
+        ``ls``: minimum-norm least squares ``A^+ y``; ``nnls``: ``argmin_{x >= 0} ||A x - y||``;
+        ``hybrid`` (Li 2013, Sec. 3.5.2): ``argmin_{x >= 0} ||W x - W A^+ y||``, solved
+        through a factor of ``W^T W`` so the m x n workload is never formed.
+    workload : Workload
+        Required for ``hybrid``.
+    """
+    A = _as_operator_matrix(A)
+    if estimator == "ls":
+        return _least_squares(A, y)
+    if estimator == "nnls":
+        return _nonneg_ls(A, y)
+    if estimator == "hybrid":
+        if workload is None:
+            raise InputError("the hybrid estimator needs the workload")
+        x_ls = _least_squares(A, y)
+        R = _gram_factor(workload)
+        return _nonneg_ls(R, R @ x_ls)
+    raise InputError(f"unknown estimator {estimator!r}; use one of {', '.join(ESTIMATORS)}")
+
+
+def answer_intervals(A, workload: Workload, privacy: Privacy, answers: np.ndarray, level: float = CONFIDENCE):
+    """Two-sided intervals for LS answers: ``answer +- z * sd_i``.
+
+    ``sd_i^2 = Var(noise) * w_i (A^T A)^+ w_i^T`` is exact for the Gaussian
+    mechanism; for Laplace noise the normal quantile is used (each answer is a
+    weighted sum of independent Laplace variables, close to normal when many
+    strategy rows contribute; for very few rows the interval is approximate).
+
+    Returns ``(lower, upper)`` or ``(None, None)`` when the domain is too large
+    for a dense error profile.
+    """
+    A = _as_operator_matrix(A)
+    try:
+        prof = ErrorProfile(A)
+    except InputError:
+        log.warning("domain too large for per-query intervals; intervals omitted")
+        return None, None
+    var = privacy.noise_variance(sensitivity(A, privacy.p)) * workload.query_variances(prof.pinv())
+    half = norm.ppf(0.5 + level / 2) * np.sqrt(np.clip(var, 0, None))
+    return answers - half, answers + half
+
+
+def run(
+    strategy,
+    x: np.ndarray,
+    workload: Workload,
+    privacy: Privacy,
+    *,
+    estimator: str = "ls",
+    rng=None,
+    sampler: str = "simulate",
+    intervals: bool = True,
+) -> Release:
+    """Answer a workload through a strategy: measure, reconstruct, answer.
+
+    Parameters
+    ----------
+    strategy : Strategy or matrix
+    x : ndarray (n,)
+        Histogram (flattened C-order), non-negative counts.
+    workload : Workload
+    privacy : PureDP or ApproxDP
+    estimator : {'ls', 'nnls', 'hybrid'}
+    rng : int or numpy Generator, optional
+        Seed for the ``simulate`` sampler.
+    sampler : {'simulate', 'opendp'}
+    intervals : bool
+        Compute 95% intervals (LS estimator only).
+
+    Returns
+    -------
+    Release
+
+    Raises
+    ------
+    InputError
+        If the strategy does not support the workload or the shapes disagree.
+    """
+    A = _as_operator_matrix(strategy)
+    x = np.asarray(x, dtype=float).ravel()
+    if A.shape[1] != workload.n:
+        raise InputError(f"strategy has {A.shape[1]} columns but the workload has {workload.n} cells")
+    if x.size != workload.n:
+        raise InputError(f"data has {x.size} cells but the workload has {workload.n}")
+    if estimator not in ESTIMATORS:
+        raise InputError(f"unknown estimator {estimator!r}; use one of {', '.join(ESTIMATORS)}")
+    if workload.n <= 20_000:
+        ErrorProfile(A).check_support(workload.gram())
+    y, scale = measure(A, x, privacy, rng=rng, sampler=sampler)
+    x_hat = reconstruct(A, y, estimator, workload)
+    answers = workload.matvec(x_hat)
+    lower = upper = None
+    if intervals and estimator == "ls":
+        lower, upper = answer_intervals(A, workload, privacy, answers)
+    return Release(answers, lower, upper, x_hat, scale)

@@ -1,0 +1,54 @@
+"""Vetted noise sampling for released answers, through OpenDP.
+
+Textbook floating-point Laplace and Gaussian sampling leaks information
+through the pattern of representable outputs (Mironov, CCS 2012). Released
+answers are therefore drawn by OpenDP's measurements (``make_laplace``,
+``make_gaussian`` on float vectors), which sample safely and carry their own
+privacy maps. The NumPy path in `strategy_opt.executor` (``sampler="simulate"``)
+is for simulations and benchmarks only: it is seedable and fast.
+
+The noise scale is the one `strategy_opt.privacy` calibrates (for the
+Gaussian, that calibration is itself OpenDP's privacy map); this module checks
+with OpenDP's own map that the measurement meets the target before sampling.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .exceptions import SolverError
+from .privacy import Privacy
+
+__all__ = ["opendp_release"]
+
+
+def opendp_release(exact: np.ndarray, privacy: Privacy, sensitivity: float) -> np.ndarray:
+    """``exact + noise`` drawn by OpenDP's Laplace or Gaussian measurement.
+
+    Parameters
+    ----------
+    exact : ndarray
+        The exact strategy answers ``A x``.
+    privacy : PureDP or ApproxDP
+    sensitivity : float
+        L1 (pure) or L2 (approx) sensitivity of the strategy.
+    """
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    values = [float(v) for v in np.asarray(exact, dtype=float).ravel()]
+    scale = privacy.noise_scale(sensitivity)
+    if privacy.notion == "pure":
+        space = (dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float))
+        meas = dp.m.make_laplace(*space, scale=scale)
+        achieved = meas.map(float(sensitivity))
+        ok = achieved <= privacy.epsilon * (1 + 1e-9)
+    else:
+        space = (dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l2_distance(T=float))
+        meas = dp.m.make_gaussian(*space, scale=scale)
+        curve = dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(meas), privacy.delta)
+        achieved = curve.map(float(sensitivity))
+        ok = achieved[0] <= privacy.epsilon * (1 + 1e-6)
+    if not ok:
+        raise SolverError(f"OpenDP's privacy map gives {achieved} for noise scale {scale}; refusing to release")
+    return np.asarray(meas(values), dtype=float)
