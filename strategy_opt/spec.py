@@ -4,7 +4,7 @@ Grammar::
 
     SPEC  := TERM ('+' TERM)*            union over the same domain
     TERM  := ATOM ('*' ATOM)*            Kronecker product (multi-dimensional domain)
-    ATOM  := identity:N | total:N | prefix:N | all-range:N | random-range:N:M[:SEED]
+    ATOM  := identity:N | total:N | prefix:N | all-range:N | all-predicate:N | random-range:N:M[:SEED]
            | marginals:D1xD2x...:K | file:PATH | '(' SPEC ')'
 
 Examples
@@ -22,12 +22,12 @@ import re
 import numpy as np
 
 from .exceptions import InputError
-from .workload import Workload, all_range, identity, kronecker, marginals, prefix, random_range, total, union
+from .workload import Workload, all_predicate, all_range, identity, kronecker, marginals, prefix, random_range, total, union
 
 __all__ = ["parse_spec"]
 
 _MAX_CELLS = 10**9
-_SIMPLE = {"identity": identity, "total": total, "prefix": prefix, "all-range": all_range}
+_SIMPLE = {"identity": identity, "total": total, "prefix": prefix, "all-range": all_range, "all-predicate": all_predicate}
 
 
 def _int(text: str, what: str, spec: str) -> int:

@@ -22,6 +22,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from functools import cached_property, reduce
 from itertools import combinations
@@ -38,12 +39,14 @@ __all__ = [
     "Workload",
     "ExplicitWorkload",
     "IntervalWorkload",
+    "AllPredicate",
     "Kronecker",
     "Union",
     "identity",
     "total",
     "prefix",
     "all_range",
+    "all_predicate",
     "random_range",
     "marginals",
     "kronecker",
@@ -332,6 +335,46 @@ class _AllRange(IntervalWorkload):
         return G
 
 
+class AllPredicate(Workload):
+    """All 2^N predicate (0-1) queries over N cells, the empty query included.
+
+    Row r (``0 <= r < 2^N``) has a 1 in cell j iff bit j of r is set. The Gram
+    matrix is ``2^(N-2) (I + J)`` (Li 2013, Sec. 4.3.1, Cor. 4.4); it is kept as
+    ``gram() = I + J`` with ``log_scale = (N - 2) ln 2``, so N in the thousands
+    does not overflow float64. ``matrix()``, ``matvec`` and ``rmatvec`` exist
+    only while the matrix fits ``defaults.MAX_MATRIX_ENTRIES`` (N up to ~21).
+    """
+
+    def __init__(self, n: int):
+        self.domain = (int(n),)
+        self.spec = f"all-predicate:{n}"
+        self.log_scale = (int(n) - 2) * math.log(2.0)
+
+    @property
+    def m(self) -> int:
+        return 2**self.n
+
+    def gram(self):
+        _check_dense_n(self.n, "the Gram matrix")
+        return np.eye(self.n) + 1.0
+
+    def matrix(self):
+        n = self.n
+        if n * 2.0 ** (n - 1) > MAX_MATRIX_ENTRIES:
+            raise InputError(
+                f"workload {self.spec!r} has 2^{n} queries; too large to build as a matrix "
+                "(its Gram matrix 2^(N-2) (I + J) is available)"
+            )
+        bits = (np.arange(2**n)[:, None] >> np.arange(n)) & 1
+        return sp.csr_matrix(bits.astype(float))
+
+    def matvec(self, x):
+        return np.asarray(self.matrix() @ np.asarray(x, dtype=float)).ravel()
+
+    def rmatvec(self, y):
+        return np.asarray(self.matrix().T @ np.asarray(y, dtype=float)).ravel()
+
+
 class Kronecker(Workload):
     """Kronecker (cross) product of workloads: one query per tuple of factor queries.
 
@@ -459,6 +502,11 @@ def prefix(n: int) -> Workload:
 def all_range(n: int) -> Workload:
     """All n(n+1)/2 range queries; Gram ``min(a, b) (n - max(a, b) + 1)`` (1-based)."""
     return _AllRange(_positive_int(n, "n"))
+
+
+def all_predicate(n: int) -> Workload:
+    """All 2^n predicate queries; Gram ``2^(n-2) (I + J)`` kept rescaled (see `AllPredicate`)."""
+    return AllPredicate(_positive_int(n, "n"))
 
 
 def random_range(n: int, m: int, seed: int = 0) -> Workload:
