@@ -5,3 +5,6 @@ methods with `strategy_opt.registry.register_method`.
 """
 
 from . import baselines  # noqa: F401
+from . import orthogonal  # noqa: F401
+from . import workload_division  # noqa: F401
+from . import online_cli  # noqa: F401

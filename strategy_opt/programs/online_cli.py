@@ -1,0 +1,210 @@
+"""The ``strategy-opt online`` sub-command: answer a query stream with `OnlineAnswerer`.
+
+Contract (also in ``strategy-opt online --help``)::
+
+    strategy-opt online --data FILE --queries SPEC|FILE --budget EPS
+                        (--half-width H [--confidence C] | --requirements REQ.csv)
+                        [--inference bayes|wls|none] [--seed S] [--sampler opendp|simulate]
+                        --out ANSWERS.csv|.npy
+
+* ``--queries``: the stream, one query per row, answered in row order: a
+  workload SPEC (``file:Q.npy``, ``random-range:4096:1000:7``, ...) or a matrix
+  file (.npy, .npz, .mtx, .csv: one query per line, n coefficients).
+* ``--data``: histogram (.npy, any shape flattened C-order, or .csv one count
+  per line) with as many cells as the queries have columns.
+* Requirement of query i: ``P(|answer - true| <= half_width) >= confidence``;
+  one pair for all (``--half-width``, ``--confidence``, default 0.95) or one
+  per query from ``--requirements`` (CSV with header
+  ``half_width,confidence``, one row per query).
+* ``--budget``: overall pure epsilon-DP budget (Xiao & Xiong's alpha-bar bound).
+* ``--out``: ``.csv`` with header ``query,answer,lower,upper,source,alpha,spent``
+  (source: history | fresh | refused; alpha: budget of the fresh measurement,
+  or the one a refused query needed; spent: total privacy cost after the
+  query; answer/lower/upper empty when refused), or ``.npy`` (answers, NaN
+  when refused).
+* stdout: one summary line (answered, from history, fresh, refused, spent).
+  Exit status 0 even when queries are refused; 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..exceptions import InputError
+from ..registry import register_subcommand
+
+__all__ = ["register"]
+
+log = logging.getLogger("strategy_opt")
+
+_MATRIX_SUFFIXES = (".npy", ".npz", ".mtx", ".csv")
+#: Seconds between progress messages.
+_PROGRESS_SECONDS = 5.0
+
+EPILOG = """
+output (.csv): query,answer,lower,upper,source,alpha,spent -- source is history (free), fresh
+(budget alpha spent) or refused (budget exhausted; answer empty); spent = total privacy cost
+max_j B_j after the query. (.npy): the answers, NaN where refused.
+
+examples:
+  strategy-opt online --data hist.npy --queries Q.npy --budget 1 --half-width 50 --confidence 0.8 \\
+      --inference bayes --seed 1 --out answers.csv
+  strategy-opt online --data hist.csv --queries random-range:256:500:3 --budget 2 \\
+      --requirements req.csv --inference wls --out answers.npy
+"""
+
+
+def _load_queries(text: str):
+    from ..io import read_workload_file
+    from ..spec import parse_spec
+
+    if Path(text).suffix.lower() in _MATRIX_SUFFIXES and not text.startswith("file:"):
+        return read_workload_file(text)
+    return parse_spec(text)
+
+
+def _float(name: str):
+    def conv(text):
+        try:
+            return float(text)
+        except ValueError:
+            raise InputError(f"{name} must be a number, got {text!r}") from None
+
+    return conv
+
+
+def _seed(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise InputError(f"--seed must be a non-negative integer, got {text!r}") from None
+    if v < 0:
+        raise InputError(f"--seed must be a non-negative integer, got {text!r}")
+    return v
+
+
+def _requirements(args, m: int) -> tuple[np.ndarray, np.ndarray]:
+    if args.requirements and args.half_width is not None:
+        raise InputError("give either --half-width (with --confidence) or --requirements, not both")
+    if args.requirements:
+        path = Path(args.requirements)
+        try:
+            with open(path, newline="") as fh:
+                rows = list(csv.DictReader(fh))
+        except FileNotFoundError:
+            raise InputError(f"requirements file not found: {path}") from None
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            raise InputError(f"cannot read {path}: {exc}") from None
+        if len(rows) != m:
+            raise InputError(f"{path}: {len(rows)} requirement rows for {m} queries; give one row per query")
+        try:
+            hw = np.array([float(r["half_width"]) for r in rows])
+            conf = np.array([float(r["confidence"]) for r in rows])
+        except (KeyError, TypeError):
+            raise InputError(f"{path}: expected a header 'half_width,confidence'") from None
+        except ValueError:
+            raise InputError(f"{path}: non-numeric half_width or confidence") from None
+    elif args.half_width is not None:
+        hw = np.full(m, args.half_width)
+        conf = np.full(m, args.confidence)
+    else:
+        raise InputError("no accuracy requirement: give --half-width H [--confidence C] or --requirements REQ.csv")
+    bad = np.flatnonzero(~(np.isfinite(hw) & (hw > 0)))
+    if bad.size:
+        raise InputError(f"half_width must be > 0; query {bad[0]} has {hw[bad[0]]!r}")
+    bad = np.flatnonzero(~((conf > 0) & (conf < 1)))
+    if bad.size:
+        raise InputError(f"confidence must be in (0, 1); query {bad[0]} has {conf[bad[0]]!r}")
+    return hw, conf
+
+
+def _write(path: Path, results) -> None:
+    from ..io import atomic_path
+
+    def fmt(v):
+        return "" if math.isnan(v) else repr(float(v))
+
+    with atomic_path(path) as tmp:
+        if path.suffix.lower() == ".npy":
+            with open(tmp, "wb") as fh:
+                np.save(fh, np.array([r.value for r in results], dtype=float))
+        else:
+            with open(tmp, "w", newline="") as fh:
+                fh.write("query,answer,lower,upper,source,alpha,spent\n")
+                for i, r in enumerate(results):
+                    fh.write(f"{i},{fmt(r.value)},{fmt(r.lower)},{fmt(r.upper)},{r.source},{r.alpha!r},{r.spent!r}\n")
+
+
+def _cmd_online(args) -> int:
+    from ..io import read_histogram
+    from ..online import OnlineAnswerer
+
+    out = Path(args.out)
+    if out.suffix.lower() not in (".csv", ".npy"):
+        raise InputError(f"--out must end in .csv or .npy, got {args.out!r}")
+    if not (math.isfinite(args.budget) and args.budget > 0):
+        raise InputError(f"--budget must be a positive number, got {args.budget!r}")
+    queries = _load_queries(args.queries)
+    x = read_histogram(args.data, queries.n, queries.domain)
+    if np.any(x < 0):
+        raise InputError(f"{args.data}: histogram has negative counts; counts must be >= 0")
+    Q = queries.matrix()
+    hw, conf = _requirements(args, Q.shape[0])
+    sampler = args.sampler or ("simulate" if args.seed is not None else "opendp")
+    if sampler == "opendp" and args.seed is not None:
+        raise InputError("--seed cannot be used with --sampler opendp (its noise is not seedable); use --sampler simulate")
+    if sampler == "simulate":
+        log.warning("using the seeded NumPy noise sampler ('simulate'): for simulations only, not for real releases")
+    answerer = OnlineAnswerer(x, args.budget, inference=args.inference, rng=args.seed, sampler=sampler)
+    results = []
+    t0 = last = time.perf_counter()
+    for i in range(Q.shape[0]):
+        results.append(answerer.answer(Q[i].toarray().ravel(), hw[i], conf[i]))
+        now = time.perf_counter()
+        if now - last >= _PROGRESS_SECONDS:
+            log.info("query %d/%d: spent %.6g of %.6g; %s", i + 1, Q.shape[0], answerer.spent, answerer.budget, answerer.counts)
+            last = now
+    _write(out, results)
+    c = answerer.counts
+    print(
+        f"answered {c['history'] + c['fresh']} of {Q.shape[0]} queries (history {c['history']}, fresh {c['fresh']}, "
+        f"refused {c['refused']}); privacy spent {answerer.spent:.6g} of budget {answerer.budget:.6g}; "
+        f"inference={args.inference} seconds={time.perf_counter() - t0:.3g}"
+    )
+    log.info("wrote %d answers to %s", len(results), out)
+    return 0
+
+
+@register_subcommand
+def register(subparsers) -> None:
+    """Add the ``online`` sub-command to the ``strategy-opt`` parser."""
+    p = subparsers.add_parser(
+        "online",
+        help="answer a query stream online under an overall budget (Bayesian inference from history)",
+        description=(
+            "Answer queries one by one (Xiao & Xiong's online system): from the history of earlier noisy "
+            "answers for free when its interval meets the requirement, else with fresh Laplace noise at the "
+            "minimal budget S_Q ln(1/(1-confidence))/half_width, refusing once the overall budget (max over "
+            "cells of the reweighted history's column sums) would be exceeded."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--data", required=True, help="histogram: .npy (any shape, flattened C-order) or .csv (one count per line)")
+    p.add_argument("--queries", required=True, metavar="SPEC|FILE", help="query stream, one query per row: workload SPEC or matrix file (.npy .npz .mtx .csv)")
+    p.add_argument("--budget", required=True, type=_float("--budget"), help="overall privacy budget (pure epsilon-DP)")
+    p.add_argument("--half-width", type=_float("--half-width"), help="required interval half-width (count units) for every query")
+    p.add_argument("--confidence", type=_float("--confidence"), default=0.95, help="required probability that the interval holds the true answer (default 0.95)")
+    p.add_argument("--requirements", metavar="REQ.csv", help="per-query requirements: CSV with header half_width,confidence, one row per query")
+    p.add_argument("--inference", choices=["bayes", "wls", "none"], default="bayes", help="answer from history by Bayesian posterior (default), weighted least squares, or never")
+    p.add_argument("--seed", type=_seed, help="seed for reproducible noise (implies --sampler simulate)")
+    p.add_argument("--sampler", choices=["opendp", "simulate"], help="noise sampler: opendp (vetted, default) or simulate (seeded NumPy, for simulations)")
+    p.add_argument("--out", required=True, help="answers: .csv (query,answer,lower,upper,source,alpha,spent) or .npy")
+    p.set_defaults(func=_cmd_online)

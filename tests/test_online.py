@@ -1,0 +1,203 @@
+"""Tests of the online answerer (strategy_opt.online) against Xiao & Xiong's running example (notes Sec. 3)."""
+
+import csv
+import math
+
+import numpy as np
+import pytest
+from scipy.integrate import quad
+
+from strategy_opt.bases import hierarchical_matrix
+from strategy_opt.cli import main
+from strategy_opt.error import sensitivity
+from strategy_opt.exceptions import InputError
+from strategy_opt.online import LaplaceSum, OnlineAnswerer, greedy_representations, required_alpha
+
+# Running example: data (eq. 5), history (eqs. 10-13), target query Q = x5 + x6 (true value 90).
+X = np.array([10.0, 21, 37, 20, 50, 40, 53, 0, 0])
+H = np.zeros((7, 9))
+H[0, [1, 4]] = 1
+H[1, [7, 8]] = 1
+H[2, [4, 5]] = [4, 2]
+H[3, 4] = 2
+H[4, [4, 5, 7, 8]] = [1, 1, -1, -1]
+H[5, 1] = 1
+H[6, 5] = 2
+ALPHA = np.array([0.05, 0.1, 0.05, 0.1, 0.1, 0.05, 0.05])
+Q = np.zeros(9)
+Q[[4, 5]] = 1
+
+
+def example_answers():
+    """Noisy answers giving the paper's observations theta~ = 73.34, 91.12, 78.46 (Fig. 5 caption)."""
+    y = np.zeros(7)
+    y[3] = 100.0
+    y[2] = 100.0 + 2 * 73.34  # theta~_1 = (y3 - y4) / 2
+    y[4] = 91.12  # theta~_2 = y2 + y5
+    y[0] = 78.46  # theta~_3 = y1 - y6 + y7 / 2
+    return y
+
+
+def example_answerer(inference="bayes", budget=1.0):
+    ans = OnlineAnswerer(X, budget, inference=inference, rng=0)
+    for row, y, a in zip(H, example_answers(), ALPHA):
+        ans.record(row, y, a)
+    return ans
+
+
+def test_minimal_budget_theorem_3_7():
+    alpha = required_alpha(Q, 15, 0.8)
+    assert alpha == pytest.approx(math.log(5) / 15)  # 0.10730; the paper rounds to 0.108
+    assert round(alpha, 3) == 0.107
+    # coverage of theta~ +- eps is exactly 1 - delta: P(|Lap(S/alpha)| <= eps) = 1 - exp(-eps alpha / S)
+    assert 1 - math.exp(-15 * alpha / 1) == pytest.approx(0.8)
+    draws = np.random.default_rng(0).laplace(0, 1 / alpha, 40_000)
+    assert np.mean(np.abs(draws) <= 15) == pytest.approx(0.8, abs=0.01)
+
+
+def test_cell_costs_theorem_3_8():
+    ans = example_answerer()
+    assert np.allclose(ans.cell_costs, [0, 0.1, 0, 0, 0.3, 0.175, 0, 0.2, 0.2])
+    assert ans.spent == pytest.approx(0.300) and ALPHA.sum() == pytest.approx(0.5)
+    ans.record(Q, 90.0, 0.108)  # the paper's rounded alpha
+    assert np.allclose(ans.cell_costs, [0, 0.1, 0, 0, 0.408, 0.283, 0, 0.2, 0.2])
+    assert ans.spent == pytest.approx(0.408)
+    Hh, _, a = ans.history
+    S = np.abs(Hh).max(axis=1)
+    assert ans.spent == pytest.approx(sensitivity((a / S)[:, None] * Hh, 1))  # L1 sensitivity of diag(A./S) H
+
+
+def test_greedy_representations_and_noise_variances():
+    T = greedy_representations(H, Q)
+    assert np.allclose(T, [[0, 0, 0.5, -0.5, 0, 0, 0], [0, 1, 0, 0, 1, 0, 0], [1, 0, 0, 0, 0, -1, 0.5]])
+    assert np.allclose(np.array(T) @ H, [Q, Q, Q])
+    b = np.abs(H).max(axis=1) / ALPHA
+    assert [LaplaceSum(np.abs(t) * b).sd ** 2 for t in T] == pytest.approx([3400, 400, 2400])
+    obs = np.array(T) @ example_answers()
+    assert obs == pytest.approx([73.34, 91.12, 78.46])
+
+
+def test_example_posterior_and_decision():
+    ans = example_answerer()
+    est = ans.estimate(Q, 0.8)
+    assert est.observations == 3
+    assert est.value == pytest.approx(85.9, abs=0.1)  # the paper prints 84 (Monte-Carlo pdfs)
+    assert est.lower == pytest.approx(67.4, abs=0.15) and est.upper == pytest.approx(104.4, abs=0.15)  # paper [68, 102]
+    # width 37 > 2 * 15: spend ln5/15 on a fresh answer
+    out = ans.answer(Q, 15, 0.8)
+    assert out.source == "fresh" and out.alpha == pytest.approx(math.log(5) / 15)
+    assert out.upper - out.lower == pytest.approx(30) and out.spent == pytest.approx(0.3 + math.log(5) / 15)
+    # a looser requirement is met by the history for free
+    free = example_answerer().answer(Q, 19, 0.8)
+    assert free.source == "history" and free.alpha == 0 and free.spent == pytest.approx(0.3)
+
+
+def test_weighted_least_squares_uses_all_rows():
+    est = example_answerer("wls").estimate(Q, 0.8)
+    assert est.std**2 == pytest.approx(253.8, abs=0.05)  # GLS variance (notes), vs 311.5 for the 3 greedy observations
+    assert est.observations == 7
+    # independent GLS: c = Q (H^T D^2 H)^+ H^T D^2, D = diag(alpha / S); error = sum_k c_k Lap(S_k / alpha_k)
+    S = np.abs(H).max(axis=1)
+    D2 = np.diag((ALPHA / S) ** 2)
+    c = Q @ np.linalg.pinv(H.T @ D2 @ H) @ H.T @ D2
+    assert est.value == pytest.approx(c @ example_answers())
+    err = np.random.default_rng(4).laplace(0, 1, (200_000, 7)) @ (c * S / ALPHA)
+    assert (est.upper - est.lower) / 2 == pytest.approx(np.quantile(np.abs(err), 0.8), rel=0.01)
+
+
+def test_laplace_sum_against_closed_forms():
+    one = LaplaceSum([2.0])
+    z = np.array([0.5, 3.0, 10.0])
+    assert np.exp(one.logpdf(z)) == pytest.approx(np.exp(-z / 2) / 4, rel=2e-3)
+    assert one.half_width(0.8) == pytest.approx(2 * math.log(5), rel=1e-4)
+    assert one.half_width(1 - 1e-9) == pytest.approx(2 * math.log(1e9), rel=1e-3)
+    two = LaplaceSum([1.0, 1.0])  # Thm. 3.6, n = 2, rate 1: (|z| + 1) e^{-|z|} / 4
+    assert np.exp(two.logpdf(z)) == pytest.approx((z + 1) * np.exp(-z) / 4, rel=2e-3)
+    mixed = LaplaceSum([3.0, 0.5])
+    lap = lambda t, s: np.exp(-abs(t) / s) / (2 * s)  # noqa: E731
+    for zz in (0.7, 4.0, 12.0):
+        ref = sum(quad(lambda t: lap(t, 3.0) * lap(zz - t, 0.5), a, b, limit=200)[0] for a, b in [(-60, 0), (0, zz), (zz, zz + 60)])
+        assert float(np.exp(mixed.logpdf(np.array([zz])))[0]) == pytest.approx(ref, rel=3e-3)
+    draws = np.random.default_rng(1).laplace(0, 1, (200_000, 3)) @ np.array([1.0, 2.0, 0.5])
+    assert LaplaceSum([1.0, 2.0, 0.5]).half_width(0.9) == pytest.approx(np.quantile(np.abs(draws), 0.9), rel=0.01)
+
+
+def test_refusal_leaves_state_unchanged():
+    ans = OnlineAnswerer(X, budget=0.1, rng=0)
+    out = ans.answer(Q, 15, 0.8)  # needs 0.1073 > 0.1
+    assert out.source == "refused" and math.isnan(out.value) and out.alpha == pytest.approx(math.log(5) / 15)
+    assert ans.spent == 0 and ans.history[0].shape == (0, 9) and ans.counts["refused"] == 1
+    with pytest.raises(InputError, match="budget"):
+        ans.record(Q, 90.0, 0.2)
+
+
+@pytest.mark.parametrize("inference", ["bayes", "wls"])
+def test_interval_coverage_matches_confidence(inference):
+    cells = np.array([1, 2, 4])
+    hits = 0
+    reps = 300
+    for seed in range(reps):
+        ans = OnlineAnswerer(X, 10.0, inference=inference, rng=seed)
+        for c in cells:
+            e = np.zeros(9)
+            e[c] = 1
+            ans.answer(e, 20, 0.8)
+        target = np.zeros(9)
+        target[cells] = 1
+        est = ans.estimate(target, 0.8)
+        hits += est.lower <= X[cells].sum() <= est.upper
+    assert hits / reps == pytest.approx(0.8, abs=0.07)
+
+
+def test_free_answers_and_hierarchical_history():
+    x = np.arange(16.0)
+    ans = OnlineAnswerer(x, budget=1.0, inference="wls", rng=3)
+    ans.release_strategy(hierarchical_matrix(16, 2), 0.3)  # Sec. 5.3: a 0.3-DP tree as initial history
+    assert ans.spent == pytest.approx(0.3)
+    q = np.zeros(16)
+    q[3:11] = 1
+    out = ans.answer(q, half_width=200, confidence=0.9)
+    assert out.source == "history" and ans.spent == pytest.approx(0.3)
+
+
+def test_input_validation():
+    ans = OnlineAnswerer(X, 1.0, rng=0)
+    for bad in [dict(half_width=0, confidence=0.8), dict(half_width=5, confidence=1.0), dict(half_width=float("nan"), confidence=0.5)]:
+        with pytest.raises(InputError):
+            ans.answer(Q, **bad)
+    with pytest.raises(InputError, match="coefficients"):
+        ans.answer(np.ones(3), 5, 0.8)
+    with pytest.raises(InputError, match="all zeros"):
+        ans.answer(np.zeros(9), 5, 0.8)
+    with pytest.raises(InputError, match="negative"):
+        OnlineAnswerer(-X, 1.0)
+    with pytest.raises(InputError, match="inference"):
+        OnlineAnswerer(X, 1.0, inference="mle")
+
+
+def test_cli_online(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    queries = np.zeros((40, 9))
+    for i in range(40):
+        queries[i, rng.choice(9, 3, replace=False)] = 1
+    np.save(tmp_path / "x.npy", X)
+    np.save(tmp_path / "q.npy", queries)
+    base = ["-q", "online", "--data", str(tmp_path / "x.npy"), "--queries", str(tmp_path / "q.npy"), "--budget", "1", "--seed", "2"]
+    out = tmp_path / "a.csv"
+    assert main(base + ["--half-width", "30", "--confidence", "0.8", "--out", str(out)]) == 0
+    summary = capsys.readouterr().out
+    with open(out, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 40 and set(rows[0]) == {"query", "answer", "lower", "upper", "source", "alpha", "spent"}
+    sources = [r["source"] for r in rows]
+    assert f"history {sources.count('history')}, fresh {sources.count('fresh')}" in summary
+    assert float(rows[-1]["spent"]) <= 1.0 and all(r["answer"] == "" for r in rows if r["source"] == "refused")
+    with open(tmp_path / "req.csv", "w") as fh:
+        fh.write("half_width,confidence\n" + "".join(f"{10 + i},0.9\n" for i in range(40)))
+    assert main(base + ["--requirements", str(tmp_path / "req.csv"), "--inference", "wls", "--out", str(tmp_path / "a.npy")]) == 0
+    assert np.load(tmp_path / "a.npy").shape == (40,)
+    assert main(base + ["--requirements", str(tmp_path / "req.csv"), "--half-width", "3", "--out", str(out)]) == 2
+    assert main(base + ["--out", str(out)]) == 2
+    assert main(base + ["--half-width", "3", "--confidence", "1.5", "--out", str(out)]) == 2
+    assert main(["-q", "online", "--data", str(tmp_path / "x.npy"), "--queries", "prefix:8", "--budget", "1", "--half-width", "3", "--out", str(out)]) == 2
+    assert "cells" in capsys.readouterr().err
