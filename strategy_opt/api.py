@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from .error import per_query_variances, unit_error
+from .error import unit_error
 from .exceptions import InputError
 from .objectives import get_objective
 from .problem import Problem
@@ -81,7 +81,7 @@ def solve(
 
 
 def error_report(strategy: Strategy, workload, privacy: str | None = None) -> dict:
-    """Unit error, lower bound and per-query statistics of a strategy on a workload.
+    """Unit error, SVD bound and per-query statistics of a strategy on a workload.
 
     Parameters
     ----------
@@ -89,33 +89,53 @@ def error_report(strategy: Strategy, workload, privacy: str | None = None) -> di
     workload : Workload or str
     privacy : {'pure', 'approx'}, optional
         Defaults to the strategy's own ``meta['privacy']`` (else ``approx``).
+
+    Returns
+    -------
+    dict
+        ``unit_total_squared_error`` (E_p, None if it overflows float64, with
+        ``..._log10`` always given), ``svd_bound``, ``ratio_to_svd_bound``,
+        ``mean_squared_error_per_query``, ``max_query_variance`` (unit).
     """
     import math
 
-    from .error import log_svd_bound, sensitivity
+    from .error import ErrorProfile, KroneckerMatrix, _kron_parts, log_svd_bound, sensitivity
 
     W = as_workload(workload)
     privacy = privacy or strategy.meta.get("privacy", "approx")
     if privacy not in ("pure", "approx"):
         raise InputError(f"privacy must be 'pure' or 'approx', got {privacy!r}")
     p = 1 if privacy == "pure" else 2
-    E = unit_error(strategy.matrix, W, p)
+    A = strategy.matrix
+    if A.shape[1] != W.n:
+        raise InputError(f"strategy has {A.shape[1]} columns but the workload has {W.n} cells")
+    sens = sensitivity(A, p)
+    max_var = None
+    if _kron_parts(A, W) is not None:
+        E = unit_error(A, W, p)
+    else:
+        if isinstance(A, KroneckerMatrix):
+            A = A.tocsr()
+        prof = ErrorProfile(A)
+        G = W.gram()
+        prof.check_support(G)
+        E = sens**2 * prof.trace_with(G)
+        if W.log_scale == 0:
+            max_var = float(W.query_variances(prof.pinv()).max()) * sens**2
     log_E = math.log(E) + W.log_scale if E > 0 else -math.inf
     lb = log_svd_bound(W)
-    out = {
+    log_mse = log_E - math.log(W.m)
+    return {
         "workload": W.spec,
         "privacy": privacy,
         "sensitivity_norm": f"l{p}",
-        "sensitivity": sensitivity(strategy.matrix, p),
+        "sensitivity": sens,
         "shape": list(strategy.shape),
-        "unit_total_squared_error": math.exp(log_E) if log_E < 709 else None,
+        "unit_total_squared_error": E if W.log_scale == 0 else (math.exp(log_E) if log_E < 709 else None),
         "unit_total_squared_error_log10": log_E / math.log(10) if math.isfinite(log_E) else None,
         "svd_bound": math.exp(lb) if lb < 709 else None,
         "svd_bound_log10": lb / math.log(10),
         "ratio_to_svd_bound": math.exp(log_E - lb) if math.isfinite(log_E) else None,
-        "mean_squared_error_per_query": math.exp(log_E - math.log(W.m)) if log_E - math.log(W.m) < 709 else None,
+        "mean_squared_error_per_query": math.exp(log_mse) if log_mse < 709 else None,
+        "max_query_variance": max_var,
     }
-    if W.m * W.n <= 5e7 and W.log_scale == 0:
-        v = per_query_variances(strategy.matrix, W, p)
-        out["max_query_variance"] = float(v.max())
-    return out

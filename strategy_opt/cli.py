@@ -316,10 +316,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"strategy-opt {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress output on stderr")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug output on stderr")
+    common = _Parser(add_help=False)
+    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress output on stderr")
+    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug output on stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    p = sub.add_parser("solve", help="compute a strategy", description="Compute a strategy for a workload and write it to a file.", epilog=EPILOG_SOLVE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser("solve", parents=[common], help="compute a strategy", description="Compute a strategy for a workload and write it to a file.", epilog=EPILOG_SOLVE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("problem", nargs="?", metavar="PROBLEM.toml", help="problem file (or bundled problem name); flags override it")
     p.add_argument("--workload", metavar="SPEC", help="workload SPEC")
     p.add_argument("--privacy", choices=["pure", "approx"], help="pure: epsilon-DP, L1 sensitivity; approx: (epsilon,delta)-DP, L2 (default)")
@@ -333,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the full metadata as JSON on stdout")
     p.set_defaults(func=_cmd_solve)
 
-    p = sub.add_parser("error", help="error of a strategy on a workload", description="Unit total squared error E_p, SVD bound and per-query statistics of a strategy file.")
+    p = sub.add_parser("error", parents=[common], help="error of a strategy on a workload", description="Unit total squared error E_p, SVD bound and per-query statistics of a strategy file.")
     p.add_argument("strategy", metavar="STRATEGY", help="strategy file (.npz, .mtx, .csv)")
     p.add_argument("--workload", required=True, metavar="SPEC")
     p.add_argument("--privacy", choices=["pure", "approx"], help="default: the strategy's own")
@@ -341,24 +344,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="evaluate even if the strategy was computed for another workload")
     p.set_defaults(func=_cmd_error)
 
-    p = sub.add_parser("run", help="answer a workload on data through a strategy", description="Add calibrated noise to the strategy answers, reconstruct, and write the workload answers.")
+    p = sub.add_parser("run", parents=[common], help="answer a workload on data through a strategy", description="Add calibrated noise to the strategy answers, reconstruct, and write the workload answers.")
     p.add_argument("strategy", metavar="STRATEGY")
     _add_data_args(p)
     p.add_argument("--force", action="store_true", help="run even if the strategy was computed for another workload")
     p.set_defaults(func=_cmd_run)
 
-    p = sub.add_parser("release", help="data-dependent release (dawa, mwem, or any strategy method)", description="Release workload answers with a data-dependent method or a strategy method.")
+    p = sub.add_parser("release", parents=[common], help="data-dependent release (dawa, mwem, or any strategy method)", description="Release workload answers with a data-dependent method or a strategy method.")
     p.add_argument("--method", required=True, help="dawa, mwem, identity, hierarchical, ... (see 'list methods')")
     _add_data_args(p)
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="method option (repeatable), e.g. --option rounds=20")
     p.set_defaults(func=_cmd_release)
 
-    p = sub.add_parser("export", help="convert a strategy file between .npz/.mtx/.csv", description="Convert a strategy file; metadata is kept.")
+    p = sub.add_parser("export", parents=[common], help="convert a strategy file between .npz/.mtx/.csv", description="Convert a strategy file; metadata is kept.")
     p.add_argument("strategy", metavar="STRATEGY")
     p.add_argument("--out", required=True)
     p.set_defaults(func=_cmd_export)
 
-    p = sub.add_parser("list", help="list methods, objectives, solver profiles or problems")
+    p = sub.add_parser("list", parents=[common], help="list methods, objectives, solver profiles or problems")
     p.add_argument("what", choices=["methods", "objectives", "solvers", "problems"])
     p.set_defaults(func=_cmd_list)
 

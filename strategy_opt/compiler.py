@@ -101,6 +101,8 @@ def compile_strategy(
     E = unit_error(A, W, problem.p)
     log_scale = W.log_scale
     log_E = (math.log(E) + log_scale) if E > 0 else -math.inf
+    # exact value when no rescaling is involved; through logs only when it could overflow
+    true_E = E if log_scale == 0 else (math.exp(log_E) if log_E < 709 else None)
     log_svdb = log_svd_bound(W)
     lb_log, lb_kind = log_svdb, "svd-bound"
     if lower_bound is not None and lower_bound > 0 and math.log(lower_bound) + log_scale > log_svdb:
@@ -116,8 +118,8 @@ def compile_strategy(
         "sensitivity": sensitivity(A, problem.p),
         "method": method,
         "objective": problem.objective,
-        "objective_value": finite_or_none(objective_value if objective_value is not None else math.exp(log_E) if log_E < 709 else None),
-        "unit_total_squared_error": finite_or_none(math.exp(log_E)) if log_E < 709 else None,
+        "objective_value": finite_or_none(objective_value if objective_value is not None else true_E),
+        "unit_total_squared_error": finite_or_none(true_E),
         "unit_total_squared_error_log10": log_E / math.log(10) if math.isfinite(log_E) else None,
         "lower_bound": finite_or_none(math.exp(lb_log)) if lb_log < 709 else None,
         "lower_bound_log10": lb_log / math.log(10),

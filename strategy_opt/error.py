@@ -117,7 +117,7 @@ class ErrorProfile:
             raise InputError("strategy matrix contains NaN or infinite entries")
         self.n = n
         self._chol = None
-        self._V = self._inv_eig = self._null = None
+        self._V = self._inv_eig = self._null = self._pinv = None
         try:
             c = la.cho_factor(AtA, lower=True, check_finite=False)
             d = np.diag(c[0]) ** 2
@@ -138,18 +138,27 @@ class ErrorProfile:
         return self._chol is not None
 
     def pinv(self) -> np.ndarray:
-        """The error profile ``(A^T A)^+`` as a dense matrix."""
+        """The error profile ``(A^T A)^+`` as a dense matrix (computed once, cached)."""
+        if self._pinv is None:
+            if self._chol is not None:
+                inv, info = la.lapack.dpotri(self._chol[0], lower=1)
+                if info != 0:
+                    raise la.LinAlgError(f"dpotri failed (info={info})")
+                self._pinv = np.tril(inv) + np.tril(inv, -1).T
+            else:
+                self._pinv = (self._V * self._inv_eig) @ self._V.T
+        return self._pinv
+
+    def solve_normal(self, b: np.ndarray) -> np.ndarray:
+        """Minimum-norm solution of ``A^T A x = b`` (b in the row space of A)."""
         if self._chol is not None:
-            return la.cho_solve(self._chol, np.eye(self.n), check_finite=False)
-        return (self._V * self._inv_eig) @ self._V.T
+            return la.cho_solve(self._chol, b, check_finite=False)
+        return self._V @ (self._inv_eig * (self._V.T @ b))
 
     def trace_with(self, G: np.ndarray) -> float:
         """``trace(G (A^T A)^+)`` for a symmetric n x n G."""
         if self._chol is not None:
-            L = self._chol[0]
-            Y = la.solve_triangular(L, G, lower=True, check_finite=False)
-            Z = la.solve_triangular(L, Y.T, lower=True, check_finite=False)
-            return float(np.trace(Z))
+            return float(np.einsum("ij,ij->", G, self.pinv()))
         GV = G @ self._V
         return float(np.einsum("ij,ij->j", self._V, GV) @ self._inv_eig)
 
@@ -262,7 +271,7 @@ def _log_nuclear(workload: Workload) -> float:
     """log of ``trace((W^T W)^{1/2})`` for the rescaled Gram (log_scale excluded)."""
     if isinstance(workload, Kronecker):
         return float(sum(_log_nuclear(f) for f in workload.factors))
-    ev = np.linalg.eigvalsh(workload.gram())
+    ev = workload.gram_eigvals()
     s = float(np.sqrt(np.clip(ev, 0.0, None)).sum())
     return math.log(s) if s > 0 else -math.inf
 

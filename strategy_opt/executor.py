@@ -27,7 +27,7 @@ from scipy.optimize import lsq_linear, nnls
 from scipy.sparse.linalg import lsmr
 from scipy.stats import norm
 
-from .defaults import CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL
+from .defaults import CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL, MAX_DENSE_N
 from .error import ErrorProfile, KroneckerMatrix, sensitivity
 from .exceptions import InputError
 from .privacy import Privacy
@@ -160,7 +160,7 @@ def reconstruct(A, y: np.ndarray, estimator: str = "ls", workload: Workload | No
     raise InputError(f"unknown estimator {estimator!r}; use one of {', '.join(ESTIMATORS)}")
 
 
-def answer_intervals(A, workload: Workload, privacy: Privacy, answers: np.ndarray, level: float = CONFIDENCE):
+def answer_intervals(A, workload: Workload, privacy: Privacy, answers: np.ndarray, level: float = CONFIDENCE, profile: ErrorProfile | None = None):
     """Two-sided intervals for LS answers: ``answer +- z * sd_i``.
 
     ``sd_i^2 = Var(noise) * w_i (A^T A)^+ w_i^T`` is exact for the Gaussian
@@ -172,11 +172,13 @@ def answer_intervals(A, workload: Workload, privacy: Privacy, answers: np.ndarra
     for a dense error profile.
     """
     A = _as_operator_matrix(A)
-    try:
-        prof = ErrorProfile(A)
-    except InputError:
-        log.warning("domain too large for per-query intervals; intervals omitted")
-        return None, None
+    prof = profile
+    if prof is None:
+        try:
+            prof = ErrorProfile(A)
+        except InputError:
+            log.warning("domain too large for per-query intervals; intervals omitted")
+            return None, None
     var = privacy.noise_variance(sensitivity(A, privacy.p)) * workload.query_variances(prof.pinv())
     half = norm.ppf(0.5 + level / 2) * np.sqrt(np.clip(var, 0, None))
     return answers - half, answers + half
@@ -226,12 +228,19 @@ def run(
         raise InputError(f"data has {x.size} cells but the workload has {workload.n}")
     if estimator not in ESTIMATORS:
         raise InputError(f"unknown estimator {estimator!r}; use one of {', '.join(ESTIMATORS)}")
-    if workload.n <= 20_000:
-        ErrorProfile(A).check_support(workload.gram())
+    prof = None
+    if workload.n <= MAX_DENSE_N:
+        prof = ErrorProfile(A)
+        prof.check_support(workload.gram())
+    else:
+        log.warning("domain of %d cells: support is not checked and intervals are omitted", workload.n)
     y, scale = measure(A, x, privacy, rng=rng, sampler=sampler)
-    x_hat = reconstruct(A, y, estimator, workload)
+    if estimator == "ls" and prof is not None:
+        x_hat = prof.solve_normal(np.asarray(A.T @ y).ravel())
+    else:
+        x_hat = reconstruct(A, y, estimator, workload)
     answers = workload.matvec(x_hat)
     lower = upper = None
-    if intervals and estimator == "ls":
-        lower, upper = answer_intervals(A, workload, privacy, answers)
+    if intervals and estimator == "ls" and prof is not None:
+        lower, upper = answer_intervals(A, workload, privacy, answers, profile=prof)
     return Release(answers, lower, upper, x_hat, scale)

@@ -389,6 +389,11 @@ def histogram_from_records(path: str | os.PathLike, columns: list[str], bins: li
     return counts.ravel()
 
 
+def _num(v) -> str:
+    v = float(v)
+    return "" if np.isnan(v) else repr(v)
+
+
 def write_answers(path: str | os.PathLike, answers: np.ndarray, lower=None, upper=None) -> Path:
     """Write workload answers: ``.npy`` (vector) or ``.csv`` (query,answer,lower,upper); atomic."""
     path = Path(path)
@@ -406,5 +411,5 @@ def write_answers(path: str | os.PathLike, answers: np.ndarray, lower=None, uppe
             with open(tmp, "w", newline="") as fh:
                 fh.write("query,answer,lower,upper\n")
                 for i in range(m):
-                    fh.write(f"{i},{answers[i]!r},{'' if np.isnan(lo[i]) else repr(float(lo[i]))},{'' if np.isnan(hi[i]) else repr(float(hi[i]))}\n")
+                    fh.write(f"{i},{_num(answers[i])},{_num(lo[i])},{_num(hi[i])}\n")
     return path

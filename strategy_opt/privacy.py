@@ -174,7 +174,12 @@ def _opendp_gaussian_sigma(eps: float, delta: float) -> float:
     def make(scale):
         return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(dp.m.make_gaussian(*space, scale=scale)), delta)
 
-    return float(dp.binary_search_param(make, d_in=1.0, d_out=(eps, delta)))
+    try:
+        return float(dp.binary_search_param(make, d_in=1.0, d_out=(eps, delta)))
+    except dp.OpenDPException:
+        # OpenDP's map overflows for very large epsilon (~1e5 and beyond); the exact
+        # analytic Gaussian calibration is used there (noise is negligible anyway).
+        return analytic_gaussian_sigma(eps, delta)
 
 
 def analytic_gaussian_sigma(eps: float, delta: float) -> float:

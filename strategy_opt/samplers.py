@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .exceptions import SolverError
+from .exceptions import InputError, SolverError
 from .privacy import Privacy
 
 __all__ = ["opendp_release"]
@@ -38,6 +38,16 @@ def opendp_release(exact: np.ndarray, privacy: Privacy, sensitivity: float) -> n
     dp.enable_features("contrib")
     values = [float(v) for v in np.asarray(exact, dtype=float).ravel()]
     scale = privacy.noise_scale(sensitivity)
+    try:
+        return _release(dp, values, privacy, float(sensitivity), scale)
+    except dp.OpenDPException as exc:
+        raise InputError(
+            f"OpenDP cannot certify this release (epsilon={privacy.epsilon:g}): {str(exc).strip().splitlines()[0]}; "
+            "use --sampler simulate for simulations with extreme parameters"
+        ) from None
+
+
+def _release(dp, values, privacy, sensitivity, scale):
     if privacy.notion == "pure":
         space = (dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float))
         meas = dp.m.make_laplace(*space, scale=scale)

@@ -143,6 +143,19 @@ class Workload(ABC):
             out[s : s + step] = np.asarray(block.multiply(block @ M).sum(axis=1)).ravel()
         return out
 
+    def gram_eigh(self) -> tuple[np.ndarray, np.ndarray]:
+        """Eigendecomposition ``(lam, V)`` of ``gram()``, ascending, V orthonormal columns.
+
+        Closed forms for all-range and prefix (sine bases), Kronecker products
+        of the factors' decompositions for Kronecker workloads.
+        """
+        lam, V = np.linalg.eigh(self.gram())
+        return lam, V
+
+    def gram_eigvals(self) -> np.ndarray:
+        """Eigenvalues of ``gram()`` (ascending)."""
+        return np.linalg.eigvalsh(self.gram())
+
     def frobenius_sq(self) -> float:
         """``||W||_F^2 = trace(W^T W)`` (divided by ``exp(log_scale)``)."""
         return float(np.trace(self.gram()))
@@ -287,6 +300,12 @@ class _Identity(IntervalWorkload):
     def gram(self):
         return np.eye(self.n)
 
+    def gram_eigvals(self):
+        return np.ones(self.n)
+
+    def gram_eigh(self):
+        return np.ones(self.n), np.eye(self.n)
+
     def matrix(self):
         return sp.identity(self.n, format="csr")
 
@@ -309,6 +328,20 @@ class _Prefix(IntervalWorkload):
         _check_dense_n(n, "the Gram matrix")
         i = np.arange(1, n + 1, dtype=float)
         return (n + 1) - np.maximum(i[:, None], i[None, :])
+
+    # In reversed cell order the Gram is min(i, j), the inverse of a tridiagonal matrix.
+    def gram_eigvals(self):
+        k = np.arange(self.n, 0, -1)
+        return 1.0 / (4.0 * np.sin((2 * k - 1) * np.pi / (4 * self.n + 2)) ** 2)
+
+    def gram_eigh(self):
+        n = self.n
+        _check_dense_n(n, "the Gram eigenvectors")
+        k = np.arange(n, 0, -1)
+        i = np.arange(n, 0, -1)
+        V = np.sin(np.outer(i, 2 * k - 1) * (np.pi / (2 * n + 1)))
+        V /= np.linalg.norm(V, axis=0)
+        return self.gram_eigvals(), V
 
 
 class _AllRange(IntervalWorkload):
@@ -333,6 +366,20 @@ class _AllRange(IntervalWorkload):
         G = np.minimum(i[:, None], i[None, :])
         G *= (n + 1) - np.maximum(i[:, None], i[None, :])
         return G
+
+    # G = (n + 1) T^{-1} with T = tridiag(-1, 2, -1): eigenvectors are the DST-I basis.
+    def gram_eigvals(self):
+        n = self.n
+        k = np.arange(n, 0, -1)
+        return (n + 1) / (2.0 - 2.0 * np.cos(k * np.pi / (n + 1)))
+
+    def gram_eigh(self):
+        n = self.n
+        _check_dense_n(n, "the Gram eigenvectors")
+        k = np.arange(n, 0, -1)
+        i = np.arange(1, n + 1)
+        V = np.sin(np.outer(i, k) * (np.pi / (n + 1))) * np.sqrt(2.0 / (n + 1))
+        return self.gram_eigvals(), V
 
 
 class AllPredicate(Workload):
@@ -397,6 +444,17 @@ class Kronecker(Workload):
     def gram(self):
         _check_dense_n(self.n, "the Gram matrix")
         return reduce(np.kron, [f.gram() for f in self.factors])
+
+    def gram_eigvals(self):
+        return np.sort(reduce(np.kron, [f.gram_eigvals() for f in self.factors]))
+
+    def gram_eigh(self):
+        _check_dense_n(self.n, "the Gram eigenvectors")
+        parts = [f.gram_eigh() for f in self.factors]
+        lam = reduce(np.kron, [p[0] for p in parts])
+        V = reduce(np.kron, [p[1] for p in parts])
+        order = np.argsort(lam, kind="stable")
+        return lam[order], V[:, order]
 
     def matrix(self):
         nnz_est = float(np.prod([float(f.matrix().nnz) for f in self.factors]))

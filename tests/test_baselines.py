@@ -1,0 +1,68 @@
+"""Baseline solve methods through the API."""
+
+import numpy as np
+import pytest
+
+import strategy_opt as so
+from strategy_opt.bases import hierarchical_matrix
+from strategy_opt.error import unit_error
+from strategy_opt.exceptions import InputError
+from strategy_opt.workload import random_range
+
+
+@pytest.mark.parametrize("spec", ["all-range:100", "prefix:64", "random-range:128:50:1"])
+def test_default_branching_no_worse_than_binary(spec):
+    best = so.solve(spec, privacy="pure", method="hierarchical")
+    binary = so.solve(spec, privacy="pure", method="hierarchical", branching=2)
+    assert best.meta["unit_total_squared_error"] <= binary.meta["unit_total_squared_error"] * (1 + 1e-12)
+
+
+def test_best_branching_all_range_256_reference():
+    """Issue reference: best H_b on all-range 256 under eps-DP is b = 8 with E_1 = 2118850."""
+    s = so.solve("all-range:256", privacy="pure", method="hierarchical")
+    assert s.meta["branching"] == 8
+    assert s.meta["unit_total_squared_error"] == pytest.approx(2118850, rel=1e-6)
+
+
+def test_identity_reference_all_range_256():
+    s = so.solve("all-range:256", privacy="pure", method="identity")
+    assert s.meta["unit_total_squared_error"] == 2829056
+
+
+@pytest.mark.parametrize("method", ["identity", "hierarchical", "wavelet", "fourier"])
+@pytest.mark.parametrize("privacy", ["pure", "approx"])
+def test_meta_error_recomputes_independently(method, privacy):
+    W = random_range(40, 30, seed=4)
+    s = so.solve(W, privacy=privacy, method=method)
+    A = s.dense()
+    p = 1 if privacy == "pure" else 2
+    sens = np.abs(A).sum(0).max() if p == 1 else np.sqrt((A**2).sum(0)).max()
+    Wm = W.matrix().toarray()
+    E = sens**2 * np.linalg.norm(Wm @ np.linalg.pinv(A), "fro") ** 2
+    assert s.meta["unit_total_squared_error"] == pytest.approx(E, rel=1e-9)
+    assert s.meta["lower_bound"] <= E
+
+
+def test_multidimensional_hierarchy_is_kronecker():
+    s = so.solve("all-range:8*prefix:4", privacy="approx", method="hierarchical", branching=2)
+    assert s.meta["kronecker_factor_shapes"] == [[15, 8], [7, 4]]
+    A = np.kron(hierarchical_matrix(8, 2).toarray(), hierarchical_matrix(4, 2).toarray())
+    from strategy_opt.spec import parse_spec
+
+    assert s.meta["unit_total_squared_error"] == pytest.approx(unit_error(A, parse_spec("all-range:8*prefix:4"), 2))
+
+
+def test_fourier_on_marginals_matches_svd_bound_shape():
+    s = so.solve("marginals:2x2x2x2:1", privacy="approx", method="fourier")
+    assert s.shape == (5, 16)
+    assert s.meta["ratio_to_lower_bound"] >= 1 - 1e-9
+
+
+def test_wavelet_table_4_1_64x32():
+    s = so.solve("all-range:64*all-range:32", privacy="approx", method="wavelet")
+    assert s.meta["ratio_to_lower_bound"] == pytest.approx(1.899, abs=5e-4)
+
+
+def test_unknown_method_is_refused():
+    with pytest.raises(InputError, match="unknown method 'nope'"):
+        so.solve("prefix:4", method="nope")

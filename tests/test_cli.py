@@ -1,0 +1,117 @@
+"""The command line: contract of CLI.md, exit codes, one-line errors, no partial output."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from strategy_opt.cli import main
+
+
+def cli(*args):
+    return main([str(a) for a in args])
+
+
+def test_solve_error_export_run_round_trip(tmp_path, capsys):
+    s = tmp_path / "h.npz"
+    assert cli("solve", "--workload", "all-range:64", "--privacy", "pure", "--method", "hierarchical", "--out", s) == 0
+    capsys.readouterr()
+    assert cli("error", s, "--workload", "all-range:64", "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    meta = json.loads(str(np.load(s)["meta"]))
+    assert report["unit_total_squared_error"] == pytest.approx(meta["unit_total_squared_error"], rel=1e-12)
+    for fmt in ("mtx", "csv"):
+        assert cli("export", s, "--out", tmp_path / f"h.{fmt}") == 0
+    x = np.arange(64.0)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "a.csv"
+    assert cli("run", tmp_path / "h.mtx", "--data", tmp_path / "x.npy", "--workload", "all-range:64", "--epsilon", "1e7", "--seed", 1, "--out", out) == 0
+    lines = out.read_text().splitlines()
+    assert lines[0] == "query,answer,lower,upper" and len(lines) == 64 * 65 // 2 + 1
+    ans = np.array([float(line.split(",")[1]) for line in lines[1:]])
+    from strategy_opt.workload import all_range
+
+    np.testing.assert_allclose(ans, all_range(64).matvec(x), rtol=1e-3, atol=1e-3)
+
+
+def test_seed_reproducible(tmp_path):
+    cli("solve", "--workload", "prefix:16", "--method", "wavelet", "--privacy", "pure", "--out", tmp_path / "s.npz")
+    np.save(tmp_path / "x.npy", np.ones(16))
+    for name in ("a", "b"):
+        cli("run", tmp_path / "s.npz", "--data", tmp_path / "x.npy", "--workload", "prefix:16", "--epsilon", 1, "--seed", 7, "--out", tmp_path / f"{name}.npy")
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy"))
+
+
+def test_raw_records(tmp_path):
+    (tmp_path / "r.csv").write_text("age\n1\n2\n2\n5\n")
+    cli("solve", "--workload", "identity:6", "--method", "identity", "--out", tmp_path / "s.npz")
+    assert cli("run", tmp_path / "s.npz", "--data", tmp_path / "r.csv", "--column", "age", "--bins", "0:6", "--workload", "identity:6", "--epsilon", 1e8, "--seed", 0, "--out", tmp_path / "a.npy") == 0
+    np.testing.assert_allclose(np.load(tmp_path / "a.npy"), [0, 1, 2, 0, 0, 1], atol=1e-3)
+
+
+def _bad(tmp_path, capsys, *args, out=None):
+    capsys.readouterr()
+    code = cli(*args)
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and err.startswith("strategy-opt: error:"), err
+    if out is not None:
+        assert not out.exists()
+    return err
+
+
+@pytest.fixture
+def strategy_and_data(tmp_path):
+    cli("solve", "--workload", "prefix:8", "--method", "identity", "--privacy", "pure", "--out", tmp_path / "s.npz")
+    np.save(tmp_path / "x.npy", np.ones(8))
+    return tmp_path / "s.npz", tmp_path / "x.npy"
+
+
+def test_bad_inputs_exit_2_one_line_no_output(tmp_path, capsys, strategy_and_data):
+    s, x = strategy_and_data
+    out = tmp_path / "out.csv"
+    run = ("run", s, "--workload", "prefix:8", "--out", out)
+    assert "epsilon" in _bad(tmp_path, capsys, *run, "--data", x, "--epsilon", -1, out=out)
+    assert "delta" in _bad(tmp_path, capsys, *run, "--data", x, "--epsilon", 1, "--delta", 1.5, "--privacy", "approx", out=out)
+    assert "delta" in _bad(tmp_path, capsys, *run, "--data", x, "--epsilon", 1, "--delta", 0, "--privacy", "approx", out=out)
+    np.save(tmp_path / "short.npy", np.ones(5))
+    assert "5 cells" in _bad(tmp_path, capsys, *run, "--data", tmp_path / "short.npy", "--epsilon", 1, out=out)
+    np.save(tmp_path / "obj.npy", np.array([1, None], dtype=object), allow_pickle=True)
+    _bad(tmp_path, capsys, *run, "--data", tmp_path / "obj.npy", "--epsilon", 1, out=out)
+    sout = tmp_path / "w.npz"
+    assert "SPEC" in _bad(tmp_path, capsys, "solve", "--workload", "all-range:x", "--out", sout, out=sout)
+    np.save(tmp_path / "nan.npy", np.array([[1.0, np.nan]]))
+    assert "NaN" in _bad(tmp_path, capsys, "solve", "--workload", f"file:{tmp_path / 'nan.npy'}", "--method", "identity", "--out", sout, out=sout)
+    np.save(tmp_path / "objw.npy", np.array([[1, None]], dtype=object), allow_pickle=True)
+    _bad(tmp_path, capsys, "solve", "--workload", f"file:{tmp_path / 'objw.npy'}", "--method", "identity", "--out", sout, out=sout)
+    assert "unknown method" in _bad(tmp_path, capsys, "solve", "--workload", "prefix:8", "--method", "nope", "--out", sout, out=sout)
+    assert "unknown solver" in _bad(tmp_path, capsys, "solve", "--workload", "prefix:8", "--method", "identity", "--solver", "nope", "--out", sout, out=sout)
+    _bad(tmp_path, capsys, "solve", "--no-such-flag")
+    assert "computed for workload" in _bad(tmp_path, capsys, "error", s, "--workload", "all-range:8")
+
+
+def test_list(capsys):
+    for what in ("methods", "objectives", "solvers", "problems"):
+        assert cli("list", what) == 0
+    out = capsys.readouterr().out
+    for name in ("hierarchical", "wavelet", "total", "scs", "clarabel", "quickstart"):
+        assert name in out
+
+
+def test_problem_file_with_override(tmp_path, capsys):
+    p = tmp_path / "p.toml"
+    p.write_text('workload = "all-range:32"\nprivacy = "approx"\nmethod = "identity"\n')
+    assert cli("solve", p, "--method", "wavelet", "--out", tmp_path / "s.npz", "--json") == 0
+    meta = json.loads(capsys.readouterr().out)
+    assert meta["method"] == "wavelet" and meta["workload"] == "all-range:32"
+    p.write_text("workload = [unclosed")
+    _bad(tmp_path, capsys, "solve", p)
+
+
+def test_console_script_help_and_exit_code():
+    r = subprocess.run([sys.executable, "-m", "strategy_opt.cli", "solve", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "--workload" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "strategy_opt.cli", "solve", "--workload", "prefix:-1"], capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1

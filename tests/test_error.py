@@ -1,0 +1,122 @@
+"""Error analysis: E_p, support, SVD bound, against direct pseudo-inverse computations."""
+
+import math
+
+import numpy as np
+import pytest
+
+from strategy_opt.bases import hierarchical_matrix, wavelet_matrix
+from strategy_opt.error import (
+    KroneckerMatrix,
+    log_svd_bound,
+    per_query_variances,
+    sensitivity,
+    supports,
+    svd_bound,
+    unit_error,
+)
+from strategy_opt.exceptions import InputError
+from strategy_opt.workload import all_range, from_matrix, kronecker, prefix, random_range
+
+
+def direct_error(A, W, p):
+    """E_p by the definition with numpy's pinv."""
+    A = A.toarray() if hasattr(A, "toarray") else np.asarray(A)
+    Wm = W.matrix().toarray()
+    sens = np.abs(A).sum(0).max() if p == 1 else np.sqrt((A * A).sum(0)).max()
+    return sens**2 * np.linalg.norm(Wm @ np.linalg.pinv(A), "fro") ** 2
+
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("W", [all_range(16), prefix(12), random_range(20, 15, seed=2)], ids=repr)
+def test_unit_error_matches_definition(W, p):
+    rng = np.random.default_rng(5)
+    for A in (np.eye(W.n), hierarchical_matrix(W.n, 3), rng.normal(size=(W.n + 3, W.n))):
+        assert unit_error(A, W, p) == pytest.approx(direct_error(A, W, p), rel=1e-9)
+
+
+def test_identity_error_is_trace_of_gram():
+    W = all_range(32)
+    assert unit_error(np.eye(32), W, 1) == np.trace(W.gram())
+    assert unit_error(np.eye(32), W, 2) == np.trace(W.gram())
+
+
+def test_rank_deficient_strategy_that_supports():
+    W = from_matrix([[1.0, 1, 0, 0], [0, 0, 1, 1]])
+    A = np.array([[1.0, 1, 0, 0], [0, 0, 2, 2]])
+    assert supports(A, W)
+    assert unit_error(A, W, 1) == pytest.approx(direct_error(A, W, 1))
+
+
+def test_unsupported_strategy_is_refused():
+    W = prefix(4)
+    A = np.array([[1.0, 1, 0, 0], [0, 0, 1, 1]])
+    assert not supports(A, W)
+    with pytest.raises(InputError, match="does not support"):
+        unit_error(A, W, 2)
+
+
+def test_error_scale_invariance_and_sensitivity():
+    A = hierarchical_matrix(8, 2)
+    W = all_range(8)
+    assert unit_error(3.5 * A, W, 1) == pytest.approx(unit_error(A, W, 1))
+    assert sensitivity(A, 1) == 4 and sensitivity(A, 2) == pytest.approx(2.0)
+
+
+def test_per_query_variances_sum_to_unit_error():
+    W = all_range(10)
+    A = wavelet_matrix(10)
+    v = per_query_variances(A, W, 2)
+    assert v.sum() == pytest.approx(unit_error(A, W, 2))
+    Ad = A.toarray()
+    Wm = W.matrix().toarray()
+    direct = sensitivity(A, 2) ** 2 * np.sum((Wm @ np.linalg.pinv(Ad)) ** 2, axis=1)
+    np.testing.assert_allclose(v, direct, rtol=1e-9)
+
+
+def test_svd_bound_examples():
+    # Li 2013, Example 4.4: [[1,1,1],[0,1,1]] -> 2.61
+    assert svd_bound(from_matrix([[1, 1, 1], [0, 1, 1]])) == pytest.approx(2.6095, abs=1e-4)
+    # Table 4.1: all ranges on 2048 cells, 3.034e7
+    assert svd_bound(all_range(2048)) == pytest.approx(3.0342e7, rel=1e-4)
+    # Kronecker: SVDB(W1 x W2) = SVDB(W1) SVDB(W2) (Thm 4.13); 64x32 -> 2.261e7
+    assert svd_bound(kronecker(all_range(64), all_range(32))) == pytest.approx(svd_bound(all_range(64)) * svd_bound(all_range(32)))
+    assert svd_bound(kronecker(all_range(64), all_range(32))) == pytest.approx(2.2605e7, rel=1e-4)
+    # ten binary attributes: (1 + sqrt 3)^20 / 1024
+    ten = kronecker(*[all_range(2)] * 10)
+    assert svd_bound(ten) == pytest.approx((1 + math.sqrt(3)) ** 20 / 1024)
+
+
+def test_svd_bound_is_below_every_strategy():
+    W = random_range(24, 40, seed=1)
+    lb = svd_bound(W)
+    rng = np.random.default_rng(0)
+    for A in (np.eye(24), hierarchical_matrix(24, 2), wavelet_matrix(24), rng.normal(size=(30, 24))):
+        assert lb <= unit_error(A, W, 2) * (1 + 1e-12)
+        assert lb <= unit_error(A, W, 1) * (1 + 1e-12)
+
+
+def test_log_svd_bound_matches_dense():
+    W = all_range(50)
+    ev = np.linalg.eigvalsh(W.gram())
+    assert math.exp(log_svd_bound(W)) == pytest.approx(np.sqrt(np.clip(ev, 0, None)).sum() ** 2 / 50)
+
+
+def test_kronecker_strategy_error_equals_dense():
+    W = kronecker(all_range(8), prefix(4))
+    A = KroneckerMatrix([hierarchical_matrix(8, 2), wavelet_matrix(4)])
+    dense = A.tocsr()
+    for p in (1, 2):
+        assert unit_error(A, W, p) == pytest.approx(unit_error(dense, W, p), rel=1e-10)
+
+
+@pytest.mark.parametrize(
+    "strategy, expected",
+    [("identity", 47.253), ("hierarchical", 1.773), ("wavelet", 1.545)],
+)
+def test_table_4_1_all_range_2048(strategy, expected):
+    """Li 2013 Table 4.1 (recomputed): ratios to the SVD bound under (eps, delta)."""
+    n = 2048
+    W = all_range(n)
+    A = {"identity": np.eye(n), "hierarchical": hierarchical_matrix(n, 2), "wavelet": wavelet_matrix(n)}[strategy]
+    assert unit_error(A, W, 2) / svd_bound(W) == pytest.approx(expected, abs=6e-4)

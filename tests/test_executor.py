@@ -1,0 +1,115 @@
+"""Executor: noise calibration, reconstruction, intervals, estimators."""
+
+import numpy as np
+import pytest
+
+import strategy_opt as so
+from strategy_opt.bases import hierarchical_matrix
+from strategy_opt.error import unit_error
+from strategy_opt.exceptions import InputError
+from strategy_opt.executor import reconstruct, run
+from strategy_opt.privacy import ApproxDP, PureDP
+from strategy_opt.workload import all_range, identity, prefix, random_range
+
+
+def test_huge_epsilon_gives_exact_answers():
+    W = random_range(64, 40, seed=0)
+    x = np.random.default_rng(1).integers(0, 100, 64).astype(float)
+    for A in (np.eye(64), hierarchical_matrix(64, 2)):
+        rel = run(A, x, W, PureDP(1e6), rng=0)
+        np.testing.assert_allclose(rel.answers, W.matvec(x), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("privacy", [PureDP(1.0), ApproxDP(1.0, 1e-6)])
+def test_empirical_error_matches_prediction(privacy):
+    W = random_range(128, 60, seed=3)
+    A = hierarchical_matrix(128, 4)
+    x = np.random.default_rng(2).integers(0, 50, 128).astype(float)
+    truth = W.matvec(x)
+    errs = [np.sum((run(A, x, W, privacy, rng=s, intervals=False).answers - truth) ** 2) for s in range(300)]
+    predicted = unit_error(A, W, privacy.p) * privacy.noise_variance_factor()
+    assert np.mean(errs) == pytest.approx(predicted, rel=0.12)
+
+
+def test_interval_coverage_gaussian():
+    W = prefix(32)
+    A = hierarchical_matrix(32, 2)
+    x = np.full(32, 5.0)
+    truth = W.matvec(x)
+    hits = []
+    for s in range(200):
+        rel = run(A, x, W, ApproxDP(1.0, 1e-6), rng=s)
+        hits.append(np.mean((rel.lower <= truth) & (truth <= rel.upper)))
+    assert np.mean(hits) == pytest.approx(0.95, abs=0.02)
+
+
+def test_lsmr_agrees_with_dense_lstsq():
+    from scipy.sparse import csr_matrix
+
+    import strategy_opt.executor as ex
+
+    A = hierarchical_matrix(50, 3)
+    y = np.random.default_rng(0).normal(size=A.shape[0])
+    dense = np.linalg.lstsq(A.toarray(), y, rcond=None)[0]
+    old = ex.DENSE_LSTSQ_ENTRIES
+    try:
+        ex.DENSE_LSTSQ_ENTRIES = 0
+        sparse = reconstruct(csr_matrix(A), y, "ls")
+    finally:
+        ex.DENSE_LSTSQ_ENTRIES = old
+    np.testing.assert_allclose(sparse, dense, atol=1e-8)
+
+
+def test_nnls_and_hybrid_are_nonnegative_and_help_on_sparse_data():
+    W = all_range(32)
+    A = hierarchical_matrix(32, 2)
+    x = np.zeros(32)
+    x[[3, 17]] = [40, 10]
+    truth = W.matvec(x)
+    err = {e: 0.0 for e in ("ls", "nnls", "hybrid")}
+    for s in range(20):
+        for e in err:
+            rel = run(A, x, W, PureDP(0.5), estimator=e, rng=s, intervals=False)
+            if e != "ls":
+                assert rel.x_hat.min() >= -1e-9
+            err[e] += np.sum((rel.answers - truth) ** 2)
+    assert err["nnls"] < err["ls"] and err["hybrid"] < err["ls"]
+
+
+def test_hybrid_equals_direct_nnls_on_workload():
+    from scipy.optimize import nnls
+
+    W = prefix(12)
+    A = np.eye(12)
+    y = np.random.default_rng(4).normal(3, 5, 12)
+    got = reconstruct(A, y, "hybrid", W)
+    Wm = W.matrix().toarray()
+    direct = nnls(Wm, Wm @ np.linalg.lstsq(A, y, rcond=None)[0])[0]
+    np.testing.assert_allclose(Wm @ got, Wm @ direct, atol=1e-6)
+
+
+def test_run_refuses_unsupported_and_mismatched():
+    W = prefix(4)
+    A = np.array([[1.0, 1, 0, 0], [0, 0, 1, 1]])
+    with pytest.raises(InputError, match="does not support"):
+        run(A, np.ones(4), W, PureDP(1.0), rng=0)
+    with pytest.raises(InputError, match="data has 3 cells"):
+        run(np.eye(4), np.ones(3), W, PureDP(1.0), rng=0)
+
+
+def test_opendp_sampler_error_statistics_match_simulate():
+    W = identity(400)
+    x = np.zeros(400)
+    for privacy in (PureDP(1.0), ApproxDP(1.0, 1e-6)):
+        sim = run(np.eye(400), x, W, privacy, rng=0, intervals=False).answers
+        odp = run(np.eye(400), x, W, privacy, sampler="opendp", intervals=False).answers
+        target = privacy.noise_variance(1.0)
+        # variance of a sample variance of 400 draws: a few tens of percent at most
+        assert np.var(sim) == pytest.approx(target, rel=0.35)
+        assert np.var(odp) == pytest.approx(target, rel=0.35)
+
+
+def test_strategy_object_is_accepted():
+    s = so.solve("prefix:16", privacy="pure", method="identity")
+    rel = run(s, np.arange(16.0), prefix(16), PureDP(1e7), rng=0)
+    np.testing.assert_allclose(rel.answers, np.cumsum(np.arange(16.0)), atol=1e-3)

@@ -1,0 +1,139 @@
+"""Strategy files: layouts of CLI.md, round trips, atomic writes, corruption, no pickles."""
+
+import json
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse as sp
+
+import strategy_opt as so
+from strategy_opt import io as sio
+from strategy_opt.exceptions import InputError
+from strategy_opt.strategy import Strategy
+
+
+@pytest.fixture
+def sparse_strategy():
+    return so.solve("all-range:32", privacy="pure", method="hierarchical", branching=2)
+
+
+@pytest.fixture
+def dense_strategy():
+    return so.solve("marginals:2x2x2:2", privacy="approx", method="fourier")
+
+
+def test_npz_sparse_layout_readable_without_strategy_opt(tmp_path, sparse_strategy):
+    f = tmp_path / "s.npz"
+    sio.write_strategy(sparse_strategy, f)
+    with np.load(f, allow_pickle=False) as z:
+        assert {"data", "indices", "indptr", "shape", "format", "meta"} <= set(z.files)
+        meta = json.loads(str(z["meta"]))
+    A = sp.load_npz(f)
+    np.testing.assert_array_equal(A.toarray(), sparse_strategy.dense())
+    for key in ("format_version", "workload", "shape", "privacy", "sensitivity_norm", "method", "objective",
+                "unit_total_squared_error", "lower_bound", "lower_bound_kind", "solver", "solve_seconds",
+                "strategy_opt_version", "created", "content_sha256"):
+        assert key in meta, key
+    assert meta["sensitivity_norm"] == "l1" and meta["privacy"] == "pure"
+
+
+def test_npz_dense_layout(tmp_path, dense_strategy):
+    f = tmp_path / "d.npz"
+    sio.write_strategy(dense_strategy, f)
+    with np.load(f, allow_pickle=False) as z:
+        np.testing.assert_array_equal(z["A"], dense_strategy.dense())
+
+
+def test_mtx_and_csv_layouts(tmp_path, sparse_strategy):
+    sio.write_strategy(sparse_strategy, tmp_path / "s.mtx")
+    A = scipy.io.mmread(tmp_path / "s.mtx")
+    np.testing.assert_array_equal(A.toarray(), sparse_strategy.dense())
+    header = (tmp_path / "s.mtx").read_text().splitlines()[1]
+    assert json.loads(header.lstrip("%").strip())["method"] == "hierarchical"
+    sio.write_strategy(sparse_strategy, tmp_path / "s.csv")
+    np.testing.assert_array_equal(np.loadtxt(tmp_path / "s.csv", delimiter=","), sparse_strategy.dense())
+    assert json.loads((tmp_path / "s.json").read_text())["method"] == "hierarchical"
+
+
+def test_round_trip_all_formats(tmp_path):
+    rng = np.random.default_rng(0)
+    s = Strategy(rng.normal(size=(7, 5)) / 3, {"method": "test", "workload": "identity:5"})
+    sio.write_strategy(s, tmp_path / "a.npz")
+    b = sio.read_strategy(tmp_path / "a.npz")
+    sio.write_strategy(b, tmp_path / "b.mtx")
+    c = sio.read_strategy(tmp_path / "b.mtx")
+    sio.write_strategy(c, tmp_path / "c.csv")
+    d = sio.read_strategy(tmp_path / "c.csv")
+    sio.write_strategy(d, tmp_path / "d.npz")
+    e = sio.read_strategy(tmp_path / "d.npz")
+    np.testing.assert_allclose(e.dense(), s.dense(), rtol=1e-12, atol=1e-15)
+    assert e.meta["method"] == "test" and e.meta["workload"] == "identity:5"
+
+
+def test_failed_write_leaves_no_file(tmp_path, sparse_strategy, monkeypatch):
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(np, "savez_compressed", boom)
+    with pytest.raises(OSError):
+        sio.write_strategy(sparse_strategy, tmp_path / "s.npz")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_flipped_byte_is_detected(tmp_path, dense_strategy):
+    f = tmp_path / "s.csv"
+    sio.write_strategy(dense_strategy, f)
+    text = f.read_text()
+    f.write_text(text.replace("1,", "2,", 1))
+    with pytest.raises(InputError, match="corrupted"):
+        sio.read_strategy(f)
+
+
+def test_truncated_npz_is_refused(tmp_path, sparse_strategy):
+    f = tmp_path / "s.npz"
+    sio.write_strategy(sparse_strategy, f)
+    data = f.read_bytes()
+    f.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError):
+        sio.read_strategy(f)
+
+
+def test_object_arrays_are_never_unpickled(tmp_path):
+    f = tmp_path / "w.npy"
+    np.save(f, np.array([[1, None]], dtype=object), allow_pickle=True)
+    with pytest.raises(InputError, match="pickled"):
+        sio.read_workload_file(f)
+
+
+def test_workload_file_formats(tmp_path):
+    W = np.array([[1.0, 0, 2], [0, 1, 1]])
+    np.save(tmp_path / "w.npy", W)
+    np.savez(tmp_path / "w.npz", W=W)
+    sp.save_npz(tmp_path / "ws.npz", sp.csr_matrix(W))
+    scipy.io.mmwrite(tmp_path / "w.mtx", sp.csr_matrix(W))
+    np.savetxt(tmp_path / "w.csv", W, delimiter=",")
+    for name in ("w.npy", "w.npz", "ws.npz", "w.mtx", "w.csv"):
+        np.testing.assert_allclose(sio.read_workload_file(tmp_path / name).matrix().toarray(), W)
+    np.savetxt(tmp_path / "bad.csv", np.array([[1.0, np.nan]]), delimiter=",")
+    with pytest.raises(InputError, match="NaN"):
+        sio.read_workload_file(tmp_path / "bad.csv")
+
+
+def test_histograms(tmp_path):
+    np.save(tmp_path / "x.npy", np.arange(12).reshape(3, 4))
+    np.testing.assert_array_equal(sio.read_histogram(tmp_path / "x.npy", 12, (3, 4)), np.arange(12.0))
+    with pytest.raises(InputError, match="has 12 cells"):
+        sio.read_histogram(tmp_path / "x.npy", 10)
+    (tmp_path / "r.csv").write_text("age,income\n3,10\n4,11\n4,12\n9,50\n")
+    x = sio.histogram_from_records(tmp_path / "r.csv", ["age"], ["0:10"])
+    np.testing.assert_array_equal(x, [0, 0, 0, 1, 2, 0, 0, 0, 0, 1])
+    x2 = sio.histogram_from_records(tmp_path / "r.csv", ["age", "income"], ["0:10:5", "0:60:30"])
+    np.testing.assert_array_equal(x2, [3, 0, 0, 1])
+    with pytest.raises(InputError, match="no column"):
+        sio.histogram_from_records(tmp_path / "r.csv", ["zip"], ["0:5"])
+
+
+def test_answers_csv(tmp_path):
+    sio.write_answers(tmp_path / "a.csv", np.array([1.5, 2.0]), np.array([1.0, np.nan]), np.array([2.0, np.nan]))
+    assert (tmp_path / "a.csv").read_text().splitlines() == ["query,answer,lower,upper", "0,1.5,1.0,2.0", "1,2.0,,"]

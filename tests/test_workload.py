@@ -1,0 +1,138 @@
+"""Workloads: Gram matrices, products and variances against brute-force matrices."""
+
+import numpy as np
+import pytest
+
+from strategy_opt.exceptions import InputError
+from strategy_opt.workload import (
+    all_range,
+    from_matrix,
+    identity,
+    kronecker,
+    marginals,
+    prefix,
+    random_range,
+    total,
+    union,
+)
+
+
+def brute_intervals(n, pairs):
+    W = np.zeros((len(pairs), n))
+    for r, (a, b) in enumerate(pairs):
+        W[r, a : b + 1] = 1
+    return W
+
+
+def brute(W):
+    """An explicit matrix for each structured workload, built by loops."""
+    n = W.n
+    spec = W.spec
+    if spec.startswith("identity"):
+        return np.eye(n)
+    if spec.startswith("total"):
+        return np.ones((1, n))
+    if spec.startswith("prefix"):
+        return brute_intervals(n, [(0, j) for j in range(n)])
+    if spec.startswith("all-range"):
+        return brute_intervals(n, [(a, b) for a in range(n) for b in range(a, n)])
+    raise AssertionError(spec)
+
+
+@pytest.mark.parametrize("W", [identity(5), total(4), prefix(7), all_range(6), all_range(1)], ids=repr)
+def test_structured_matches_brute_force(W):
+    M = brute(W)
+    assert W.shape == M.shape
+    np.testing.assert_allclose(W.matrix().toarray(), M)
+    np.testing.assert_allclose(W.gram(), M.T @ M)
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=W.n), rng.normal(size=W.m)
+    np.testing.assert_allclose(W.matvec(x), M @ x)
+    np.testing.assert_allclose(W.rmatvec(y), M.T @ y)
+    S = rng.normal(size=(W.n, W.n))
+    S = S + S.T
+    np.testing.assert_allclose(W.query_variances(S), np.diag(M @ S @ M.T))
+
+
+def test_random_range_reproducible_and_sorted():
+    W1, W2 = random_range(50, 30, seed=3), random_range(50, 30, seed=3)
+    lo, hi = W1.intervals
+    assert np.all(lo <= hi) and lo.min() >= 0 and hi.max() < 50
+    np.testing.assert_array_equal(W1.matrix().toarray(), W2.matrix().toarray())
+    assert not np.array_equal(random_range(50, 30, seed=4).intervals[0], lo)
+    M = brute_intervals(50, list(zip(lo, hi)))
+    np.testing.assert_allclose(W1.gram(), M.T @ M)
+
+
+def test_all_range_gram_closed_form_1_based():
+    n = 9
+    G = all_range(n).gram()
+    for i in range(1, n + 1):
+        for j in range(1, n + 1):
+            assert G[i - 1, j - 1] == min(i, j) * (n - max(i, j) + 1)
+
+
+def test_all_range_4096_gram_without_matrix(monkeypatch):
+    W = all_range(4096)
+    monkeypatch.setattr(type(W), "matrix", lambda self: pytest.fail("matrix() must not be built for the Gram"))
+    G = W.gram()
+    assert G.shape == (4096, 4096) and G[0, 0] == 4096 and G[2047, 2047] == 2048 * 2049
+    assert W.m == 4096 * 4097 // 2
+
+
+def test_kronecker_gram_matvec_and_variances():
+    W = kronecker(prefix(3), all_range(4))
+    M = np.kron(brute(prefix(3)), brute(all_range(4)))
+    np.testing.assert_allclose(W.matrix().toarray(), M)
+    np.testing.assert_allclose(W.gram(), M.T @ M)
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=W.n), rng.normal(size=W.m)
+    np.testing.assert_allclose(W.matvec(x), M @ x)
+    np.testing.assert_allclose(W.rmatvec(y), M.T @ y)
+    assert W.domain == (3, 4)
+
+
+def test_union_and_weights():
+    W = union(identity(4), total(4), weights=[1.0, 2.0])
+    M = np.vstack([np.eye(4), 2 * np.ones((1, 4))])
+    np.testing.assert_allclose(W.matrix().toarray(), M)
+    np.testing.assert_allclose(W.gram(), M.T @ M)
+    S = np.eye(4) + 0.5
+    np.testing.assert_allclose(W.query_variances(S), np.diag(M @ S @ M.T))
+    np.testing.assert_allclose(W.rmatvec(np.arange(5.0)), M.T @ np.arange(5.0))
+    with pytest.raises(InputError, match="different domain"):
+        union(identity(3), identity(4))
+
+
+def test_marginals_count_and_gram():
+    W = marginals((2, 3, 2), 2)
+    # three 2-way marginals with 6 + 4 + 6 cells
+    assert W.m == 2 * 3 + 2 * 2 + 3 * 2
+    M = W.matrix().toarray()
+    x = np.arange(12.0).reshape(2, 3, 2)
+    expect = np.concatenate([x.sum(axis=2).ravel(), x.sum(axis=1).ravel(), x.sum(axis=0).ravel()])
+    np.testing.assert_allclose(M @ x.ravel(), expect)
+    np.testing.assert_allclose(W.gram(), M.T @ M)
+
+
+@pytest.mark.parametrize("W", [all_range(11), prefix(9), identity(4), kronecker(all_range(3), prefix(5))], ids=repr)
+def test_gram_eigh_closed_forms(W):
+    lam, V = W.gram_eigh()
+    G = W.gram()
+    np.testing.assert_allclose(G @ V, V * lam, atol=1e-9 * lam.max())
+    np.testing.assert_allclose(V.T @ V, np.eye(W.n), atol=1e-10)
+    np.testing.assert_allclose(np.linalg.eigvalsh(G), W.gram_eigvals(), rtol=1e-9, atol=1e-9)
+
+
+def test_explicit_workload_validation():
+    with pytest.raises(InputError, match="NaN"):
+        from_matrix([[1.0, np.nan]])
+    with pytest.raises(InputError, match="empty"):
+        from_matrix(np.zeros((0, 3)))
+    with pytest.raises(InputError, match="positive integer"):
+        all_range(0)
+
+
+def test_matrix_refused_when_huge():
+    with pytest.raises(InputError, match="too large"):
+        all_range(20000).matrix()
