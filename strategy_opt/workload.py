@@ -405,6 +405,20 @@ class AllPredicate(Workload):
         _check_dense_n(self.n, "the Gram matrix")
         return np.eye(self.n) + 1.0
 
+    # I + J: eigenvalue n + 1 on the constant vector, 1 on its complement (orthonormal DCT-II rows).
+    def gram_eigvals(self):
+        lam = np.ones(self.n)
+        lam[-1] = self.n + 1.0
+        return lam
+
+    def gram_eigh(self):
+        n = self.n
+        _check_dense_n(n, "the Gram eigenvectors")
+        k = np.arange(n - 1, -1, -1)
+        V = np.cos(np.outer(2 * np.arange(n) + 1, k) * (np.pi / (2 * n))) * np.sqrt(2.0 / n)
+        V[:, -1] = 1.0 / np.sqrt(n)
+        return self.gram_eigvals(), V
+
     def matrix(self):
         n = self.n
         if n * 2.0 ** (n - 1) > MAX_MATRIX_ENTRIES:
