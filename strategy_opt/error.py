@@ -18,7 +18,7 @@ Examples
 >>> from strategy_opt.workload import all_range
 >>> from strategy_opt.error import unit_error
 >>> W = all_range(8)
->>> unit_error(np.eye(8), W, p=2) == np.trace(W.gram())
+>>> bool(unit_error(np.eye(8), W, p=2) == np.trace(W.gram()))
 True
 """
 
