@@ -38,8 +38,8 @@ def example_answers():
     return y
 
 
-def example_answerer(inference="bayes", budget=1.0):
-    ans = OnlineAnswerer(X, budget, inference=inference, rng=0)
+def example_answerer(inference="bayes", budget=1.0, fuse=False):
+    ans = OnlineAnswerer(X, budget, inference=inference, fuse=fuse, rng=0)
     for row, y, a in zip(H, example_answers(), ALPHA):
         ans.record(row, y, a)
     return ans
@@ -103,6 +103,27 @@ def test_weighted_least_squares_uses_all_rows():
     assert est.value == pytest.approx(c @ example_answers())
     err = np.random.default_rng(4).laplace(0, 1, (200_000, 7)) @ (c * S / ALPHA)
     assert (est.upper - est.lower) / 2 == pytest.approx(np.quantile(np.abs(err), 0.8), rel=0.01)
+
+
+def test_fused_budget_is_smaller_and_exact():
+    ans = example_answerer("wls", fuse=True)
+    hist = ans.estimate(Q, 0.8)
+    out = ans.answer(Q, 15, 0.8)
+    assert out.source == "fresh" and out.alpha < math.log(5) / 15  # Theorem 3.7 alone would spend 0.1073
+    assert out.upper - out.lower <= 30 + 1e-9
+    fresh = ans.history[1][-1]
+    v_h, v_f = hist.std**2, 2 / out.alpha**2
+    w = v_f / (v_h + v_f)
+    assert out.value == pytest.approx(w * hist.value + (1 - w) * fresh)
+    # independent check of the fused interval: GLS coefficients on the 7 rows, then the fresh Laplace term
+    S = np.abs(H).max(axis=1)
+    D2 = np.diag((ALPHA / S) ** 2)
+    c = Q @ np.linalg.pinv(H.T @ D2 @ H) @ H.T @ D2
+    draws = np.random.default_rng(5).laplace(0, 1, (200_000, 8)) @ np.append(w * c * S / ALPHA, (1 - w) / out.alpha)
+    assert np.quantile(np.abs(draws), 0.8) == pytest.approx((out.upper - out.lower) / 2, rel=0.01)
+    assert (out.upper - out.lower) / 2 == pytest.approx(15, rel=2e-3)  # the budget is the smallest that meets 15
+    with pytest.raises(InputError, match="fuse"):
+        OnlineAnswerer(X, 1.0, inference="bayes", fuse=True)
 
 
 def test_laplace_sum_against_closed_forms():
@@ -194,10 +215,11 @@ def test_cli_online(tmp_path, capsys):
     assert float(rows[-1]["spent"]) <= 1.0 and all(r["answer"] == "" for r in rows if r["source"] == "refused")
     with open(tmp_path / "req.csv", "w") as fh:
         fh.write("half_width,confidence\n" + "".join(f"{10 + i},0.9\n" for i in range(40)))
-    assert main(base + ["--requirements", str(tmp_path / "req.csv"), "--inference", "wls", "--out", str(tmp_path / "a.npy")]) == 0
+    assert main(base + ["--requirements", str(tmp_path / "req.csv"), "--inference", "wls", "--fuse", "--out", str(tmp_path / "a.npy")]) == 0
     assert np.load(tmp_path / "a.npy").shape == (40,)
     assert main(base + ["--requirements", str(tmp_path / "req.csv"), "--half-width", "3", "--out", str(out)]) == 2
     assert main(base + ["--out", str(out)]) == 2
+    assert main(base + ["--half-width", "3", "--fuse", "--out", str(out)]) == 2  # fuse needs wls
     assert main(base + ["--half-width", "3", "--confidence", "1.5", "--out", str(out)]) == 2
     assert main(["-q", "online", "--data", str(tmp_path / "x.npy"), "--queries", "prefix:8", "--budget", "1", "--half-width", "3", "--out", str(out)]) == 2
     assert "cells" in capsys.readouterr().err

@@ -4,7 +4,7 @@ Contract (also in ``strategy-opt online --help``)::
 
     strategy-opt online --data FILE --queries SPEC|FILE --budget EPS
                         (--half-width H [--confidence C] | --requirements REQ.csv)
-                        [--inference bayes|wls|none] [--seed S] [--sampler opendp|simulate]
+                        [--inference bayes|wls|none] [--fuse] [--seed S] [--sampler opendp|simulate]
                         --out ANSWERS.csv|.npy
 
 * ``--queries``: the stream, one query per row, answered in row order: a
@@ -17,6 +17,10 @@ Contract (also in ``strategy-opt online --help``)::
   per query from ``--requirements`` (CSV with header
   ``half_width,confidence``, one row per query).
 * ``--budget``: overall pure epsilon-DP budget (Xiao & Xiong's alpha-bar bound).
+* ``--inference``: bayes (the paper), wls (weighted least squares over the
+  whole history), none (every query answered fresh). ``--fuse`` (wls only):
+  fresh answers are combined with the history and spend only the budget the
+  combination needs.
 * ``--out``: ``.csv`` with header ``query,answer,lower,upper,source,alpha,spent``
   (source: history | fresh | refused; alpha: budget of the fresh measurement,
   or the one a refused query needed; spent: total privacy cost after the
@@ -57,7 +61,7 @@ examples:
   strategy-opt online --data hist.npy --queries Q.npy --budget 1 --half-width 50 --confidence 0.8 \\
       --inference bayes --seed 1 --out answers.csv
   strategy-opt online --data hist.csv --queries random-range:256:500:3 --budget 2 \\
-      --requirements req.csv --inference wls --out answers.npy
+      --requirements req.csv --inference wls --fuse --out answers.npy
 """
 
 
@@ -162,7 +166,7 @@ def _cmd_online(args) -> int:
         raise InputError("--seed cannot be used with --sampler opendp (its noise is not seedable); use --sampler simulate")
     if sampler == "simulate":
         log.warning("using the seeded NumPy noise sampler ('simulate'): for simulations only, not for real releases")
-    answerer = OnlineAnswerer(x, args.budget, inference=args.inference, rng=args.seed, sampler=sampler)
+    answerer = OnlineAnswerer(x, args.budget, inference=args.inference, fuse=args.fuse, rng=args.seed, sampler=sampler)
     results = []
     t0 = last = time.perf_counter()
     for i in range(Q.shape[0]):
@@ -176,7 +180,7 @@ def _cmd_online(args) -> int:
     print(
         f"answered {c['history'] + c['fresh']} of {Q.shape[0]} queries (history {c['history']}, fresh {c['fresh']}, "
         f"refused {c['refused']}); privacy spent {answerer.spent:.6g} of budget {answerer.budget:.6g}; "
-        f"inference={args.inference} seconds={time.perf_counter() - t0:.3g}"
+        f"inference={args.inference}{' fuse' if args.fuse else ''} seconds={time.perf_counter() - t0:.3g}"
     )
     log.info("wrote %d answers to %s", len(results), out)
     return 0
@@ -204,6 +208,7 @@ def register(subparsers) -> None:
     p.add_argument("--confidence", type=_float("--confidence"), default=0.95, help="required probability that the interval holds the true answer (default 0.95)")
     p.add_argument("--requirements", metavar="REQ.csv", help="per-query requirements: CSV with header half_width,confidence, one row per query")
     p.add_argument("--inference", choices=["bayes", "wls", "none"], default="bayes", help="answer from history by Bayesian posterior (default), weighted least squares, or never")
+    p.add_argument("--fuse", action="store_true", help="with --inference wls: combine each fresh answer with the history and spend only the budget the combination needs")
     p.add_argument("--seed", type=_seed, help="seed for reproducible noise (implies --sampler simulate)")
     p.add_argument("--sampler", choices=["opendp", "simulate"], help="noise sampler: opendp (vetted, default) or simulate (seeded NumPy, for simulations)")
     p.add_argument("--out", required=True, help="answers: .csv (query,answer,lower,upper,source,alpha,spent) or .npy")
