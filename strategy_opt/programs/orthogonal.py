@@ -199,9 +199,16 @@ def _assemble(blocks, n: int) -> sp.csr_matrix:
 def _check_decomposition(W: sp.csr_matrix, blocks) -> float:
     """Largest relative residual of ``W[:, G] = B_G W~_G`` over the blocks (Theorem 4 with LS B)."""
     Wc = W.tocsc()
+    Wc.sort_indices()
     worst = 0.0
     for cells, B in blocks:
-        WG = Wc[:, cells].toarray()
+        if B.shape[0] == cells.size:  # a square (invertible) basis reproduces any W[:, G]
+            continue
+        cols = [slice(Wc.indptr[j], Wc.indptr[j + 1]) for j in cells]
+        rows = np.unique(np.concatenate([Wc.indices[c] for c in cols]))
+        WG = np.zeros((rows.size, cells.size))  # W[:, G] on the queries that touch G
+        for k, c in enumerate(cols):
+            WG[np.searchsorted(rows, Wc.indices[c]), k] = Wc.data[c]
         BG = WG @ np.linalg.pinv(B)
         ref = np.linalg.norm(WG)
         if ref > 0:
