@@ -2,7 +2,8 @@
 
 An objective maps the vector u of unit per-query variances
 (``u_i = w_i (A^T A)^+ w_i^T`` at unit sensitivity) to a number to minimise.
-``total`` (sum of u, the default), ``max`` and ``weighted`` are built in.
+``total`` (sum of u, the default), ``max``, ``weighted`` and ``relative``
+(weights ``1/||w_i||^2``: the total error of the row-normalised workload) are built in.
 Researchers add their own with `register_objective` or through the
 ``strategy_opt.objectives`` entry-point group (an entry point naming an
 `Objective` instance or a zero-argument factory returning one).
@@ -64,6 +65,12 @@ def _weights(u, weights):
     return np.ones(np.shape(u)[0]) if weights is None else np.asarray(weights, dtype=float)
 
 
+def _relative_weights(u, weights):
+    if weights is None:
+        raise InputError("objective 'relative' needs the inverse squared row norms 1/||w_i||^2 as weights")
+    return np.asarray(weights, dtype=float)
+
+
 def _builtin():
     import cvxpy as cp
 
@@ -75,6 +82,14 @@ def _builtin():
             "weighted sum of per-query variances (option 'weights', one per query)",
             lambda u, w=None: float(_weights(u, w) @ np.asarray(u)),
             lambda u, w=None: _weights(u, w) @ u,
+        )
+    )
+    register_objective(
+        Objective(
+            "relative",
+            "total squared error of the row-normalised workload (Li 2013 Sec. 5.1.4): weights 1/||w_i||^2",
+            lambda u, w=None: float(_relative_weights(u, w) @ np.asarray(u)),
+            lambda u, w=None: _relative_weights(u, w) @ u,
         )
     )
 

@@ -8,3 +8,4 @@ from . import baselines  # noqa: F401
 from . import orthogonal  # noqa: F401
 from . import workload_division  # noqa: F401
 from . import online_cli  # noqa: F401
+from . import eigen_design  # noqa: F401

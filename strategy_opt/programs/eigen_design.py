@@ -1,0 +1,719 @@
+"""Eigen-Design: weighted eigen-queries of W^T W (Li 2013, Ch. 5; Li & Miklau, PVLDB 5(6) 2012).
+
+Program 5.1.2 (Sec. 5.1.3), for (epsilon, delta)-DP (L2 sensitivity):
+
+1. eigen-decompose ``G = W^T W = Q^T diag(sigma) Q`` on the *minimized* workload
+   (duplicate columns merged, zero columns dropped; Def. 2.6, Prop. 5.1) and keep
+   the eigen-queries (rows of Q) with ``sigma_i > 0``;
+2. weights u from Program 5.1.1 with ``c_i = sigma_i`` (`strategy_opt.weighting`);
+3. ``A' = diag(sqrt(u)) Q``;
+4. completion rows ``D' = diag(sqrt(M^2 - m_jj^2))``, m_jj the column norms of A'
+   and M their maximum (the garbled step 4 read as in the notes, Sec. 7 item 6);
+5. ``A = [A'; D']``: every column reaches the sensitivity M, the error only drops
+   (Thm 3.11).
+
+Speed-ups of Sec. 5.2.2 (options): eigen-query *separation* (Program 5.1.1 on
+groups of ``group_size`` consecutive eigen-queries, then one scale per group
+from a second Program 5.1.1 over the groups) and *principal vectors* (k eigen-
+queries weighted individually, all others share one weight).
+
+Eigen-queries come in closed form where the Gram matrix allows it (all ranges:
+``G = (n+1) T^{-1}`` with T the 1-D Dirichlet Laplacian, so Q is the DST-I basis;
+prefixes: the reversed ``min(a, b)`` kernel; all predicates: ``I + J``, the
+orthonormal DCT-II basis; identity); Kronecker workloads combine the factors'
+eigenpairs (eigenvectors of a Kronecker product are Kronecker products).
+
+Objectives: ``total`` (default) and ``relative`` (Sec. 5.1.4: every query is
+scaled to unit L2 norm before the design; the strategy's reported
+``unit_total_squared_error`` stays that of the original workload and
+``objective_value`` is the total error of the normalised workload), and
+``weighted`` (option ``weights``, one per query: the design uses
+``W^T diag(weights) W``).
+
+Lower bound. The optimum of Program 5.1.1 is *not* a lower bound on the optimal
+error (the completion step beats it: 1.0278 vs 1.0606 SVD bounds on all ranges
+of 2048 cells). The certificate attached is the weighted SVD bound
+``(tr (D_y^{1/2} G D_y^{1/2})^{1/2})^2`` for a dual point y on the simplex (valid
+for every y: ``tr(D_y A^T A) <= 1`` at unit sensitivity; y uniform gives the SVD
+bound), evaluated at ``y ∝ diag(X^+ G X^+)``, ``X = A^T A``, and at the dual of
+Program 5.1.1; the compiler keeps the SVD bound when it is larger.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from functools import reduce
+from typing import Callable
+
+import numpy as np
+import scipy.linalg as la
+import scipy.sparse as sp
+
+from ..bases import fourier_matrix, wavelet_matrix
+from ..compiler import compile_strategy
+from ..defaults import EIG_RTOL
+from ..error import ErrorProfile
+from ..exceptions import InputError
+from ..problem import Problem
+from ..registry import register_method
+from .. import weighting
+from ..weighting import factorization_threads, solve_weighting
+from ..workload import (
+    AllPredicate,
+    IntervalWorkload,
+    Kronecker,
+    Union,
+    Workload,
+    _AllRange,
+    _Identity,
+    _Prefix,
+    from_matrix,
+)
+
+__all__ = [
+    "eigen_design",
+    "minimize_workload",
+    "cell_classes",
+    "Minimization",
+    "normalized_gram",
+    "relative_weights",
+    "weighted_svd_bound",
+]
+
+log = logging.getLogger("strategy_opt")
+
+#: Relative tolerance for two columns (or a column and zero) to count as equal.
+CELL_RTOL = 1e-10
+#: Above this many cells the weighted-SVD certificate is skipped unless asked for.
+CERTIFICATE_MAX_N = 4096
+#: Default fraction of eigen-queries kept as principal vectors (Sec. 5.2.2.2).
+PRINCIPAL_FRACTION = 0.10
+#: Domains above this size compute only the principal eigenvectors (if G is positive definite).
+SUBSET_EIGH_MIN_N = 2048
+_OPTIONS = {"separation", "group_size", "principal", "basis", "certificate", "weights"}
+_BASES = ("eigen", "wavelet", "fourier", "identity")
+
+
+# --------------------------------------------------------------------------- minimization
+
+
+def cell_classes(G: np.ndarray, rtol: float = CELL_RTOL) -> np.ndarray:
+    """Group the cells of a workload by identical columns, from its Gram matrix.
+
+    Columns j and k of W are equal iff ``G_jj + G_kk - 2 G_jk = ||w_j - w_k||^2 = 0``,
+    and column j is zero iff ``G_jj = 0`` (Li 2013, Def. 2.6).
+
+    Returns
+    -------
+    ndarray of int, shape (n,)
+        Class of every cell, numbered by first occurrence; -1 for zero columns.
+    """
+    d = np.diag(G).astype(float)
+    tol = rtol * max(float(d.max()), 1e-300)
+    classes = np.full(len(d), -1, dtype=np.int64)
+    free = d > tol
+    nxt = 0
+    for j in np.flatnonzero(free):
+        if not free[j]:
+            continue
+        cand = np.flatnonzero(free & (np.abs(d - d[j]) <= tol))
+        same = cand[d[j] + d[cand] - 2.0 * G[j, cand] <= 2.0 * tol]
+        classes[same] = nxt
+        free[same] = False
+        nxt += 1
+    return classes
+
+
+@dataclass(frozen=True)
+class Minimization:
+    """A map from the n cells of a workload to the n' cells of its minimized form.
+
+    ``classes[j]`` is the minimized cell of cell j (-1: a zero column, dropped).
+    With the n' x n merge matrix ``M[g, j] = [classes[j] == g]`` the workload is
+    ``W = W' M``, and a strategy A' for the minimized workload W' becomes
+    ``A = A' M`` on the original cells: each merged cell's column is copied to
+    every cell of its class and dropped cells get zero columns. A has the same
+    column norms (sensitivity), supports W, and ``W A^+ = W' A'^+``, so its error
+    on W equals the error of A' on W' (Li 2013, Prop. 5.1).
+    """
+
+    classes: np.ndarray
+
+    @property
+    def n(self) -> int:
+        """Number of original cells."""
+        return len(self.classes)
+
+    @property
+    def n_min(self) -> int:
+        """Number of cells of the minimized workload."""
+        return int(self.classes.max()) + 1 if self.classes.size else 0
+
+    @property
+    def trivial(self) -> bool:
+        """Whether the workload is already minimal (no merge, no drop)."""
+        return self.n_min == self.n and bool(np.all(self.classes == np.arange(self.n)))
+
+    @property
+    def representatives(self) -> np.ndarray:
+        """One original cell per minimized cell (the first of its class)."""
+        first = np.full(self.n_min, -1, dtype=np.int64)
+        for j in range(self.n - 1, -1, -1):
+            if self.classes[j] >= 0:
+                first[self.classes[j]] = j
+        return first
+
+    def merge_matrix(self) -> sp.csr_matrix:
+        """The n' x n 0/1 matrix M with ``W = W' M``."""
+        keep = np.flatnonzero(self.classes >= 0)
+        return sp.csr_matrix((np.ones(len(keep)), (self.classes[keep], keep)), shape=(self.n_min, self.n))
+
+    def reduce_gram(self, G: np.ndarray) -> np.ndarray:
+        """Gram matrix of the minimized workload (rows/columns of the representatives)."""
+        if self.trivial:
+            return G
+        r = self.representatives
+        return G[np.ix_(r, r)]
+
+    def expand(self, A_min: np.ndarray) -> np.ndarray:
+        """Strategy ``A' M`` on the original cells (see the class docstring)."""
+        if self.trivial:
+            return A_min
+        A = np.zeros((A_min.shape[0], self.n))
+        keep = self.classes >= 0
+        A[:, keep] = A_min[:, self.classes[keep]]
+        return A
+
+    @staticmethod
+    def identity(n: int) -> "Minimization":
+        """The trivial map of an already minimal n-cell workload."""
+        return Minimization(np.arange(n, dtype=np.int64))
+
+    @staticmethod
+    def kron(parts: list["Minimization"]) -> "Minimization":
+        """Per-factor minimizations of a Kronecker workload, combined (row-major cells)."""
+        classes = np.zeros(1, dtype=np.int64)
+        for p in parts:
+            c = np.add.outer(classes * p.n_min, p.classes)
+            c[(classes[:, None] < 0) | (p.classes[None, :] < 0)] = -1
+            classes = c.ravel()
+        return Minimization(classes)
+
+
+_MINIMAL = (_AllRange, _Prefix, _Identity, AllPredicate)
+
+
+def _minimization(workload: Workload) -> Minimization:
+    if isinstance(workload, Kronecker):
+        return Minimization.kron([_minimization(f) for f in workload.factors])
+    if isinstance(workload, _MINIMAL):
+        return Minimization.identity(workload.n)
+    return Minimization(cell_classes(workload.gram()))
+
+
+def minimize_workload(workload: Workload) -> tuple[Workload, sp.csr_matrix]:
+    """The minimized workload W' (duplicate columns merged, zero columns dropped) and M with ``W = W' M``.
+
+    Kronecker workloads are minimized factor by factor (columns that coincide
+    only through scalings across factors are not merged). A strategy A' for W'
+    maps back to the original cells as ``A' M`` (see `Minimization`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from strategy_opt.workload import from_matrix
+    >>> Wm, M = minimize_workload(from_matrix([[1, 1, 0, 1], [0, 0, 0, 1]]))
+    >>> Wm.matrix().toarray().tolist(), M.toarray().astype(int).tolist()
+    ([[1.0, 1.0], [0.0, 1.0]], [[1, 1, 0, 0], [0, 0, 0, 1]])
+    """
+    mini = _minimization(workload)
+    if mini.trivial:
+        return workload, mini.merge_matrix()
+    if isinstance(workload, Kronecker):
+        parts = [minimize_workload(f) for f in workload.factors]
+        return Kronecker([p[0] for p in parts]), mini.merge_matrix()
+    Wm = workload.matrix()[:, mini.representatives]
+    return from_matrix(Wm, spec=f"minimized({workload.spec})"), mini.merge_matrix()
+
+
+# --------------------------------------------------------------------------- design Gram matrices
+
+
+def _interval_gram(n: int, lo: np.ndarray, hi: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """``sum_q weight_q 1_[lo_q, hi_q] 1_[lo_q, hi_q]^T`` in O(m + n^2)."""
+    F = np.bincount(lo * n + hi, weights=weight, minlength=n * n).reshape(n, n)
+    return _interval_gram_from_table(F)
+
+
+def _interval_gram_from_table(F: np.ndarray) -> np.ndarray:
+    # C[l, h] = sum over lo <= l, hi >= h of F[lo, hi]; G[a, b] = C[min(a, b), max(a, b)]
+    C = np.cumsum(F, axis=0)[:, ::-1].cumsum(axis=1)[:, ::-1]
+    U = np.triu(C)
+    return U + np.triu(C, 1).T
+
+
+def normalized_gram(workload: Workload) -> np.ndarray:
+    """Gram matrix of the workload with every row scaled to unit L2 norm (Li 2013, Sec. 5.1.4).
+
+    ``sum_i w_i^T w_i / ||w_i||^2`` (zero rows skipped), divided by
+    ``exp(workload.log_scale)`` like `Workload.gram`. Structured workloads
+    (intervals, all ranges, all predicates, Kronecker products, unions) never
+    build W.
+    """
+    n = workload.n
+    if isinstance(workload, Kronecker):
+        return reduce(np.kron, [normalized_gram(f) for f in workload.factors])
+    if isinstance(workload, Union):
+        return sum(normalized_gram(p) for p in workload.parts)
+    if isinstance(workload, _Identity):
+        return np.eye(n)
+    if isinstance(workload, _AllRange):
+        i = np.arange(n)
+        length = (i[None, :] - i[:, None] + 1).astype(float)
+        F = np.where(length > 0, 1.0 / np.maximum(length, 1.0), 0.0)
+        return _interval_gram_from_table(F)
+    if isinstance(workload, IntervalWorkload):
+        lo, hi = workload.intervals
+        return _interval_gram(n, lo, hi, 1.0 / (hi - lo + 1))
+    if isinstance(workload, AllPredicate):
+        # sum over non-empty S of 1_S 1_S^T / |S|: diagonal (2^n - 1)/n, off-diagonal
+        # sum_s C(n-2, s-2)/s = 2^n/n - 2^(n-1)/(n-1) + 1/(n-1) - 1/n; both over 2^(n-2)
+        small = 2.0 ** -(n - 2) if n < 1000 else 0.0
+        diag = 4.0 / n - small / n
+        off = (4.0 / n - 2.0 / (n - 1) + small * (1.0 / (n - 1) - 1.0 / n)) if n > 1 else 0.0
+        return (diag - off) * np.eye(n) + off
+    W = workload.matrix()
+    norms = np.sqrt(np.asarray(W.multiply(W).sum(axis=1)).ravel())
+    scale = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
+    Wn = sp.diags(scale) @ W
+    return (Wn.T @ Wn).toarray()
+
+
+def relative_weights(workload: Workload) -> np.ndarray:
+    """Inverse squared row norms ``1 / ||w_i||^2`` (0 for zero rows): the weights of objective ``relative``."""
+    W = workload.matrix()
+    sq = np.asarray(W.multiply(W).sum(axis=1)).ravel()
+    return np.where(sq > 0, 1.0 / np.where(sq > 0, sq, 1.0), 0.0)
+
+
+def _weighted_gram(workload: Workload, weights) -> np.ndarray:
+    w = np.asarray(weights, dtype=float).ravel()
+    if w.shape != (workload.m,) or not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise InputError(f"option 'weights' must give {workload.m} non-negative numbers (one per query), got shape {w.shape}")
+    W = workload.matrix()
+    Ww = sp.diags(np.sqrt(w)) @ W
+    return (Ww.T @ Ww).toarray()
+
+
+# --------------------------------------------------------------------------- eigen-queries
+
+
+@dataclass
+class _Eigen:
+    """Eigenpairs of one design Gram: eigenvalues descending, eigenvectors as rows on demand.
+
+    ``partial`` eigen-systems hold only the leading eigenpairs (G positive
+    definite, so ``range_diag`` is all ones and the rest sum to ``trace - sum(values)``).
+    """
+
+    values: np.ndarray
+    rows: Callable[[np.ndarray], np.ndarray]
+    range_diag: np.ndarray
+    trace: float
+    partial: bool = False
+
+
+def _workload_eigen(f: Workload) -> _Eigen:
+    """Eigen-queries from the workload's closed-form ``gram_eigh`` (all ranges, prefixes, predicates, identity)."""
+    lam, V = f.gram_eigh()
+    lam, VT = np.clip(lam[::-1], 0.0, None), np.ascontiguousarray(V[:, ::-1].T)
+    keep = lam > EIG_RTOL * max(lam[0], 1e-300)
+    range_diag = np.ones(len(lam)) if keep.all() else (VT[keep] ** 2).sum(axis=0)
+    return _Eigen(lam, lambda idx: VT[np.asarray(idx)], range_diag, float(lam.sum()))
+
+
+def _generic_eigen(G: np.ndarray, top: int | None = None) -> _Eigen:
+    n = len(G)
+    G = 0.5 * (G + G.T)
+    if top is not None and n >= SUBSET_EIGH_MIN_N and top < n // 2:
+        try:
+            with factorization_threads():
+                la.cholesky(G, lower=True, check_finite=False)
+        except la.LinAlgError:
+            pass
+        else:
+            with factorization_threads():
+                w, V = la.eigh(G, subset_by_index=[n - top, n - 1], driver="evr", check_finite=False)
+            VT = np.ascontiguousarray(V[:, ::-1].T)
+            return _Eigen(w[::-1].copy(), lambda idx: VT[np.asarray(idx)], np.ones(n), float(np.trace(G)), partial=True)
+    with factorization_threads():
+        w, V = np.linalg.eigh(G)
+    w, VT = np.clip(w[::-1], 0.0, None), np.ascontiguousarray(V[:, ::-1].T)
+    keep = w > EIG_RTOL * max(w[0], 1e-300)
+    return _Eigen(w, lambda idx: VT[np.asarray(idx)], (VT[keep] ** 2).sum(axis=0), float(np.trace(G)))
+
+
+def _kron_eigen(parts: list[_Eigen]) -> _Eigen:
+    if len(parts) == 1:
+        return parts[0]
+    sizes = [len(p.values) for p in parts]
+    values = reduce(np.multiply.outer, [p.values for p in parts]).ravel()
+
+    def rows(idx):
+        multi = np.unravel_index(np.asarray(idx), sizes)
+        R = np.ones((len(multi[0]), 1))
+        for p, i in zip(parts, multi):
+            uniq, inv = np.unique(i, return_inverse=True)
+            F = p.rows(uniq)[inv]
+            R = (R[:, :, None] * F[:, None, :]).reshape(len(R), -1)
+        return R
+
+    return _Eigen(values, rows, reduce(np.kron, [p.range_diag for p in parts]), float(np.prod([p.trace for p in parts])))
+
+
+@dataclass
+class _Design:
+    """What Program 5.1.2 works on: the eigen-system of the design Gram and the cell map."""
+
+    eigen: _Eigen
+    mini: Minimization
+    gram: Callable[[], np.ndarray]  # design Gram of the minimized workload (dense)
+    total_gram: Callable[[], np.ndarray]  # Gram of the original workload, minimized (for the certificate)
+    log_scale: float
+
+
+def _design(problem: Problem, top: int | None) -> _Design:
+    W = problem.workload
+    objective = problem.objective
+    factors = W.factors if isinstance(W, Kronecker) else [W]
+    if objective == "total":
+        parts, minis = [], []
+        for f in factors:
+            if isinstance(f, _MINIMAL):
+                e, mi = _workload_eigen(f), Minimization.identity(f.n)
+            else:
+                G = f.gram()
+                mi = Minimization(cell_classes(G))
+                e = _generic_eigen(mi.reduce_gram(G), top if len(factors) == 1 else None)
+            parts.append(e)
+            minis.append(mi)
+        mini = Minimization.kron(minis) if len(minis) > 1 else minis[0]
+
+        def total_gram():
+            return reduce(np.kron, [m.reduce_gram(f.gram()) for m, f in zip(minis, factors)])
+
+        return _Design(_kron_eigen(parts), mini, total_gram, total_gram, W.log_scale)
+    if objective == "relative":
+        grams = [normalized_gram(f) for f in factors]
+    elif objective == "weighted":
+        if "weights" not in problem.options:
+            raise InputError("objective 'weighted' needs option 'weights' (one non-negative weight per query)")
+        grams = [_weighted_gram(W, problem.options["weights"])]
+        factors = [W]
+    else:
+        raise InputError(f"eigen-design minimises a (weighted) total error; objective {objective!r} is not supported (use total, relative or weighted)")
+    minis = [Minimization(cell_classes(G)) for G in grams]
+    reduced = [m.reduce_gram(G) for m, G in zip(minis, grams)]
+    mini = Minimization.kron(minis) if len(minis) > 1 else minis[0]
+    eigen = _kron_eigen([_generic_eigen(G, top if len(reduced) == 1 else None) for G in reduced])
+
+    def total_gram():
+        if isinstance(W, Kronecker):
+            return reduce(np.kron, [m.reduce_gram(f.gram()) for m, f in zip(minis, W.factors)])
+        return mini.reduce_gram(W.gram())
+
+    return _Design(eigen, mini, lambda: reduce(np.kron, reduced), total_gram, W.log_scale)
+
+
+# --------------------------------------------------------------------------- programs
+
+
+@dataclass
+class _Weighted:
+    """Weights of a design set: strategy rows ``sqrt(u_i) q_i`` before completion."""
+
+    Q: np.ndarray  # design queries (rows) weighted individually
+    u: np.ndarray
+    loads: np.ndarray  # squared column norms of diag(sqrt(u)) Q (+ shared part), per cell
+    value: float  # Program 5.1.1 objective: error of A' at max load 1
+    program: dict
+    shared: tuple[float, np.ndarray] | None = None  # principal vectors: (u_0, rows sharing it or None)
+
+
+def _nonzero(eigen: _Eigen) -> np.ndarray:
+    order = np.argsort(-eigen.values, kind="stable")
+    return order[eigen.values[order] > EIG_RTOL * max(float(eigen.values.max()), 1e-300)]
+
+
+def _full(eigen: _Eigen, profile) -> _Weighted:
+    idx = _nonzero(eigen)
+    Q = eigen.rows(idx)
+    B = np.ascontiguousarray((Q * Q).T)
+    res = solve_weighting(eigen.values[idx], B, profile)
+    return _Weighted(Q, res.u, B @ res.u, res.value, res.summary())
+
+
+def _separation(eigen: _Eigen, profile, group_size: int) -> _Weighted:
+    """Sec. 5.2.2.1: Program 5.1.1 per group of eigen-queries, then one scale per group."""
+    idx = _nonzero(eigen)
+    Q = eigen.rows(idx)
+    c = eigen.values[idx]
+    per, errors, loads = [], [], []
+    iters, secs = 0, 0.0
+    for s in range(0, len(idx), group_size):
+        Qg = Q[s : s + group_size]
+        Bg = (Qg * Qg).T
+        r = solve_weighting(c[s : s + group_size], Bg, profile)
+        per.append(r.u)
+        errors.append(r.value)
+        loads.append(Bg @ r.u)
+        iters += r.iterations
+        secs += r.seconds
+    Bt = np.column_stack(loads)
+    top = solve_weighting(np.array(errors), Bt, profile)
+    u = np.concatenate([t * ug for t, ug in zip(top.u, per)])
+    program = {**top.summary(), "groups": len(per), "group_iterations": iters, "group_seconds": secs}
+    return _Weighted(Q, u, Bt @ top.u, float(top.value), program)
+
+
+def _principal(eigen: _Eigen, profile, k: int) -> _Weighted:
+    """Sec. 5.2.2.2: k leading eigen-queries weighted individually, the rest share one weight."""
+    idx = _nonzero(eigen) if not eigen.partial else np.arange(len(eigen.values))
+    top, rest = idx[:k], idx[k:]
+    Q = eigen.rows(top)
+    sq = Q * Q
+    if eigen.partial:
+        rest_value = eigen.trace - float(eigen.values[top].sum())
+    else:
+        rest_value = float(eigen.values[rest].sum())
+    rest_load = np.clip(eigen.range_diag - sq.sum(axis=0), 0.0, None)
+    if rest_value <= 0 or rest_load.max() <= 0:
+        B = np.ascontiguousarray(sq.T)
+        res = solve_weighting(eigen.values[top], B, profile)
+        return _Weighted(Q, res.u, B @ res.u, res.value, res.summary())
+    B = np.column_stack([sq.T, rest_load])
+    res = solve_weighting(np.append(eigen.values[top], rest_value), B, profile)
+    shared_rows = None if eigen.partial else rest
+    return _Weighted(Q, res.u[:-1], B @ res.u, res.value, res.summary(), shared=(float(res.u[-1]), shared_rows))
+
+
+def _basis_design(problem: Problem, basis: str, profile) -> tuple[_Weighted, _Design]:
+    """Program 5.1.1 on a fixed basis (Sec. 5.3.5): ``c_i = ||(W Q^{-1})_{:,i}||^2``."""
+    W = problem.workload
+    if problem.objective != "total":
+        raise InputError(f"option basis={basis!r} supports objective 'total' only")
+    dom = W.domain
+    if basis == "fourier":
+        Q = fourier_matrix(dom, [tuple(range(len(dom)))])
+    else:
+        one = {"wavelet": lambda d: wavelet_matrix(d).toarray(), "identity": np.eye}[basis]
+        Q = reduce(np.kron, [one(d) for d in dom])
+    G = W.gram()
+    Qinv = la.inv(Q)
+    c = np.einsum("ji,jk,ki->i", Qinv, G, Qinv)
+    keep = c > EIG_RTOL * c.max()
+    Q = Q[keep]
+    B = np.ascontiguousarray((Q * Q).T)
+    res = solve_weighting(c[keep], B, profile)
+    mini = Minimization.identity(W.n)
+    design = _Design(None, mini, W.gram, W.gram, W.log_scale)
+    return _Weighted(Q, res.u, B @ res.u, res.value, res.summary()), design
+
+
+# --------------------------------------------------------------------------- assembly and certificate
+
+
+def _assemble(wt: _Weighted, eigen: _Eigen | None) -> tuple[np.ndarray, int]:
+    """Steps 3-5: ``A = [diag(sqrt(u)) Q; (shared rows); D']`` and the number of completion rows."""
+    M2 = float(wt.loads.max())
+    d2 = M2 - wt.loads
+    d2[d2 <= 1e-12 * M2] = 0.0
+    completion = np.flatnonzero(d2)
+    n = wt.Q.shape[1]
+    if wt.shared is None:
+        blocks = [np.sqrt(wt.u)[:, None] * wt.Q]
+        diag = d2
+    else:
+        u0, rest = wt.shared
+        if rest is None and np.all(wt.u >= u0):
+            # G positive definite: Q^T diag(u) Q + u0 (I - Q^T Q) + D'^2 = Q^T diag(u - u0) Q + diag(u0 + d2)
+            blocks = [np.sqrt(wt.u - u0)[:, None] * wt.Q]
+            diag = u0 + d2
+        elif rest is None:
+            blocks = [np.sqrt(wt.u)[:, None] * wt.Q, math.sqrt(u0) * (np.eye(n) - wt.Q.T @ wt.Q)]
+            diag = d2
+        else:
+            blocks = [np.sqrt(wt.u)[:, None] * wt.Q, math.sqrt(u0) * eigen.rows(rest)]
+            diag = d2
+    rows = np.flatnonzero(diag)
+    D = np.zeros((len(rows), n))
+    D[np.arange(len(rows)), rows] = np.sqrt(diag[rows])
+    A = np.vstack(blocks + [D])
+    return A[np.any(A != 0, axis=1)], len(completion)
+
+
+def weighted_svd_bound(G: np.ndarray, y: np.ndarray) -> float:
+    """Lower bound ``(tr (D_y^{1/2} G D_y^{1/2})^{1/2})^2`` on E_2 of every strategy, for y on the simplex.
+
+    For a strategy with unit L2 sensitivity, ``tr(D_y A^T A) <= sum(y) = 1``,
+    and ``min tr(G X^+) s.t. tr(D_y X) <= 1`` is this value (Li 2013, Sec. 4.2.2,
+    Cauchy-Schwarz); y uniform gives the SVD bound.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> G = np.array([[2., 1.], [1., 2.]])
+    >>> round(weighted_svd_bound(G, np.array([0.5, 0.5])), 6) == round((np.sqrt(3) + 1) ** 2 / 2, 6)
+    True
+    """
+    y = np.clip(np.asarray(y, dtype=float), 0.0, None)
+    y = y / y.sum()
+    r = np.sqrt(y)
+    with factorization_threads():
+        ev = la.eigvalsh(G * np.outer(r, r), check_finite=False)
+    return float(np.sqrt(np.clip(ev, 0.0, None)).sum() ** 2)
+
+
+def _certificate(A_min: np.ndarray, G: np.ndarray) -> float:
+    """Weighted SVD bound at ``y ∝ diag(X^+ G X^+)``, the gradient of the error in ``diag(X)``.
+
+    At an optimal strategy this y is the optimal dual point of the L2 program,
+    so the bound is close to the optimum when A is (the dual of Program 5.1.1
+    itself gives far weaker bounds, 0.16-0.6 SVD bounds in our checks).
+    """
+    with factorization_threads():
+        P = ErrorProfile(A_min).pinv()
+    y = np.einsum("ij,ji->i", P @ G, P)
+    return weighted_svd_bound(G, np.clip(y, 0.0, None))
+
+
+# --------------------------------------------------------------------------- the method
+
+
+def _options(problem: Problem, n: int) -> dict:
+    opts = dict(problem.options)
+    unknown = set(opts) - _OPTIONS
+    if unknown:
+        raise InputError(f"eigen-design: unknown option(s) {sorted(unknown)}; known: {sorted(_OPTIONS)}")
+    basis = opts.get("basis", "eigen")
+    if basis not in _BASES:
+        raise InputError(f"eigen-design: basis must be one of {', '.join(_BASES)}, got {basis!r}")
+    group = opts.get("group_size")
+    sep = opts.get("separation", group is not None)
+    if not isinstance(sep, bool):
+        raise InputError(f"eigen-design: separation must be true or false, got {sep!r}")
+    if sep:
+        group = max(1, round(n ** (1.0 / 3.0))) if group is None else group
+        if isinstance(group, bool) or not isinstance(group, (int, np.integer)) or group < 1:
+            raise InputError(f"eigen-design: group_size must be a positive integer, got {group!r}")
+    principal = opts.get("principal", False)
+    k = None
+    if principal is True:
+        k = max(1, math.ceil(PRINCIPAL_FRACTION * n))
+    elif principal is not False:
+        if isinstance(principal, (int, np.integer)) and principal >= 1:
+            k = int(principal)
+        elif isinstance(principal, float) and 0 < principal <= 1:
+            k = max(1, math.ceil(principal * n))
+        else:
+            raise InputError(f"eigen-design: principal must be true, a fraction in (0, 1] or a count >= 1, got {principal!r}")
+    if sep and k is not None:
+        raise InputError("eigen-design: choose either separation (group_size) or principal vectors, not both")
+    if basis != "eigen" and (sep or k is not None):
+        raise InputError("eigen-design: separation and principal vectors apply to eigen-queries only (basis=eigen)")
+    cert = opts.get("certificate")
+    if cert is not None and not isinstance(cert, bool):
+        raise InputError(f"eigen-design: certificate must be true or false, got {cert!r}")
+    return {"basis": basis, "group_size": int(group) if sep else None, "principal": k, "certificate": cert}
+
+
+@register_method(
+    "eigen-design",
+    privacy=("approx",),
+    source="Li 2013, Ch. 5, Programs 5.1.1/5.1.2; Li & Miklau, PVLDB 5(6) 2012",
+    summary="optimally weighted eigen-queries of W^T W plus completion rows (options group_size, principal, basis)",
+)
+def eigen_design(problem: Problem):
+    """Eigen-Design strategy for (epsilon, delta)-DP (see the module docstring).
+
+    Options (``problem.options``)
+    -----------------------------
+    separation : bool
+        Eigen-query separation (Sec. 5.2.2.1); group size ``group_size``
+        (default ``round(n^(1/3))``; giving ``group_size`` turns it on).
+    principal : bool, float or int
+        Principal vectors (Sec. 5.2.2.2): ``true`` keeps 10% of the
+        eigen-queries, a float in (0, 1] that fraction, an int that count.
+    basis : {'eigen', 'wavelet', 'fourier', 'identity'}
+        Design set of Program 5.1.1 (Sec. 5.3.5); ``eigen`` is Eigen-Design.
+    certificate : bool
+        Compute the weighted-SVD lower bound (default: when n <= 4096).
+    weights : list of float
+        Per-query weights for objective ``weighted``.
+    """
+    t0 = time.perf_counter()
+    W = problem.workload
+    opts = _options(problem, W.n)
+    profile = problem.solver
+    if opts["basis"] != "eigen":
+        wt, design = _basis_design(problem, opts["basis"], profile)
+        variant = f"basis:{opts['basis']}"
+        eig_seconds = 0.0
+    else:
+        design = _design(problem, opts["principal"])
+        eig_seconds = time.perf_counter() - t0
+        log.info("eigen-design: eigen-queries of %d cells ready (%.1fs)", design.mini.n_min, eig_seconds)
+        rank = design.mini.n_min if design.eigen.partial else len(_nonzero(design.eigen))
+        if opts["principal"] is not None and opts["principal"] < rank - 1:
+            wt = _principal(design.eigen, profile, opts["principal"])
+            variant = "principal"
+        elif opts["group_size"] is not None:
+            wt = _separation(design.eigen, profile, opts["group_size"])
+            variant = "separation"
+        else:
+            wt = _full(design.eigen, profile)
+            variant = "full"
+    A_min, n_completion = _assemble(wt, design.eigen)
+    solve_seconds = time.perf_counter() - t0
+    extra = {
+        "eigen_design": {
+            "variant": variant,
+            "design_queries": int(wt.Q.shape[0]),
+            "group_size": opts["group_size"],
+            "principal_vectors": int(wt.Q.shape[0]) if variant == "principal" else None,
+            "minimized_cells": design.mini.n_min,
+            "completion_rows": n_completion,
+            "pre_completion_error": float(wt.value),
+            "eigen_seconds": eig_seconds,
+            "program_5_1_1": wt.program,
+        }
+    }
+    objective_value = None
+    if problem.objective != "total":
+        E = float(wt.loads.max()) * ErrorProfile(A_min).trace_with(design.gram())
+        log_val = math.log(E) + design.log_scale if E > 0 else -math.inf
+        objective_value = math.exp(log_val) if log_val < 709 else math.inf
+        extra["objective_value_log10"] = log_val / math.log(10)
+    lower, kind = None, None
+    want_cert = opts["certificate"] if opts["certificate"] is not None else design.mini.n_min <= CERTIFICATE_MAX_N
+    if want_cert:
+        tc = time.perf_counter()
+        lower, kind = _certificate(A_min, design.total_gram()), "weighted-svd-bound"
+        extra["certificate_seconds"] = time.perf_counter() - tc
+    extra["eigen_design"]["factorization_threads"] = weighting.FACTORIZATION_THREADS
+    with factorization_threads():  # the compiler factors A^T A (see weighting.FACTORIZATION_THREADS)
+        return compile_strategy(
+            design.mini.expand(A_min),
+            problem,
+            "eigen-design",
+            solver=wt.program["backend"],
+            status=wt.program["status"],
+            solve_seconds=solve_seconds,
+            objective_value=objective_value,
+            lower_bound=lower,
+            lower_bound_kind=kind,
+            extra=extra,
+        )
