@@ -1,0 +1,154 @@
+"""DAWA end to end (strategy_opt.programs.dawa): calibration, edge cases, 2-D, CLI."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from strategy_opt.exceptions import InputError
+from strategy_opt.executor import measure
+from strategy_opt.partition import bucket_counts, expand
+from strategy_opt.privacy import ApproxDP, PureDP
+from strategy_opt.programs.dawa import dawa, dawa_estimate, random_rectangles, rectangle_workload
+from strategy_opt.programs.greedy_h import MappedWorkload, greedy_hierarchy
+from strategy_opt.registry import get_release
+from strategy_opt.workload import identity, kronecker, prefix, random_range
+
+
+def sparse_histogram(n, seed=0):
+    rng = np.random.default_rng(seed)
+    x = np.zeros(n)
+    x[rng.choice(n, n // 32, replace=False)] = rng.integers(100, 2000, n // 32)
+    return x
+
+
+def test_registered():
+    info = get_release("dawa")
+    assert info.privacy == ("pure",) and "PVLDB 2014" in info.source
+
+
+def test_stage_two_error_matches_its_prediction():
+    """Over many seeds, the stage-2 squared error on the mapped workload is (2/eps2^2) tr(G_hat M^-1)."""
+    W = random_range(64, 30, 4)
+    edges = np.array([0, 5, 6, 20, 21, 22, 40, 64])
+    x = np.random.default_rng(1).integers(0, 50, 64).astype(float)
+    tree = greedy_hierarchy(MappedWorkload(W, np.arange(64), edges), 2)
+    A = tree.strategy()
+    s_true = bucket_counts(x, edges)
+    eps2 = 0.5
+    errs = []
+    for seed in range(4000):
+        y, scale = measure(A, s_true, PureDP(eps2), rng=seed)
+        assert scale == pytest.approx(1 / eps2)
+        errs.append(np.sum((W.matvec(expand(tree.least_squares(y) - s_true, edges))) ** 2))
+    predicted = 2 / eps2**2 * tree.unit_error
+    assert np.mean(errs) == pytest.approx(predicted, rel=0.06)
+
+
+def test_reproducible_by_seed():
+    W = random_range(256, 100, 1)
+    x = sparse_histogram(256)
+    a = dawa(x, W, PureDP(0.5), rng=11)
+    b = dawa(x, W, PureDP(0.5), rng=11)
+    c = dawa(x, W, PureDP(0.5), rng=12)
+    assert np.array_equal(a.answers, b.answers) and not np.array_equal(a.answers, c.answers)
+    assert a.lower is None and a.noise_scale == pytest.approx(1 / (0.75 * 0.5))
+    np.testing.assert_allclose(a.answers, W.matvec(a.x_hat))
+
+
+def test_budget_split_and_options():
+    x = sparse_histogram(128)
+    W = prefix(128)
+    r = dawa_estimate(x, W, 1.0, rng=0)
+    assert (r.eps1, r.eps2) == pytest.approx((0.25, 0.75))
+    r = dawa_estimate(x, W, 1.0, rng=0, rho=0.5, branching=4, noise="uniform")
+    assert (r.eps1, r.eps2) == pytest.approx((0.5, 0.5)) and r.hierarchy.branching == 4
+    r = dawa_estimate(x, W, 1.0, rng=0, rho=0.0)  # GreedyH alone
+    assert r.buckets == 128 and r.eps2 == 1.0
+    r = dawa_estimate(x, W, 1.0, rng=0, all_intervals=True)
+    assert r.edges[-1] == 128
+    for bad in ({"rho": 1.0}, {"rho": -0.1}, {"branching": 1}, {"noise": "none"}, {"all_intervals": "yes"}):
+        with pytest.raises(InputError):
+            dawa_estimate(x, W, 1.0, rng=0, **bad)
+    with pytest.raises(InputError, match="unknown DAWA option"):
+        dawa(x, W, PureDP(1.0), rng=0, ratio=0.5)
+    with pytest.raises(InputError, match="pure"):
+        dawa(x, W, ApproxDP(1.0, 1e-6), rng=0)
+
+
+def test_edge_cases():
+    W = random_range(64, 40, 0)
+    # all zeros: a sensible, finite estimate whose answers are pure noise of the stage-2 scale
+    r = dawa(np.zeros(64), W, PureDP(1.0), rng=0)
+    assert np.all(np.isfinite(r.answers)) and np.abs(r.x_hat).sum() < 200
+    # a single non-zero cell is found to within the noise
+    x = np.zeros(64)
+    x[17] = 10_000.0
+    r = dawa_estimate(x, W, 1.0, rng=0)
+    assert 17 in r.edges.tolist() and 18 in r.edges.tolist()
+    assert r.x_hat[17] == pytest.approx(10_000, abs=50)
+    # negative counts are refused before anything is measured
+    with pytest.raises(InputError, match="negative"):
+        dawa(np.r_[-1.0, np.ones(63)], W, PureDP(1.0), rng=0)
+    with pytest.raises(InputError, match="cells"):
+        dawa(np.ones(10), W, PureDP(1.0), rng=0)
+    # one cell: stage 1 is skipped and the whole budget measures the cell
+    r = dawa_estimate(np.array([42.0]), identity(1), 2.0, rng=0)
+    assert r.eps2 == 2.0 and r.buckets == 1 and np.isfinite(r.x_hat[0])
+
+
+def test_skewed_data_beats_identity():
+    """On a sparse histogram DAWA's mean squared error on random ranges is far below identity's."""
+    n, eps = 1024, 0.1
+    W = random_range(n, 500, 3)
+    x = sparse_histogram(n, 5)
+    lengths = W.intervals[1] - W.intervals[0] + 1
+    identity_mse = 2 / eps**2 * lengths.mean()
+    mse = np.mean([np.mean((dawa(x, W, PureDP(eps), rng=s).answers - W.matvec(x)) ** 2) for s in range(5)])
+    assert mse < 0.5 * identity_mse
+
+
+def test_rectangles_workload():
+    W = rectangle_workload((4, 5), [[0, 0], [1, 2], [3, 4]], [[3, 4], [2, 3], [3, 4]])
+    x = np.arange(20.0)
+    X = x.reshape(4, 5)
+    np.testing.assert_allclose(W.matvec(x), [X.sum(), X[1:3, 2:4].sum(), X[3, 4]])
+    R = random_rectangles((7, 9), 50, seed=2)
+    assert R.shape == (50, 63) and R.domain == (7, 9)
+    with pytest.raises(InputError):
+        rectangle_workload((4, 5), [[2, 0]], [[1, 0]])
+
+
+@pytest.mark.parametrize("shape", [(16, 16), (13, 7)])
+def test_two_dimensional(shape):
+    """2-D via the Hilbert order: buckets are runs along the curve; rectangles and Kronecker prefixes work."""
+    rng = np.random.default_rng(0)
+    n = shape[0] * shape[1]
+    x = np.zeros(n)
+    x[rng.choice(n, 8, replace=False)] = 500.0
+    for W in (random_rectangles(shape, 60, 1), kronecker(prefix(shape[0]), prefix(shape[1]))):
+        r = dawa_estimate(x, W, 1.0, rng=3)
+        assert r.x_hat.shape == (n,) and np.all(np.isfinite(r.x_hat))
+        assert np.abs(r.x_hat.sum() - x.sum()) < 200
+        assert sorted(r.order.tolist()) == list(range(n))
+        err = np.mean((W.matvec(r.x_hat) - W.matvec(x)) ** 2)
+        ident = np.mean((W.matvec(x + rng.laplace(0, 1.0, n)) - W.matvec(x)) ** 2)
+        assert err < 20 * ident  # same order as the Laplace mechanism at the full budget
+
+
+def test_cli_release(tmp_path):
+    data = tmp_path / "x.npy"
+    np.save(data, sparse_histogram(64))
+    outs = []
+    for name in ("a.npy", "b.npy"):
+        out = tmp_path / name
+        cmd = [sys.executable, "-m", "strategy_opt.cli", "release", "--method", "dawa", "--data", str(data),
+               "--workload", "random-range:64:20:1", "--epsilon", "1", "--seed", "5", "--option", "rho=0.25",
+               "--option", "branching=2", "--out", str(out)]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+        outs.append(np.load(out))
+    assert outs[0].shape[0] == 20 and np.array_equal(outs[0], outs[1])
+    bad = subprocess.run(cmd[:-2] + ["--option", "bogus=1", "--out", str(tmp_path / "c.npy")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "bogus" in bad.stderr

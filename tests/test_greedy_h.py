@@ -1,0 +1,168 @@
+"""GreedyH (strategy_opt.programs.greedy_h): tree, greedy weights, Sherman-Morrison, routes."""
+
+import numpy as np
+import pytest
+
+import strategy_opt.programs.greedy_h as gh
+from strategy_opt.api import solve
+from strategy_opt.error import unit_error
+from strategy_opt.exceptions import InputError
+from strategy_opt.programs.greedy_h import (
+    LAMBDA_MAX,
+    MappedWorkload,
+    best_lambda,
+    build_hierarchy,
+    domain_order,
+    greedy_hierarchy,
+)
+from strategy_opt.workload import all_range, identity, kronecker, prefix, random_range, total, union
+
+
+def cells(W):
+    return MappedWorkload(W, domain_order(W.domain), np.arange(W.n + 1))
+
+
+def test_tree_structure():
+    h = build_hierarchy(5, 2)
+    assert list(zip(h.lo[5:].tolist(), h.hi[5:].tolist())) == [(0, 2), (2, 4), (0, 4), (0, 5)]
+    assert h.depth.tolist() == [3, 3, 3, 3, 1, 2, 2, 1, 0]
+    h = build_hierarchy(7, 3)
+    assert list(zip(h.lo[7:].tolist(), h.hi[7:].tolist())) == [(0, 3), (3, 6), (0, 7)]
+    h = build_hierarchy(1, 2)
+    assert h.rounds == [] and h.lo.tolist() == [0]
+    with pytest.raises(InputError):
+        build_hierarchy(4, 1)
+
+
+@pytest.mark.parametrize(
+    "W",
+    [identity(16), prefix(16), all_range(16), total(9), random_range(37, 50, 1), all_range(64),
+     union(prefix(20), total(20), weights=[1.0, 3.0]), kronecker(prefix(6), all_range(5))],
+    ids=lambda W: W.spec,
+)
+def test_greedy_error_equals_independent_error_formula(W):
+    """The carried trace equals tr(W^T W (A^T A)^-1) computed by strategy_opt.error; sensitivity is 1."""
+    t = greedy_hierarchy(cells(W), 2)
+    A = np.zeros((t.asked.size, W.n))
+    A[:, domain_order(W.domain)] = t.strategy().toarray()
+    np.testing.assert_allclose(np.abs(A).sum(axis=0), 1.0, rtol=1e-12)  # every path sums to 1
+    assert t.unit_error == pytest.approx(unit_error(A, W, 1), rel=1e-9)
+
+
+def test_identity_workload_gives_laplace_mechanism():
+    """Li 2013, Sec. 6.5.4: on the identity workload GreedyH keeps lambda = 0 (Laplace on the buckets)."""
+    t = greedy_hierarchy(cells(identity(64)), 2)
+    assert np.all(t.lam == 0) and t.asked.tolist() == list(range(64))
+
+
+@pytest.mark.parametrize("n, ratio", [(13, 1.0), (64, 1.11), (256, 1.77)])
+def test_all_range_ratios_from_the_notes(n, ratio):
+    """identity error / greedy error on all ranges: 1.00 (k=13), 1.11 (k=64), 1.77 (k=256) (dawa.md, Sec. 3.4)."""
+    W = all_range(n)
+    t = greedy_hierarchy(cells(W), 2)
+    assert np.trace(W.gram()) / t.unit_error == pytest.approx(ratio, abs=0.005)
+
+
+def test_best_lambda_matches_grid_search():
+    rng = np.random.default_rng(0)
+    e = rng.exponential(10, 300)
+    d = rng.uniform(0.5, 40, 300)
+    A = e * d * rng.uniform(0, 1, 300) ** 3  # 0 <= A <= e d (Cauchy-Schwarz)
+    lam = best_lambda(e, A, d)
+    grid = np.linspace(0, LAMBDA_MAX, 20001)
+
+    def f(l, e, A, d):
+        beta = l**2 / ((1 - l) ** 2 + l**2 * d)
+        return (e - A * beta) / (1 - l) ** 2
+
+    for i in range(300):
+        assert f(lam[i], e[i], A[i], d[i]) <= f(grid, e[i], A[i], d[i]).min() * (1 + 1e-9)
+
+
+def test_root_choice_minimises_true_error():
+    """At the root (decay mu = 1) the greedy lambda minimises the exact error of the 2-leaf strategy."""
+    W = union(total(2), identity(2), weights=[10.0, 1.0])
+    t = greedy_hierarchy(cells(W), 2)
+    G = W.gram()
+
+    def err(l):
+        A = np.array([[l, l], [1 - l, 0], [0, 1 - l]])
+        return np.trace(G @ np.linalg.inv(A.T @ A))
+
+    grid = np.linspace(0, LAMBDA_MAX, 5001)
+    assert t.lam[2] > 0
+    assert t.unit_error == pytest.approx(min(err(g) for g in grid), rel=1e-6)
+
+
+@pytest.mark.parametrize("k, branching", [(1, 2), (2, 2), (37, 2), (64, 4), (50, 3)])
+def test_least_squares_is_ols(k, branching):
+    W = all_range(k)
+    t = greedy_hierarchy(cells(W), branching)
+    A = t.strategy().toarray()
+    y = np.random.default_rng(k).normal(size=A.shape[0])
+    np.testing.assert_allclose(t.least_squares(y), np.linalg.lstsq(A, y, rcond=None)[0], atol=1e-10)
+
+
+def test_workload_mapping_prop_6_2():
+    """q(expand(B, s)) = q_hat(s): the mapped workload's Gram equals P^T W^T W P."""
+    W = random_range(30, 40, 2)
+    edges = np.array([0, 1, 4, 10, 11, 30])
+    mw = MappedWorkload(W, np.arange(30), edges)
+    P = mw._P.toarray()
+    Wm = W.matrix().toarray()
+    s = np.random.default_rng(0).normal(size=5)
+    from strategy_opt.partition import expand
+
+    np.testing.assert_allclose(Wm @ expand(s, edges), Wm @ P @ s)
+    w = np.random.default_rng(1).normal(size=5)
+    lo, hi = np.array([0, 2]), np.array([2, 5])
+    want = [np.sum((Wm @ P[:, a:b] @ w[a:b]) ** 2) for a, b in zip(lo, hi)]
+    np.testing.assert_allclose(mw.norms_sq(lo, hi, w), want)
+
+
+@pytest.mark.parametrize(
+    "W",
+    [kronecker(prefix(12), all_range(10)), kronecker(random_range(12, 5, 1), prefix(10)), union(prefix(11), identity(11))],
+    ids=lambda W: W.spec,
+)
+def test_routes_agree(W, monkeypatch):
+    """gram, matrix and structured (pairwise and column-block) routes give the same norms."""
+    rng = np.random.default_rng(0)
+    n = W.n
+    order = domain_order(W.domain)
+    edges = np.unique(np.r_[0, rng.choice(np.arange(1, n), min(40, n - 1), replace=False), n])
+    k = edges.size - 1
+    w = rng.random(k)
+    lo, hi = np.array([0, 3, 10, 11]), np.array([3, 10, 11, k])
+    Wm, P = W.matrix().toarray(), MappedWorkload(W, order, edges)._P.toarray()
+    want = [np.sum((Wm @ P[:, a:b] @ w[a:b]) ** 2) for a, b in zip(lo, hi)]
+    got = {}
+    for route in gh.ROUTES:
+        mw = MappedWorkload(W, order, edges, route=route)
+        assert mw.route == route
+        got[route] = mw.norms_sq(lo, hi, w)
+        np.testing.assert_allclose(got[route], want, rtol=1e-10)
+    # both halves of the structured route
+    np.testing.assert_allclose(mw._pairwise_norms_sq(lo, hi, w), want, rtol=1e-10)
+    monkeypatch.setattr(gh, "_BLOCK_ENTRIES", 7)
+    np.testing.assert_allclose(mw._pairwise_norms_sq(lo, hi, w), want, rtol=1e-10)
+
+
+def test_solve_method_greedy_h():
+    s = solve("all-range:128", privacy="pure", method="greedy-h")
+    assert s.meta["method"] == "greedy-h" and s.meta["sensitivity"] == pytest.approx(1.0)
+    assert s.meta["unit_total_squared_error"] == pytest.approx(s.meta["greedy_unit_error"], rel=1e-9)
+    ident = solve("all-range:128", privacy="pure", method="identity")
+    assert s.meta["unit_total_squared_error"] < ident.meta["unit_total_squared_error"]
+    s4 = solve("prefix:64", privacy="pure", method="greedy-h", branching=4)
+    assert s4.meta["branching"] == 4
+    with pytest.raises(InputError):
+        solve("prefix:16", privacy="approx", method="greedy-h")
+    with pytest.raises(InputError):
+        solve("prefix:16", privacy="pure", method="greedy-h", branching=0)
+
+
+def test_solve_greedy_h_on_a_2d_grid_uses_hilbert_order():
+    s = solve("prefix:6*all-range:5", privacy="pure", method="greedy-h")
+    assert s.shape[1] == 30 and s.meta["sensitivity"] == pytest.approx(1.0)
+    assert s.meta["unit_total_squared_error"] == pytest.approx(s.meta["greedy_unit_error"], rel=1e-9)

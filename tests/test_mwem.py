@@ -1,0 +1,96 @@
+"""MWEM (strategy_opt.programs.mwem): selection law, updates, budget, edge cases."""
+
+import numpy as np
+import pytest
+from scipy.stats import chisquare
+
+import strategy_opt.programs.mwem as mw
+from strategy_opt.exceptions import InputError
+from strategy_opt.privacy import ApproxDP, PureDP
+from strategy_opt.programs.dawa import random_rectangles
+from strategy_opt.programs.mwem import _max_entry, _row, mwem, mwem_estimate
+from strategy_opt.registry import get_release
+from strategy_opt.workload import identity, kronecker, prefix, random_range, total, union
+
+
+def test_registered():
+    assert get_release("mwem").privacy == ("pure",)
+
+
+def test_rows_and_max_entry():
+    for W in (random_range(20, 7, 1), kronecker(prefix(4), identity(5)), union(prefix(20), total(20), weights=[1.0, 2.5]),
+              random_rectangles((4, 5), 6, 0)):
+        M = W.matrix().toarray()
+        assert _max_entry(W) == pytest.approx(np.abs(M).max())
+        for i in range(W.m):
+            idx, val = _row(W, i)
+            row = np.zeros(W.n)
+            row[idx] = val
+            np.testing.assert_allclose(row, M[i])
+
+
+def test_exponential_mechanism_selection_law(monkeypatch):
+    """The first selection follows Pr[q] ~ exp(eps' |q(A0) - q(x)| / 2) (chi-square goodness of fit)."""
+    W = identity(4)
+    x = np.array([0.0, 2.0, 4.0, 10.0])
+    picks = []
+
+    def record(idx_row):
+        picks.append(int(idx_row))
+
+    real_row = mw._row
+    monkeypatch.setattr(mw, "_row", lambda W_, i: (record(i), real_row(W_, i))[1])
+    eps = 3.0  # each of the 3 mechanisms gets eps / 3 = 1
+    for seed in range(3000):
+        mwem_estimate(x, W, eps, rng=seed, rounds=1, sweeps=1)
+    # the uniform start A0 uses the noisy total; integrate it out by simulation with the same law
+    rng = np.random.default_rng(123)
+    sim = np.zeros(4)
+    for _ in range(20000):
+        N = max(x.sum() + rng.laplace(0, 1.0), 1.0)
+        score = np.abs(N / 4 - x)
+        p = np.exp(score / 2 - (score / 2).max())
+        sim += p / p.sum()
+    expected = sim / sim.sum() * len(picks)
+    counts = np.bincount(picks, minlength=4)
+    assert chisquare(counts, expected).pvalue > 1e-3
+
+
+def test_accuracy_improves_with_budget_and_converges():
+    x = np.zeros(64)
+    x[10:20] = 100.0
+    x[40] = 500.0
+    W = random_range(64, 100, 2)
+    err = {}
+    for eps in (0.05, 1000.0):
+        err[eps] = np.mean([np.mean(np.abs(mwem(x, W, PureDP(eps), rng=s, rounds=30).answers - W.matvec(x))) for s in range(3)])
+    assert err[1000.0] < 0.2 * err[0.05]
+    assert err[1000.0] < 0.05 * np.abs(W.matvec(x)).mean()
+
+
+def test_release_fields_and_reproducibility():
+    x = np.arange(32, dtype=float)
+    W = prefix(32)
+    a = mwem(x, W, PureDP(1.0), rng=4, rounds=5)
+    b = mwem(x, W, PureDP(1.0), rng=4, rounds=5)
+    assert np.array_equal(a.answers, b.answers)
+    assert a.noise_scale == pytest.approx(11.0)  # Laplace(1 / (eps / (2T + 1)))
+    assert a.x_hat.sum() > 0 and np.all(a.x_hat >= 0)
+    np.testing.assert_allclose(a.answers, W.matvec(a.x_hat))
+
+
+def test_edge_cases_and_validation():
+    W = random_range(16, 10, 0)
+    r = mwem(np.zeros(16), W, PureDP(0.1), rng=0)
+    assert np.all(np.isfinite(r.answers))
+    r = mwem(np.r_[np.zeros(15), 1e6], W, PureDP(1.0), rng=0, rounds=20)
+    assert r.x_hat.argmax() == 15
+    assert np.isfinite(mwem(np.array([3.0]), identity(1), PureDP(1.0), rng=0).answers[0])
+    with pytest.raises(InputError):
+        mwem(np.r_[-1.0, np.zeros(15)], W, PureDP(1.0), rng=0)
+    with pytest.raises(InputError):
+        mwem(np.zeros(16), W, PureDP(1.0), rng=0, rounds=0)
+    with pytest.raises(InputError, match="unknown MWEM option"):
+        mwem(np.zeros(16), W, PureDP(1.0), rng=0, T=5)
+    with pytest.raises(InputError):
+        mwem(np.zeros(16), W, ApproxDP(1.0, 1e-6), rng=0)

@@ -1,0 +1,170 @@
+"""DAWA stage 1 (strategy_opt.partition): costs, sensitivity, dynamic program, Hilbert order."""
+
+from itertools import product
+
+import numpy as np
+import pytest
+
+from strategy_opt.exceptions import InputError
+from strategy_opt.partition import (
+    MAX_ALL_INTERVALS_N,
+    bucket_counts,
+    bucket_deviations,
+    bucket_sensitivity,
+    candidate_buckets,
+    cost_noise_scales,
+    expand,
+    hilbert_order,
+    least_cost_partition,
+    partition_cost,
+    private_partition,
+)
+
+EXAMPLE_X = np.array([2.0, 3, 8, 1, 0, 2, 0, 4, 2, 4])  # Li 2013, Example 6.1
+EXAMPLE_EDGES = np.array([0, 2, 3, 7, 10])
+
+
+def brute_dev(x, lo, hi):
+    b = x[lo:hi]
+    return np.abs(b - b.mean()).sum()
+
+
+def compositions(n, allowed):
+    """All partitions of 0..n-1 into contiguous buckets with lengths in `allowed`, as edge tuples."""
+    if n == 0:
+        return [(0,)]
+    out = []
+    for L in allowed:
+        if L <= n:
+            out += [e + (e[-1] + L,) for e in compositions(n - L, allowed)]
+    return out
+
+
+def test_example_6_2_deviations_and_costs():
+    devs = bucket_deviations(EXAMPLE_X, EXAMPLE_EDGES[:-1], EXAMPLE_EDGES[1:])
+    np.testing.assert_allclose(devs, [1.0, 0.0, 3.0, 8.0 / 3.0])
+    assert bucket_deviations(EXAMPLE_X, np.array([0]), np.array([10]))[0] == pytest.approx(17.2)
+    assert partition_cost(EXAMPLE_X, EXAMPLE_EDGES, eps2=1.0) == pytest.approx(10 + 2 / 3)
+    assert partition_cost(EXAMPLE_X, np.array([0, 10]), eps2=1.0) == pytest.approx(18.2)
+    # at eps2 = 0.1 the single bucket is cheaper (noise ~ +-10 swamps the deviations)
+    assert partition_cost(EXAMPLE_X, np.array([0, 10]), 0.1) < partition_cost(EXAMPLE_X, EXAMPLE_EDGES, 0.1)
+    np.testing.assert_allclose(bucket_counts(EXAMPLE_X, EXAMPLE_EDGES), [5, 8, 3, 10])
+
+
+@pytest.mark.parametrize("kind", ["integers", "ties", "floats", "zeros"])
+def test_deviations_match_brute_force(kind):
+    rng = np.random.default_rng(1)
+    n = 77
+    x = {
+        "integers": rng.integers(0, 1000, n).astype(float),
+        "ties": rng.integers(0, 3, n).astype(float),
+        "floats": rng.exponential(5.0, n),
+        "zeros": np.zeros(n),
+    }[kind]
+    lo, length = candidate_buckets(n, all_intervals=True)
+    got = bucket_deviations(x, lo, lo + length)
+    want = np.array([brute_dev(x, a, a + L) for a, L in zip(lo, length)])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9)
+
+
+def test_candidates():
+    lo, length = candidate_buckets(10)
+    assert sorted(set(length.tolist())) == [1, 2, 4, 8]
+    assert lo.size == 10 + 9 + 7 + 3
+    assert np.all(lo + length <= 10)
+    lo, length = candidate_buckets(6, all_intervals=True)
+    assert lo.size == 21
+    assert {(int(a), int(a + L)) for a, L in zip(lo, length)} == {(i, j) for i in range(6) for j in range(i + 1, 7)}
+
+
+@pytest.mark.parametrize("L", [1, 2, 3, 4])
+def test_bucket_sensitivity_is_exact(L):
+    """sup over x in {0..3}^L and one added record of |dev(x') - dev(x)| equals 2 - 2/L."""
+    worst = 0.0
+    for x in product(range(4), repeat=L):
+        x = np.array(x, dtype=float)
+        d0 = brute_dev(x, 0, L)
+        for j in range(L):
+            y = x.copy()
+            y[j] += 1
+            worst = max(worst, abs(brute_dev(y, 0, L) - d0))
+    assert worst == pytest.approx(float(bucket_sensitivity(L)))
+    assert bucket_sensitivity(L) <= 2.0  # the dissertation's bound Delta_bcost <= 2
+
+
+def test_noise_scales():
+    length = np.array([1, 2, 4, 8])
+    delta = 2 - 2 / 8
+    np.testing.assert_allclose(cost_noise_scales(length, 0.5, "bucket"), (delta + 2 - 2 / length) / 0.5)
+    np.testing.assert_allclose(cost_noise_scales(length, 0.5, "uniform"), 2 * delta / 0.5)
+    assert np.all(cost_noise_scales(length, 0.5, "bucket") > 0)  # unit buckets are noised too
+    with pytest.raises(InputError):
+        cost_noise_scales(length, 0.5, "none")
+
+
+@pytest.mark.parametrize("all_intervals", [False, True])
+def test_dynamic_program_matches_enumeration(all_intervals):
+    rng = np.random.default_rng(7)
+    n = 9
+    lo, length = candidate_buckets(n, all_intervals)
+    allowed = sorted(set(length.tolist()))
+    index = {(int(a), int(L)): i for i, (a, L) in enumerate(zip(lo, length))}
+    for _ in range(20):
+        cost = rng.normal(0, 3, lo.size)
+        best = min(compositions(n, allowed), key=lambda e: sum(cost[index[(a, b - a)]] for a, b in zip(e[:-1], e[1:])))
+        assert tuple(least_cost_partition(n, lo, length, cost).tolist()) == best
+
+
+def test_private_partition_without_noise_limit_is_optimal():
+    """With eps1 huge the noise vanishes and the least-cost (all-intervals) partition is found."""
+    rng = np.random.default_rng(3)
+    x = np.repeat(rng.integers(0, 50, 5), rng.integers(1, 5, 5)).astype(float)
+    n = x.size
+    eps2 = 0.5
+    best = min(compositions(n, range(1, n + 1)), key=lambda e: partition_cost(x, np.array(e), eps2))
+    got = private_partition(x, 1e9, eps2, rng=0, all_intervals=True)
+    assert partition_cost(x, got, eps2) == pytest.approx(partition_cost(x, np.array(best), eps2))
+
+
+def test_private_partition_edge_cases():
+    assert private_partition(np.zeros(1), 1.0, 1.0, rng=0).tolist() == [0, 1]
+    for x in (np.zeros(50), np.r_[np.zeros(20), 7.0, np.zeros(29)]):
+        e = private_partition(x, 1.0, 1.0, rng=0)
+        assert e[0] == 0 and e[-1] == 50 and np.all(np.diff(e) > 0)
+    with pytest.raises(InputError, match="negative"):
+        private_partition(np.array([1.0, -1.0, 2.0]), 1.0, 1.0, rng=0)
+    with pytest.raises(InputError):
+        private_partition(np.ones(4), 0.0, 1.0)
+    with pytest.raises(InputError, match="all_intervals"):
+        private_partition(np.ones(MAX_ALL_INTERVALS_N + 1), 1.0, 1.0, all_intervals=True)
+
+
+def test_private_partition_reproducible_and_finds_structure():
+    x = np.r_[np.zeros(512), np.full(512, 1000.0)]
+    a = private_partition(x, 1.0, 0.05, rng=5)
+    assert np.array_equal(a, private_partition(x, 1.0, 0.05, rng=5))
+    assert 512 in a.tolist()  # the step is a bucket boundary
+
+
+def test_expand_example_6_1():
+    s = np.array([6.3, 7.1, 3.6, 8.4])
+    np.testing.assert_allclose(expand(s, EXAMPLE_EDGES), [3.15, 3.15, 7.1, 0.9, 0.9, 0.9, 0.9, 2.8, 2.8, 2.8])
+
+
+@pytest.mark.parametrize("shape", [(1, 9), (3, 5), (7, 2), (8, 8), (13, 11), (16, 16)])
+def test_hilbert_order_is_a_permutation(shape):
+    order = hilbert_order(shape)
+    assert sorted(order.tolist()) == list(range(shape[0] * shape[1]))
+
+
+@pytest.mark.parametrize("side", [2, 4, 8, 32])
+def test_hilbert_order_steps_to_neighbours_on_square_grids(side):
+    r, c = np.divmod(hilbert_order((side, side)), side)
+    assert np.all(np.abs(np.diff(r)) + np.abs(np.diff(c)) == 1)
+
+
+def test_hilbert_order_keeps_buckets_compact_on_odd_grids():
+    """Consecutive runs of 16 cells on a 13 x 11 grid stay inside small boxes (locality)."""
+    r, c = np.divmod(hilbert_order((13, 11)), 11)
+    spans = [(np.ptp(r[i : i + 16]) + 1) * (np.ptp(c[i : i + 16]) + 1) for i in range(0, 143 - 16, 16)]
+    assert np.median(spans) <= 32
