@@ -1,0 +1,346 @@
+"""Eigen-Design (Li 2013 Ch. 5) against the notes' recomputed Table 4.1 values and independent computations.
+
+Reference values: ../shared/notes/thesis-mm-eigen.md Secs. 3.8, 8 and 9 (error / SVD bound,
+(epsilon, delta)-DP; pre-completion = Program 5.1.1 optimum before steps 4-5).
+"""
+
+import math
+
+import numpy as np
+import pytest
+import scipy.linalg as la
+
+from strategy_opt.api import solve
+from strategy_opt.error import ErrorProfile, log_svd_bound, svd_bound, unit_error
+from strategy_opt.exceptions import InputError
+from strategy_opt.io import read_strategy, write_strategy
+from strategy_opt.objectives import get_objective
+from strategy_opt.problem import Problem
+from strategy_opt.programs import eigen_design as ed
+from strategy_opt.spec import parse_spec
+from strategy_opt.workload import all_predicate, all_range, from_matrix, kronecker, prefix, random_range, union
+
+
+def _ratio(s, W):
+    return 10 ** (s.meta["unit_total_squared_error_log10"] - log_svd_bound(W) / math.log(10))
+
+
+def _pre_ratio(s, W):
+    return s.meta["eigen_design"]["pre_completion_error"] / svd_bound(W)
+
+
+# --------------------------------------------------------------------------- reference values
+
+
+def test_all_range_256_reference():
+    W = all_range(256)
+    s = solve(W, method="eigen-design")
+    assert _ratio(s, W) == pytest.approx(1.0353, abs=1e-4)
+    assert _pre_ratio(s, W) == pytest.approx(1.0776, abs=1e-4)
+    assert s.meta["eigen_design"]["program_5_1_1"]["value"] == pytest.approx(2.93271e5, rel=5e-6)
+    assert s.meta["eigen_design"]["program_5_1_1"]["relative_gap"] <= 1e-6
+
+
+def test_binary_cube_all_ranges_is_optimal():
+    # ALLRANGE([2]^10): the SVD bound is tight and Eigen-Design reaches it (Thm 5.2)
+    W = parse_spec("*".join(["all-range:2"] * 10))
+    s = solve(W, method="eigen-design")
+    assert svd_bound(W) == pytest.approx((1 + math.sqrt(3)) ** 20 / 1024, rel=1e-12)
+    assert _ratio(s, W) == pytest.approx(1.0, abs=1e-6)
+    assert s.meta["eigen_design"]["program_5_1_1"]["value"] == pytest.approx(5.24174e5, rel=1e-5)
+
+
+def test_all_predicate_1024_no_overflow():
+    W = parse_spec("all-predicate:1024")
+    s = solve(W, method="eigen-design")
+    m = s.meta
+    # Cor. 4.4: SVDB = 2^(n-2)/n (n - 1 + sqrt(n + 1))^2, log10 = 310.689
+    n = 1024
+    log10_svdb = ((n - 2) * math.log(2) - math.log(n) + 2 * math.log(n - 1 + math.sqrt(n + 1))) / math.log(10)
+    assert log_svd_bound(W) / math.log(10) == pytest.approx(log10_svdb, abs=1e-9)
+    assert log10_svdb == pytest.approx(310.689, abs=1e-3)
+    assert math.isfinite(m["unit_total_squared_error_log10"]) and math.isfinite(m["lower_bound_log10"])
+    assert m["unit_total_squared_error_log10"] == pytest.approx(log10_svdb, abs=1e-6)  # ratio 1.0000
+    assert m["eigen_design"]["program_5_1_1"]["value"] == pytest.approx(1.086971e3, rel=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "spec, post, pre, program",
+    [
+        ("all-range:2048", 1.0278, 1.0606, 3.21796e7),
+        ("all-range:64*all-range:32", 1.1071, 1.1900, 2.69004e7),
+        ("all-range:1024", 1.0301, 1.0656, 6.82081e6),
+    ],
+)
+def test_table_4_1_reference(spec, post, pre, program):
+    W = parse_spec(spec)
+    s = solve(W, method="eigen-design")
+    assert _ratio(s, W) == pytest.approx(post, abs=1e-4)
+    assert _pre_ratio(s, W) == pytest.approx(pre, abs=1e-4)
+    assert s.meta["eigen_design"]["program_5_1_1"]["value"] == pytest.approx(program, rel=5e-6)
+    assert s.meta["lower_bound"] >= svd_bound(W)
+
+
+@pytest.mark.slow
+def test_cdf_2048_soft_reference():
+    # notes Sec. 5.4: CDF (prefix) 2048: 1.6396 (soft, ~5%), pre-completion 1.7276, program 3.46540e4
+    W = prefix(2048)
+    s = solve(W, method="eigen-design")
+    assert _ratio(s, W) == pytest.approx(1.6396, rel=0.05)
+    assert _pre_ratio(s, W) == pytest.approx(1.7276, abs=1e-4)
+    assert s.meta["eigen_design"]["program_5_1_1"]["value"] == pytest.approx(3.46540e4, rel=5e-6)
+
+
+# --------------------------------------------------------------------------- the algorithm, checked independently
+
+
+def _dense_eigen_design(G):
+    """Program 5.1.2 from scratch: numpy eigh, weighting by the notes' single-formula dual, completion."""
+    from strategy_opt.weighting import solve_weighting
+
+    lam, V = np.linalg.eigh(G)
+    keep = lam > 1e-10 * lam.max()
+    Q, sigma = V[:, keep].T, lam[keep]
+    u = solve_weighting(sigma, (Q * Q).T).u
+    A1 = np.sqrt(u)[:, None] * Q
+    m2 = (A1 * A1).sum(axis=0)
+    return np.vstack([A1, np.diag(np.sqrt(m2.max() - m2))])
+
+
+@pytest.mark.parametrize("spec", ["prefix:40", "random-range:30:50:1", "marginals:3x4:1", "all-range:6*prefix:5"])
+def test_matches_direct_construction(spec):
+    W = parse_spec(spec)
+    s = solve(W, method="eigen-design")
+    A = _dense_eigen_design(W.gram())
+    assert s.meta["unit_total_squared_error"] == pytest.approx(unit_error(A, W, 2), rel=1e-6)
+
+
+def test_completion_only_helps_and_pre_value_is_the_error_of_A_prime():
+    W = random_range(24, 40, seed=3)
+    problem = Problem(W)
+    design = ed._design(problem, None)
+    wt = ed._full(design.eigen, problem.solver)
+    A1 = np.sqrt(wt.u)[:, None] * wt.Q
+    assert unit_error(A1, W, 2) == pytest.approx(wt.value, rel=1e-9)  # Thm 5.1: c_i = sigma_i
+    A, _ = ed._assemble(wt, design.eigen)
+    assert unit_error(A, W, 2) <= wt.value * (1 + 1e-12)  # Thm 3.11
+
+
+def test_exported_strategy_error_matches_meta(tmp_path):
+    W = all_range(64)
+    s = solve(W, method="eigen-design")
+    path = write_strategy(s, tmp_path / "eigen.npz")
+    back = read_strategy(path)
+    assert unit_error(back.matrix, W, 2) == pytest.approx(back.meta["unit_total_squared_error"], rel=1e-10)
+    assert back.meta["lower_bound"] >= back.meta["svd_bound"]
+    assert back.meta["lower_bound"] <= back.meta["unit_total_squared_error"]
+    assert back.meta["method"] == "eigen-design" and back.meta["privacy"] == "approx"
+
+
+def test_certificate_is_a_lower_bound_on_other_strategies():
+    # the weighted SVD bound holds for every strategy, e.g. the exact SDP optimum's neighbours:
+    # check it against identity, wavelet, hierarchical and random strategies
+    W = all_range(32)
+    s = solve(W, method="eigen-design")
+    lb = s.meta["lower_bound"]
+    assert s.meta["lower_bound_kind"] == "weighted-svd-bound" and lb > svd_bound(W)
+    rng = np.random.default_rng(0)
+    for method in ("identity", "wavelet", "hierarchical"):
+        assert solve(W, method=method).meta["unit_total_squared_error"] >= lb
+    for _ in range(20):
+        assert unit_error(rng.standard_normal((40, 32)), W, 2) >= lb
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_weighted_svd_bound_below_random_strategies(seed):
+    rng = np.random.default_rng(seed)
+    W = from_matrix(rng.integers(0, 2, (12, 7)))
+    G = W.gram()
+    y = rng.dirichlet(np.ones(7))
+    bound = ed.weighted_svd_bound(G, y)
+    for _ in range(10):
+        A = rng.standard_normal((9, 7))
+        assert unit_error(A, W, 2) >= bound * (1 - 1e-12)
+    assert ed.weighted_svd_bound(G, np.full(7, 1 / 7)) == pytest.approx(svd_bound(W), rel=1e-12)
+
+
+# --------------------------------------------------------------------------- speed-ups
+
+
+def test_principal_vectors_restrict_the_full_program():
+    W = all_range(128)
+    full = solve(W, method="eigen-design")
+    for principal, k in ((True, 13), (0.25, 32), (20, 20)):
+        s = solve(W, method="eigen-design", principal=principal)
+        m = s.meta["eigen_design"]
+        assert m["variant"] == "principal" and m["principal_vectors"] == k
+        # k individual weights and one shared weight: a special case of the full weighting
+        assert m["pre_completion_error"] >= full.meta["eigen_design"]["pre_completion_error"] * (1 - 1e-8)
+        assert s.meta["unit_total_squared_error"] == pytest.approx(unit_error(s.matrix, W, 2), rel=1e-10)
+    assert solve(W, method="eigen-design", principal=127).meta["eigen_design"]["variant"] == "full"
+
+
+def test_principal_program_matches_explicit_formulation():
+    # [R] form of Sec. 5.2.2.2 written out with numpy eigenvectors and solved by Clarabel
+    import cvxpy as cp
+
+    W = prefix(30)
+    k = 6
+    s = solve(W, method="eigen-design", principal=k)
+    lam, V = np.linalg.eigh(W.gram())
+    lam, V = lam[::-1], V[:, ::-1]
+    u = cp.Variable(k, pos=True)
+    u0 = cp.Variable(pos=True)
+    load = (V[:, :k] ** 2) @ u + (V[:, k:] ** 2).sum(axis=1) * u0
+    obj = lam[:k] @ cp.inv_pos(u) + lam[k:].sum() * cp.inv_pos(u0)
+    value = cp.Problem(cp.Minimize(obj), [load <= 1]).solve(solver="CLARABEL")
+    assert s.meta["eigen_design"]["pre_completion_error"] == pytest.approx(value, rel=1e-6)
+
+
+def test_separation_with_singleton_groups_is_the_full_program():
+    # groups of one query: the group scales t_g span every weighting, so the optimum is the full one
+    W = prefix(48)
+    full = solve(W, method="eigen-design").meta["eigen_design"]["pre_completion_error"]
+    one = solve(W, method="eigen-design", group_size=1).meta["eigen_design"]
+    assert one["variant"] == "separation" and one["program_5_1_1"]["groups"] == 48
+    assert one["pre_completion_error"] == pytest.approx(full, rel=1e-6)
+    whole = solve(W, method="eigen-design", group_size=48).meta["eigen_design"]["pre_completion_error"]
+    assert whole == pytest.approx(full, rel=1e-6)
+    default = solve(W, method="eigen-design", separation=True).meta["eigen_design"]
+    assert default["group_size"] == round(48 ** (1 / 3))
+    assert default["pre_completion_error"] >= full * (1 - 1e-8)
+
+
+def test_principal_on_large_positive_definite_gram_uses_leading_eigenvectors_only(monkeypatch):
+    monkeypatch.setattr(ed, "SUBSET_EIGH_MIN_N", 64)
+    W = random_range(96, 400, seed=2)
+    assert np.all(la.eigvalsh(W.gram()) > 0)
+    s = solve(W, method="eigen-design", principal=10)
+    monkeypatch.setattr(ed, "SUBSET_EIGH_MIN_N", 10**9)
+    t = solve(W, method="eigen-design", principal=10)
+    assert s.meta["eigen_design"]["pre_completion_error"] == pytest.approx(t.meta["eigen_design"]["pre_completion_error"], rel=1e-7)
+    assert s.meta["unit_total_squared_error"] == pytest.approx(t.meta["unit_total_squared_error"], rel=1e-7)
+
+
+# --------------------------------------------------------------------------- objectives and bases
+
+
+def _explicit_row_normalized(W):
+    A = W.matrix().toarray()
+    norms = np.linalg.norm(A, axis=1)
+    return A[norms > 0] / norms[norms > 0, None]
+
+
+@pytest.mark.parametrize(
+    "W",
+    [all_range(9), prefix(7), random_range(10, 15, seed=1), kronecker(all_range(3), prefix(4)), union(all_range(5), prefix(5)), all_predicate(6)],
+    ids=lambda W: W.spec,
+)
+def test_normalized_gram_matches_explicit(W):
+    Wn = _explicit_row_normalized(W)
+    np.testing.assert_allclose(ed.normalized_gram(W) * math.exp(W.log_scale), Wn.T @ Wn, rtol=1e-12, atol=1e-12)
+
+
+def test_relative_objective():
+    W = random_range(16, 60, seed=4)
+    s = solve(W, method="eigen-design", objective="relative")
+    # same strategy error as Eigen-Design on the explicitly row-normalised workload
+    Wn = from_matrix(_explicit_row_normalized(W))
+    t = solve(Wn, method="eigen-design")
+    assert unit_error(s.matrix, Wn, 2) == pytest.approx(t.meta["unit_total_squared_error"], rel=1e-6)
+    # objective_value = the registered 'relative' objective of the per-query variances
+    P = ErrorProfile(s.matrix).pinv()
+    Wd = W.matrix().toarray()
+    var = s.meta["sensitivity"] ** 2 * np.einsum("ij,jk,ik->i", Wd, P, Wd)
+    rel = get_objective("relative").value(var, ed.relative_weights(W))
+    assert s.meta["objective_value"] == pytest.approx(rel, rel=1e-9)
+    # the reported total error is the original workload's
+    assert s.meta["unit_total_squared_error"] == pytest.approx(unit_error(s.matrix, W, 2), rel=1e-10)
+
+
+def test_weighted_objective():
+    W = random_range(12, 30, seed=5)
+    w = np.random.default_rng(5).uniform(0.5, 2.0, 30)
+    s = solve(W, method="eigen-design", objective="weighted", weights=list(w))
+    Ww = from_matrix(np.sqrt(w)[:, None] * W.matrix().toarray())
+    t = solve(Ww, method="eigen-design")
+    assert s.meta["objective_value"] == pytest.approx(t.meta["unit_total_squared_error"], rel=1e-6)
+
+
+@pytest.mark.parametrize("basis", ["wavelet", "fourier", "identity"])
+def test_basis_design_sets(basis):
+    W = all_range(32)
+    problem = Problem(W, options={"basis": basis})
+    wt, _ = ed._basis_design(problem, basis, problem.solver)
+    # Thm 5.1: with c_i = ||(W Q^-1)_{:,i}||^2 the program value is the error of diag(sqrt(u)) Q
+    assert unit_error(np.sqrt(wt.u)[:, None] * wt.Q, W, 2) == pytest.approx(wt.value, rel=1e-8)
+    s = solve(W, method="eigen-design", basis=basis)
+    assert s.meta["eigen_design"]["variant"] == f"basis:{basis}"
+    assert s.meta["unit_total_squared_error"] <= wt.value * (1 + 1e-12)
+    assert s.meta["unit_total_squared_error"] >= solve(W, method="eigen-design").meta["unit_total_squared_error"] * 0.999
+
+
+def test_identity_basis_weighting_is_closed_form():
+    # Q = I: c_j = G_jj and the only feasible weights are u_j <= 1, so A = I and E = trace(G)
+    W = prefix(10)
+    s = solve(W, method="eigen-design", basis="identity")
+    assert s.meta["unit_total_squared_error"] == pytest.approx(np.trace(W.gram()), rel=1e-7)
+
+
+# --------------------------------------------------------------------------- minimization inside the method
+
+
+def test_kronecker_with_total_factor_is_minimized():
+    W = parse_spec("total:4*all-range:8")
+    s = solve(W, method="eigen-design")
+    assert s.meta["eigen_design"]["minimized_cells"] == 8
+    t = solve(all_range(8), method="eigen-design")
+    # W = 4 copies of the same cells: error equals that of all-range:8 scaled by the total's Gram entry 1
+    assert s.meta["unit_total_squared_error"] == pytest.approx(t.meta["unit_total_squared_error"], rel=1e-7)
+
+
+# --------------------------------------------------------------------------- all-predicate workload
+
+
+def test_all_predicate_workload():
+    W = all_predicate(5)
+    A = W.matrix().toarray()
+    assert A.shape == (32, 5) and W.m == 32
+    np.testing.assert_allclose(A.T @ A, math.exp(W.log_scale) * W.gram())
+    lam, V = W.gram_eigh()
+    np.testing.assert_allclose(V @ np.diag(lam) @ V.T, W.gram(), atol=1e-12)
+    np.testing.assert_allclose(W.matvec(np.arange(5.0)), A @ np.arange(5.0))
+    assert parse_spec("all-predicate:5").spec == "all-predicate:5"
+    with pytest.raises(InputError, match="too large"):
+        all_predicate(1024).matrix()
+
+
+# --------------------------------------------------------------------------- input validation
+
+
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"principal": True, "group_size": 4}, "either"),
+        ({"principal": 0}, "principal"),
+        ({"principal": 1.5}, "principal"),
+        ({"group_size": 0}, "group_size"),
+        ({"separation": "yes"}, "separation"),
+        ({"basis": "hierarchical"}, "basis"),
+        ({"basis": "wavelet", "principal": 3}, "eigen-queries only"),
+        ({"bogus": 1}, "unknown option"),
+    ],
+)
+def test_bad_options(options, match):
+    with pytest.raises(InputError, match=match):
+        solve(all_range(16), method="eigen-design", **options)
+
+
+def test_refuses_pure_dp_and_max_objective():
+    with pytest.raises(InputError, match="approx"):
+        solve(all_range(8), method="eigen-design", privacy="pure")
+    with pytest.raises(InputError, match="not supported"):
+        solve(all_range(8), method="eigen-design", objective="max")
+    with pytest.raises(InputError, match="weights"):
+        solve(all_range(8), method="eigen-design", objective="weighted")
