@@ -12,3 +12,4 @@ from . import eigen_design  # noqa: F401
 from . import greedy_h  # noqa: F401
 from . import dawa  # noqa: F401
 from . import mwem  # noqa: F401
+from . import minerror_l2  # noqa: F401

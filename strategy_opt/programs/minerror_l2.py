@@ -1,0 +1,254 @@
+"""MINERROR-L2: the exact (epsilon, delta) optimum, Program 3.4.2 (Li 2013, Sec. 3.4.1, Thm 3.5).
+
+Under L2 sensitivity the sensitivity of A depends only on ``X = A^T A``
+(``||A||_2^2 = max_j X_jj``), so the optimal strategy solves the convex program
+
+    minimise  f(u)   over X ⪰ 0, u
+    s.t.      [[X, w_i^T], [w_i, u_i]] ⪰ 0   (u_i >= w_i X^+ w_i^T, i = 1..m)
+              X_jj <= 1                      (j = 1..n)
+
+for a convex non-decreasing objective f of the per-query variances
+(`strategy_opt.objectives`). Any A with ``A^T A = X`` is optimal.
+
+Forms used here:
+
+* ``total`` (and every linear objective: ``weighted``, ``relative``): the sum
+  ``sum_i c_i u_i = trace(G_c X^{-1})`` with ``G_c = W^T diag(c) W`` depends on
+  W only through G_c, so the m LMIs collapse to one ``cp.matrix_frac(L, X)``
+  with a rank-revealing factor ``L L^T = G_c`` (notes, Sec. 2.4). Backends: the
+  cvxpy profiles (``scs``, ``clarabel``) or the native certified dual-ascent
+  solver (`strategy_opt.native_l2`), which scales to thousands of cells.
+* ``max`` and user objectives: one (n+1) x (n+1) Schur complement per query,
+  through cvxpy only; refused when m (n+1)^2 exceeds `SCHUR_MAX_ENTRIES`.
+
+Certificates (`strategy_opt.certificates`): for the total objective the dual
+bound ``||W diag(u)^{1/2}||_*^2`` at the KKT weights ``u ∝ diag(X^{-1} G X^{-1})``
+(cvxpy) or at the native solver's dual iterate becomes ``meta.lower_bound``
+(kind ``dual-certificate``). For other linear objectives the bound on the
+objective is reported as ``objective_lower_bound``.
+
+Options: ``weights`` (objective ``weighted``): one non-negative number per
+query, as a list or a path to a ``.npy`` file.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..certificates import dual_bound, gram_factor, kkt_weights, relative_gap
+from ..compiler import compile_strategy, strategy_from_gram
+from ..error import per_query_variances
+from ..exceptions import InputError, SolverError
+from ..native_l2 import factorization_threads, solve_total_l2
+from ..objectives import get_objective
+from ..problem import Problem
+from ..registry import register_method
+from ..workload import Workload
+
+__all__ = ["minerror_l2", "query_weights", "SCHUR_MAX_ENTRIES", "LINEAR_OBJECTIVES"]
+
+#: Objectives that are weighted sums of the per-query variances (solved on a reweighted Gram).
+LINEAR_OBJECTIVES = ("total", "weighted", "relative")
+
+#: Largest ``m (n + 1)^2`` for the per-query Schur-complement form (``max``, user objectives).
+SCHUR_MAX_ENTRIES = 2_000_000
+
+
+def query_weights(problem: Problem) -> np.ndarray | None:
+    """The ``weights`` option as a validated vector of one non-negative weight per query.
+
+    Accepts a sequence or a path to a ``.npy`` file; None when the option is absent.
+    ``relative`` without weights gets ``1 / ||w_i||^2`` (zero for empty queries).
+    """
+    W = problem.workload
+    raw = problem.options.get("weights")
+    if raw is None:
+        if problem.objective == "relative":
+            norms = np.asarray(W.matrix().multiply(W.matrix()).sum(axis=1)).ravel()
+            return np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+        return None
+    if isinstance(raw, (str, Path)):
+        path = Path(raw)
+        if path.suffix != ".npy" or not path.is_file():
+            raise InputError(f"option weights={raw!s}: expected a list of numbers or an existing .npy file")
+        try:
+            raw = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"option weights={path}: cannot read ({exc})") from None
+    try:
+        w = np.asarray(raw, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise InputError(f"option weights must be numbers, got {raw!r:.60}") from None
+    if w.shape != (W.m,):
+        raise InputError(f"option weights has {w.size} entries but the workload has {W.m} queries; give one weight per query")
+    if not np.all(np.isfinite(w)) or np.any(w < 0) or not np.any(w > 0):
+        raise InputError("option weights must be finite, non-negative and not all zero")
+    return w
+
+
+def _weighted_gram(W: Workload, weights: np.ndarray) -> np.ndarray:
+    """``W^T diag(weights) W`` from the query rows."""
+    M = sp.csr_matrix(W.matrix())
+    return np.asarray((M.T @ sp.csr_matrix(M.multiply(weights[:, None]))).toarray())
+
+
+def _solver_kwargs(profile) -> dict:
+    """Keyword arguments for ``cvxpy.Problem.solve`` from a solver profile (budgets mapped per solver)."""
+    kw = dict(profile.options)
+    name = (profile.solver or "").upper()
+    if name == "SCS":
+        kw.setdefault("max_iters", profile.max_iters)
+        kw.setdefault("time_limit_secs", profile.time_limit)
+    elif name == "CLARABEL":
+        kw.setdefault("max_iter", profile.max_iters)
+        kw.setdefault("time_limit", profile.time_limit)
+    return kw
+
+
+def _solve_cvxpy(prob, X, problem: Problem) -> tuple[np.ndarray, str, int]:
+    """Solve a cvxpy problem with the profile; returns (X value, status, iterations)."""
+    import cvxpy as cp
+
+    profile = problem.solver
+    if not profile.solver:
+        raise InputError(f"solver profile {profile.name!r} has backend 'cvxpy' but names no solver; add solver = \"SCS\" or \"CLARABEL\"")
+    try:
+        prob.solve(solver=profile.solver, verbose=profile.verbose, **_solver_kwargs(profile))
+    except cp.error.SolverError as exc:
+        raise SolverError(f"minerror-l2 (cvxpy/{profile.solver}) failed: {exc}; try --solver native (total objective) or another profile") from None
+    if X.value is None or prob.status in ("infeasible", "unbounded", "infeasible_inaccurate", "unbounded_inaccurate"):
+        raise SolverError(f"minerror-l2 (cvxpy/{profile.solver}) returned status {prob.status!r} without a solution; try another profile or a larger budget")
+    stats = prob.solver_stats
+    iters = int(stats.num_iters) if stats is not None and stats.num_iters is not None else 0
+    Xv = np.asarray(X.value, dtype=float)
+    return 0.5 * (Xv + Xv.T), str(prob.status), iters
+
+
+def _total_cvxpy(G: np.ndarray, L: np.ndarray, problem: Problem) -> tuple[np.ndarray, str, int]:
+    """``min trace(L^T X^{-1} L) s.t. diag(X) <= 1`` with L scaled so the SVD bound is 1."""
+    import cvxpy as cp
+
+    n = G.shape[0]
+    scale = math.sqrt(dual_bound(G, np.ones(n), factor=L))
+    X = cp.Variable((n, n), PSD=True)
+    prob = cp.Problem(cp.Minimize(cp.matrix_frac(L / scale, X)), [cp.diag(X) <= 1])
+    return _solve_cvxpy(prob, X, problem)
+
+
+def _schur_cvxpy(W: Workload, objective, weights, problem: Problem) -> tuple[np.ndarray, str, int, float]:
+    """Program 3.4.2 with one Schur complement per query and the objective's cvx form."""
+    import cvxpy as cp
+
+    n, m = W.n, W.m
+    if m * (n + 1) ** 2 > SCHUR_MAX_ENTRIES:
+        raise InputError(
+            f"objective {problem.objective!r} needs one ({n}+1)x({n}+1) Schur complement per query; "
+            f"m={m} queries give {m * (n + 1) ** 2:,} entries (limit {SCHUR_MAX_ENTRIES:,}); "
+            "use a smaller workload or the total/weighted objective"
+        )
+    if W.log_scale != 0:
+        raise InputError(f"objective {problem.objective!r} needs explicit query rows; workload {W.spec!r} is only available rescaled")
+    M = W.matrix().toarray()
+    X = cp.Variable((n, n), PSD=True)
+    u = cp.Variable(m)
+    cons = [cp.diag(X) <= 1]
+    cons += [cp.bmat([[X, M[i][:, None]], [M[i][None, :], cp.reshape(u[i], (1, 1), order="C")]]) >> 0 for i in range(m)]
+    try:
+        expr = objective.cvx(u, weights)
+        prob = cp.Problem(cp.Minimize(expr), cons)
+    except Exception as exc:  # a user's objective may build an invalid expression
+        raise InputError(f"objective {problem.objective!r}: its cvx form failed ({exc}); it must be a convex, non-decreasing cvxpy expression of u") from None
+    if not prob.is_dcp():
+        raise InputError(f"objective {problem.objective!r} is not DCP-convex in cvxpy; register a convex, non-decreasing cvx form")
+    Xv, status, iters = _solve_cvxpy(prob, X, problem)
+    return Xv, status, iters, float(prob.value)
+
+
+def _factor(W: Workload, G: np.ndarray, from_workload: bool) -> np.ndarray:
+    with factorization_threads():
+        return gram_factor(eigh=W.gram_eigh()) if from_workload else gram_factor(G)
+
+
+@register_method(
+    "minerror-l2",
+    privacy=("approx",),
+    source="Li 2013, Program 3.4.2 (Sec. 3.4.1, Thm 3.5)",
+    summary="exact (eps,delta) optimum: SDP via cvxpy (scs/clarabel) or the certified native solver (total/weighted)",
+)
+def minerror_l2(problem: Problem):
+    """Optimal (epsilon, delta) strategy for the problem's objective (Program 3.4.2).
+
+    Parameters
+    ----------
+    problem : Problem
+        ``privacy='approx'``; objective ``total`` (default), ``weighted``
+        (option ``weights``), ``max`` or any registered objective; solver
+        profile ``native`` (total/weighted/relative) or a cvxpy profile.
+
+    Returns
+    -------
+    Strategy
+        A with ``A^T A = X`` at unit L2 sensitivity; ``meta`` carries the dual
+        certificate (total objective), solver status and iterations.
+
+    Examples
+    --------
+    >>> from strategy_opt.api import solve
+    >>> s = solve("all-range:8", method="minerror-l2")
+    >>> round(s.meta["unit_total_squared_error"], 4), s.meta["lower_bound_kind"]
+    (80.4643, 'dual-certificate')
+    """
+    if problem.privacy != "approx":
+        raise InputError("minerror-l2 is the (epsilon, delta) program (L2 sensitivity); use --privacy approx")
+    t0 = time.perf_counter()
+    W = problem.workload
+    objective = get_objective(problem.objective)
+    weights = query_weights(problem)
+    profile = problem.solver
+    linear = problem.objective in LINEAR_OBJECTIVES
+    if profile.backend == "native" and not linear:
+        raise InputError(f"objective {problem.objective!r} needs a cvxpy profile (--solver scs or clarabel); the native solver handles {', '.join(LINEAR_OBJECTIVES)}")
+    extra: dict = {}
+    lower = obj_lower = None
+    reweighted = linear and weights is not None and problem.objective != "total"
+    if linear:
+        G = _weighted_gram(W, weights) if reweighted else W.gram()
+        L = _factor(W, G, from_workload=not reweighted)
+        if profile.backend == "native":
+            res = solve_total_l2(G, factor=L, max_iters=profile.max_iters, time_limit=profile.time_limit, tol=profile.tol)
+            A, status, iters, lower = res.A, res.status, res.iterations, res.dual
+            extra.update(native_primal=res.primal, native_dual=res.dual, cells=res.cells)
+        else:
+            Xv, status, iters = _total_cvxpy(G, L, problem)
+            A = strategy_from_gram(Xv)
+            lower = dual_bound(G, kkt_weights(G, Xv), factor=L)
+        extra["iterations"] = iters
+        if reweighted:
+            obj_lower, lower = lower, None
+    else:
+        Xv, status, iters, solver_value = _schur_cvxpy(W, objective, weights, problem)
+        A = strategy_from_gram(Xv)
+        extra.update(iterations=iters, solver_objective_value=solver_value)
+    solve_seconds = time.perf_counter() - t0
+    objective_value = None
+    if problem.objective != "total":
+        objective_value = objective.value(per_query_variances(A, W, 2), weights)
+        if reweighted:
+            extra.update(objective_lower_bound=obj_lower, objective_relative_gap=relative_gap(objective_value, obj_lower))
+    return compile_strategy(
+        A,
+        problem,
+        "minerror-l2",
+        solver=profile.name,
+        status=status,
+        solve_seconds=solve_seconds,
+        objective_value=objective_value,
+        lower_bound=lower,
+        lower_bound_kind="dual-certificate" if lower is not None else None,
+        extra=extra,
+    )
