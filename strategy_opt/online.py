@@ -659,6 +659,7 @@ class OnlineAnswerer:
         level = _check_level(confidence)
         est = self.estimate(q, level)
         if est is not None and est.upper - est.lower <= 2 * half_width:
+            log.debug("online: answered from history (%s, width %.6g <= %.6g)", est.method, est.upper - est.lower, 2 * half_width)
             self.counts["history"] += 1
             return OnlineAnswer(est.value, est.lower, est.upper, "history", 0.0, self.spent)
         alpha = required_alpha(q, half_width, level)
@@ -668,11 +669,13 @@ class OnlineAnswerer:
             alpha, weight, t = fused_budget(v, float(np.abs(q).max()), half_width, level)
         costs = self._costs_with(q, alpha)
         if costs.max() > self.budget * (1 + _BUDGET_RTOL):
+            log.debug("online: refused (needs %.6g; cost would reach %.6g > %.6g)", alpha, costs.max(), self.budget)
             self.counts["refused"] += 1
             return OnlineAnswer(math.nan, math.nan, math.nan, "refused", alpha, self.spent)
         y, _ = measure(q[None, :], self._x, PureDP(alpha), rng=self._rng, sampler=self.sampler)
         fresh = float(y[0])
         value = weight * est.value + (1.0 - weight) * fresh if weight > 0 else fresh
         self._append(q, fresh, alpha, costs)
+        log.debug("online: fresh answer at alpha %.6g (spent %.6g)", alpha, self.spent)
         self.counts["fresh"] += 1
         return OnlineAnswer(value, value - t, value + t, "fresh", alpha, self.spent)
