@@ -198,6 +198,23 @@ def test_principal_program_matches_explicit_formulation():
     assert s.meta["eigen_design"]["pre_completion_error"] == pytest.approx(value, rel=1e-6)
 
 
+@pytest.mark.parametrize("k", [13, 60])  # prefix:100: k = 60 has principal weights below the shared one
+def test_principal_assembly_reproduces_the_weighted_gram(k):
+    W = prefix(100)
+    problem = Problem(W)
+    design = ed._design(problem, None)
+    wt = ed._principal(design.eigen, problem.solver, k)
+    A, _ = ed._assemble(wt, design.eigen)
+    assert A.shape[0] <= k + 100
+    lam, V = np.linalg.eigh(W.gram())
+    rest = V[:, ::-1][:, k:]
+    u0 = wt.shared[0]
+    X = (wt.Q.T * wt.u) @ wt.Q + u0 * rest @ rest.T
+    X += np.diag(X.diagonal().max() - X.diagonal())  # completion rows D'
+    np.testing.assert_allclose(A.T @ A, X, atol=1e-9 * X.max())
+    assert (k == 60) == bool(np.any(wt.u < u0))
+
+
 def test_separation_with_singleton_groups_is_the_full_program():
     # groups of one query: the group scales t_g span every weighting, so the optimum is the full one
     W = prefix(48)

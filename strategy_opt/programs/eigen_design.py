@@ -538,13 +538,19 @@ def _assemble(wt: _Weighted, eigen: _Eigen | None) -> tuple[np.ndarray, int]:
         diag = d2
     else:
         u0, rest = wt.shared
-        if rest is None and np.all(wt.u >= u0):
-            # G positive definite: Q^T diag(u) Q + u0 (I - Q^T Q) + D'^2 = Q^T diag(u - u0) Q + diag(u0 + d2)
-            blocks = [np.sqrt(wt.u - u0)[:, None] * wt.Q]
+        if np.allclose(eigen.range_diag, 1.0, rtol=0.0, atol=1e-9):
+            # G positive definite: the shared block is u0 (I - Q^T Q), so
+            # X = Q^T diag(u - u0) Q + diag(u0 + d2), k + n rows instead of 2n
+            up = wt.u >= u0
+            blocks = [np.sqrt(wt.u[up] - u0)[:, None] * wt.Q[up]]
             diag = u0 + d2
-        elif rest is None:
-            blocks = [np.sqrt(wt.u)[:, None] * wt.Q, math.sqrt(u0) * (np.eye(n) - wt.Q.T @ wt.Q)]
-            diag = d2
+            if not up.all():
+                # principal weights below u0: factor diag(u0 + d2) - Q_-^T diag(u0 - u_-) Q_- (positive definite)
+                Qm = wt.Q[~up]
+                C = np.diag(diag) - (Qm.T * (u0 - wt.u[~up])) @ Qm
+                with factorization_threads():
+                    blocks.append(la.cholesky(C, lower=False, check_finite=False))
+                diag = np.zeros(n)
         else:
             blocks = [np.sqrt(wt.u)[:, None] * wt.Q, math.sqrt(u0) * eigen.rows(rest)]
             diag = d2
