@@ -32,11 +32,12 @@ scaled to unit L2 norm before the design; the strategy's reported
 
 Lower bound. The optimum of Program 5.1.1 is *not* a lower bound on the optimal
 error (the completion step beats it: 1.0278 vs 1.0606 SVD bounds on all ranges
-of 2048 cells). The certificate attached is the weighted SVD bound
-``(tr (D_y^{1/2} G D_y^{1/2})^{1/2})^2`` for a dual point y on the simplex (valid
-for every y: ``tr(D_y A^T A) <= 1`` at unit sensitivity; y uniform gives the SVD
-bound), evaluated at ``y ∝ diag(X^+ G X^+)``, ``X = A^T A``, and at the dual of
-Program 5.1.1; the compiler keeps the SVD bound when it is larger.
+of 2048 cells). The certificate attached is the dual bound of the L2 program
+(`strategy_opt.certificates.dual_bound`, a weighted SVD bound, valid for every
+strategy) at the KKT weights ``u ∝ diag(X^+ G X^+)`` of the strategy's
+``X = A^T A`` (`certificates.kkt_weights`); the compiler keeps the SVD bound when
+it is larger. (The dual of Program 5.1.1 itself gives far weaker bounds there,
+0.16-0.6 SVD bounds in our checks.)
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ import scipy.linalg as la
 import scipy.sparse as sp
 
 from ..bases import fourier_matrix, wavelet_matrix
+from ..certificates import dual_bound, kkt_weights
 from ..compiler import compile_strategy
 from ..defaults import EIG_RTOL
 from ..error import ErrorProfile
@@ -80,14 +82,13 @@ __all__ = [
     "Minimization",
     "normalized_gram",
     "relative_weights",
-    "weighted_svd_bound",
 ]
 
 log = logging.getLogger("strategy_opt")
 
 #: Relative tolerance for two columns (or a column and zero) to count as equal.
 CELL_RTOL = 1e-10
-#: Above this many cells the weighted-SVD certificate is skipped unless asked for.
+#: Above this many cells the dual certificate is skipped unless asked for (it costs O(n^3)).
 CERTIFICATE_MAX_N = 4096
 #: Default fraction of eigen-queries kept as principal vectors (Sec. 5.2.2.2).
 PRINCIPAL_FRACTION = 0.10
@@ -561,39 +562,18 @@ def _assemble(wt: _Weighted, eigen: _Eigen | None) -> tuple[np.ndarray, int]:
     return A[np.any(A != 0, axis=1)], len(completion)
 
 
-def weighted_svd_bound(G: np.ndarray, y: np.ndarray) -> float:
-    """Lower bound ``(tr (D_y^{1/2} G D_y^{1/2})^{1/2})^2`` on E_2 of every strategy, for y on the simplex.
-
-    For a strategy with unit L2 sensitivity, ``tr(D_y A^T A) <= sum(y) = 1``,
-    and ``min tr(G X^+) s.t. tr(D_y X) <= 1`` is this value (Li 2013, Sec. 4.2.2,
-    Cauchy-Schwarz); y uniform gives the SVD bound.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> G = np.array([[2., 1.], [1., 2.]])
-    >>> round(weighted_svd_bound(G, np.array([0.5, 0.5])), 6)  # the SVD bound (1 + sqrt(3))^2 / 2
-    3.732051
-    """
-    y = np.clip(np.asarray(y, dtype=float), 0.0, None)
-    y = y / y.sum()
-    r = np.sqrt(y)
+def _certificate(A_min: np.ndarray, G: np.ndarray, factor: np.ndarray | None) -> float:
+    """Dual bound of the L2 program at the KKT weights of ``X = A^T A`` (see the module docstring)."""
     with factorization_threads():
-        ev = la.eigvalsh(G * np.outer(r, r), check_finite=False)
-    return float(np.sqrt(np.clip(ev, 0.0, None)).sum() ** 2)
+        return dual_bound(G, kkt_weights(G, A_min.T @ A_min), factor=factor)
 
 
-def _certificate(A_min: np.ndarray, G: np.ndarray) -> float:
-    """Weighted SVD bound at ``y ∝ diag(X^+ G X^+)``, the gradient of the error in ``diag(X)``.
-
-    At an optimal strategy this y is the optimal dual point of the L2 program,
-    so the bound is close to the optimum when A is (the dual of Program 5.1.1
-    itself gives far weaker bounds, 0.16-0.6 SVD bounds in our checks).
-    """
-    with factorization_threads():
-        P = ErrorProfile(A_min).pinv()
-    y = np.einsum("ij,ji->i", P @ G, P)
-    return weighted_svd_bound(G, np.clip(y, 0.0, None))
+def _gram_factor(eigen: _Eigen) -> np.ndarray | None:
+    """``L = Q^T diag(sqrt(sigma))`` with ``L L^T = G`` from complete eigen-queries (None if partial)."""
+    if eigen.partial:
+        return None
+    idx = _nonzero(eigen)
+    return eigen.rows(idx).T * np.sqrt(eigen.values[idx])
 
 
 # --------------------------------------------------------------------------- the method
@@ -656,7 +636,7 @@ def eigen_design(problem: Problem):
     basis : {'eigen', 'wavelet', 'fourier', 'identity'}
         Design set of Program 5.1.1 (Sec. 5.3.5); ``eigen`` is Eigen-Design.
     certificate : bool
-        Compute the weighted-SVD lower bound (default: when n <= 4096).
+        Compute the dual lower bound (default: n <= 4096 and complete eigen-queries).
     weights : list of float
         Per-query weights for objective ``weighted``.
     """
@@ -704,10 +684,13 @@ def eigen_design(problem: Problem):
         objective_value = math.exp(log_val) if log_val < 709 else math.inf
         extra["objective_value_log10"] = log_val / math.log(10)
     lower, kind = None, None
-    want_cert = opts["certificate"] if opts["certificate"] is not None else design.mini.n_min <= CERTIFICATE_MAX_N
+    want_cert = opts["certificate"]
+    if want_cert is None:
+        want_cert = design.mini.n_min <= CERTIFICATE_MAX_N and not (design.eigen is not None and design.eigen.partial)
     if want_cert:
         tc = time.perf_counter()
-        lower, kind = _certificate(A_min, design.total_gram()), "weighted-svd-bound"
+        factor = _gram_factor(design.eigen) if problem.objective == "total" and design.eigen is not None else None
+        lower, kind = _certificate(A_min, design.total_gram(), factor), "dual-certificate"
         extra["certificate_seconds"] = time.perf_counter() - tc
     extra["eigen_design"]["factorization_threads"] = weighting.FACTORIZATION_THREADS
     with factorization_threads():  # the compiler factors A^T A (see weighting.FACTORIZATION_THREADS)
