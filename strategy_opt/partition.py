@@ -70,6 +70,7 @@ __all__ = [
     "cost_noise_scales",
     "least_cost_partition",
     "private_partition",
+    "optimal_partition",
     "partition_cost",
     "bucket_counts",
     "expand",
@@ -331,6 +332,20 @@ def private_partition(
     rng = np.random.default_rng(rng)
     cost += rng.laplace(0.0, 1.0, cost.size) * cost_noise_scales(length, eps1, noise)
     return least_cost_partition(n, lo, length, cost)
+
+
+def optimal_partition(x, eps2: float, *, all_intervals: bool = False) -> np.ndarray:
+    """The least-cost partition without noise (Problem 6.1) -- NOT private.
+
+    For analysis only (the "optimal partition" of Li 2013, Table 6.1 and
+    Fig. 6.4): the same candidates and dynamic program as `private_partition`
+    on the exact costs.
+    """
+    x = _check_histogram(x)
+    if all_intervals and x.size > MAX_ALL_INTERVALS_N:
+        raise InputError(f"all_intervals needs O(n^2) memory; n = {x.size} exceeds {MAX_ALL_INTERVALS_N}")
+    lo, length = candidate_buckets(x.size, all_intervals)
+    return least_cost_partition(x.size, lo, length, _candidate_costs(x, lo, length, eps2))
 
 
 def partition_cost(x, edges: np.ndarray, eps2: float) -> float:

@@ -16,6 +16,7 @@ from strategy_opt.partition import (
     expand,
     hilbert_order,
     least_cost_partition,
+    optimal_partition,
     partition_cost,
     private_partition,
 )
@@ -124,6 +125,11 @@ def test_private_partition_without_noise_limit_is_optimal():
     best = min(compositions(n, range(1, n + 1)), key=lambda e: partition_cost(x, np.array(e), eps2))
     got = private_partition(x, 1e9, eps2, rng=0, all_intervals=True)
     assert partition_cost(x, got, eps2) == pytest.approx(partition_cost(x, np.array(best), eps2))
+    exact = optimal_partition(x, eps2, all_intervals=True)
+    assert partition_cost(x, exact, eps2) == pytest.approx(partition_cost(x, np.array(best), eps2))
+    pow2 = optimal_partition(x, eps2)
+    assert set(np.diff(pow2).tolist()) <= {1, 2, 4, 8, 16}
+    assert partition_cost(x, pow2, eps2) >= partition_cost(x, exact, eps2) - 1e-9
 
 
 def test_private_partition_edge_cases():
