@@ -9,7 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
+import signal
 import sys
+import threading
 import time
 import tomllib
 from pathlib import Path
@@ -17,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
+from .defaults import CONFIDENCE
 from .exceptions import InputError, SolverError
 
 log = logging.getLogger("strategy_opt")
@@ -32,6 +36,43 @@ examples:
   strategy-opt solve --workload prefix:64 --privacy pure --method hierarchical --branching 4 --out h.csv
 """
 
+SAMPLERS_HELP = """
+noise samplers:
+  opendp    OpenDP's vetted Laplace (pure) / Gaussian (approx) measurements on float vectors,
+            safe against floating-point attacks on textbook samplers (Mironov, CCS 2012); the
+            noise scale is the calibration OpenDP's own privacy map certifies. Not seedable.
+            The default whenever --seed is not given: use it for answers you release.
+  simulate  NumPy's seeded generator (fast, reproducible). For simulations and benchmarks
+            only, never for real releases; the default when --seed is given.
+  Both add noise of the same scale, so their error statistics agree.
+
+every answer file OUT gets a sidecar OUT.json: its SHA-256, the strategy_opt version, the
+workload, privacy parameters, sampler, estimator and strategy hash.
+"""
+
+EPILOG_RUN = SAMPLERS_HELP + """
+example:
+  strategy-opt run s.npz --data x.npy --workload all-range:256 --epsilon 1 --out answers.csv
+"""
+
+EPILOG_RELEASE = SAMPLERS_HELP + """
+example:
+  strategy-opt release --method dawa --data x.npy --workload prefix:1024 --epsilon 1 --out a.npy
+"""
+
+# Input-validation notes: NaN/inf anywhere, empty or all-zero workload matrices, object
+# (pickled) arrays, malformed files and TOML are refused with exit status 2. Zero columns
+# of a workload are allowed (cells no query touches); a strategy may leave such cells
+# unmeasured, but a strategy with a zero column under a queried cell is refused.
+
+
+class _Terminated(BaseException):
+    """Raised by the SIGTERM handler so that pending atomic writes clean up."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
 
 class _Parser(argparse.ArgumentParser):
     """ArgumentParser whose usage errors are one line and exit status 2."""
@@ -40,11 +81,14 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(f"{self.prog}: {message}")
 
 
-def _option_value(text: str):
+def _option_value(text: str, key: str):
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        value = tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"--option {key}={text}: the value must be a finite number")
+    return value
 
 
 def _parse_options(pairs) -> dict:
@@ -53,7 +97,7 @@ def _parse_options(pairs) -> dict:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise InputError(f"--option must be KEY=VALUE, got {pair!r}")
-        out[key.strip().replace("-", "_")] = _option_value(value.strip())
+        out[key.strip().replace("-", "_")] = _option_value(value.strip(), key.strip())
     return out
 
 
@@ -100,11 +144,13 @@ def _cmd_solve(args) -> int:
     from .api import solve
     from .io import STRATEGY_FORMATS, write_strategy
     from .problem import read_problem_file
+    from .spec import parse_spec
 
     data = read_problem_file(args.problem) if args.problem else {}
     workload = args.workload or data.get("workload")
     if not workload:
         raise InputError("no workload: give --workload SPEC or a PROBLEM.toml with a 'workload'")
+    workload = parse_spec(workload, operation="solve")
     options = dict(data.get("options", {}))
     if args.branching is not None:
         options["branching"] = args.branching
@@ -132,13 +178,28 @@ def _cmd_solve(args) -> int:
 
 
 # ----------------------------------------------------------------------------------------- error
-def _check_recorded_workload(strategy, workload, force: bool) -> None:
+def _same_workload(recorded: str, given: str) -> bool:
+    from .spec import canonical_spec
+
+    try:
+        return canonical_spec(recorded) == canonical_spec(given)
+    except InputError:
+        return recorded.strip() == given.strip()
+
+
+def _check_recorded_workload(strategy, workload, given: str, force: bool) -> None:
+    """Refuse a strategy made for another workload or domain unless ``--force``."""
     rec = strategy.meta.get("workload")
     if strategy.shape[1] != workload.n:
-        raise InputError(f"strategy has {strategy.shape[1]} columns but workload {workload.spec!r} has {workload.n} cells")
-    if rec and rec != workload.spec and not force:
+        raise InputError(f"strategy has {strategy.shape[1]} columns but workload {given!r} has {workload.n} cells")
+    if force:
+        return
+    if rec is not None and (not isinstance(rec, str) or not _same_workload(rec, given)):
+        raise InputError(f"strategy was computed for workload {rec!r}, not {given!r}; pass --force to use it anyway")
+    domain = strategy.meta.get("domain")
+    if domain is not None and domain != [int(d) for d in workload.domain]:
         raise InputError(
-            f"strategy was computed for workload {rec!r}, not {workload.spec!r}; pass --force to evaluate it anyway"
+            f"strategy was computed for domain {domain}, not {list(workload.domain)}; pass --force to use it anyway"
         )
 
 
@@ -147,9 +208,9 @@ def _cmd_error(args) -> int:
     from .io import read_strategy
     from .spec import parse_spec
 
+    workload = parse_spec(args.workload, operation="error")
     strategy = read_strategy(args.strategy)
-    workload = parse_spec(args.workload)
-    _check_recorded_workload(strategy, workload, args.force)
+    _check_recorded_workload(strategy, workload, args.workload, args.force)
     privacy = args.privacy or strategy.meta.get("privacy") or "approx"
     t0 = time.perf_counter()
     report = error_report(strategy, workload, privacy)
@@ -183,21 +244,41 @@ def _sampler(args) -> tuple[str, object]:
         sampler = "simulate" if args.seed is not None else "opendp"
     if sampler == "opendp" and args.seed is not None:
         raise InputError("--seed cannot be used with --sampler opendp (its noise is not seedable); use --sampler simulate")
-    if sampler == "simulate":
-        log.warning("using the seeded NumPy noise sampler ('simulate'): for simulations only, not for real releases")
     return sampler, args.seed
 
 
-def _write_release(args, release) -> None:
+def _provenance(args, workload, privacy, sampler, release) -> dict:
+    """What the answer sidecar records about how the answers were made."""
+    return {
+        "command": args.command,
+        "workload": args.workload,
+        "domain": [int(d) for d in workload.domain],
+        "n": int(workload.n),
+        "privacy": {"notion": privacy.notion, "epsilon": privacy.epsilon, "delta": getattr(privacy, "delta", None)},
+        "sampler": sampler,
+        "seed": args.seed,
+        "estimator": args.estimator,
+        "noise_scale": float(release.noise_scale),
+        "confidence": CONFIDENCE if release.lower is not None else None,
+    }
+
+
+def _write_release(args, release, provenance: dict) -> None:
     from .io import write_answers
 
-    write_answers(args.out, release.answers, release.lower, release.upper)
-    log.info("wrote %d answers to %s", len(release.answers), args.out)
+    if provenance["sampler"] == "simulate":
+        log.warning("answers drawn with the seeded NumPy noise sampler ('simulate'): for simulations only, not for real releases")
+    write_answers(args.out, release.answers, release.lower, release.upper, meta=provenance)
+    log.info("wrote %d answers to %s (sidecar %s.json)", len(release.answers), args.out, args.out)
 
 
-def _check_out(path: str) -> None:
-    if Path(path).suffix.lower() not in (".npy", ".csv"):
-        raise InputError(f"--out must end in .npy or .csv, got {path!r}")
+def _check_out(args) -> None:
+    out = Path(args.out)
+    if out.suffix.lower() not in (".npy", ".csv"):
+        raise InputError(f"--out must end in .npy or .csv, got {args.out!r}")
+    inputs = [getattr(args, "data", None), getattr(args, "strategy", None)]
+    if any(p is not None and Path(p).resolve() == out.resolve() for p in inputs):
+        raise InputError(f"--out {args.out!r} is one of the input files; choose another name")
 
 
 def _cmd_run(args) -> int:
@@ -206,10 +287,10 @@ def _cmd_run(args) -> int:
     from .privacy import privacy_from_args
     from .spec import parse_spec
 
-    _check_out(args.out)
+    _check_out(args)
+    workload = parse_spec(args.workload, operation="run")
     strategy = read_strategy(args.strategy)
-    workload = parse_spec(args.workload)
-    _check_recorded_workload(strategy, workload, args.force)
+    _check_recorded_workload(strategy, workload, args.workload, args.force)
     notion = args.privacy or strategy.meta.get("privacy") or ("approx" if args.delta is not None else "pure")
     privacy = privacy_from_args(notion, args.epsilon, args.delta)
     x = _load_data(args, workload)
@@ -217,7 +298,14 @@ def _cmd_run(args) -> int:
     t0 = time.perf_counter()
     release = run(strategy, x, workload, privacy, estimator=args.estimator, rng=seed, sampler=sampler)
     log.info("answered %d queries in %.3g s (noise scale %.6g)", len(release.answers), time.perf_counter() - t0, release.noise_scale)
-    _write_release(args, release)
+    provenance = _provenance(args, workload, privacy, sampler, release)
+    provenance["strategy"] = {
+        "file": str(args.strategy),
+        "content_sha256": strategy.meta.get("content_sha256"),
+        "method": strategy.meta.get("method"),
+        "workload": strategy.meta.get("workload"),
+    }
+    _write_release(args, release, provenance)
     return 0
 
 
@@ -228,8 +316,8 @@ def _cmd_release(args) -> int:
     from .registry import get_release, methods
     from .spec import parse_spec
 
-    _check_out(args.out)
-    workload = parse_spec(args.workload)
+    _check_out(args)
+    workload = parse_spec(args.workload, operation="release")
     notion = args.privacy or ("approx" if args.delta is not None else "pure")
     privacy = privacy_from_args(notion, args.epsilon, args.delta)
     x = _load_data(args, workload)
@@ -245,7 +333,10 @@ def _cmd_release(args) -> int:
     else:
         release = info.func(x, workload, privacy, rng=seed, sampler=sampler, **options)
     log.info("released %d answers in %.3g s", len(release.answers), time.perf_counter() - t0)
-    _write_release(args, release)
+    provenance = _provenance(args, workload, privacy, sampler, release)
+    provenance["method"] = args.method
+    provenance["options"] = options
+    _write_release(args, release, provenance)
     return 0
 
 
@@ -299,10 +390,10 @@ def _add_data_args(p) -> None:
     p.add_argument("--epsilon", required=True, type=_positive_float("--epsilon"), help="privacy budget epsilon > 0")
     p.add_argument("--delta", type=_positive_float("--delta"), help="delta in (0, 1): (epsilon, delta)-DP with Gaussian noise")
     p.add_argument("--privacy", choices=["pure", "approx"], help="default: approx if --delta is given, else pure")
-    p.add_argument("--seed", type=_nonneg_int, help="seed for reproducible noise (implies --sampler simulate)")
-    p.add_argument("--sampler", choices=["opendp", "simulate"], help="noise sampler: opendp (vetted, default) or simulate (seeded NumPy, for simulations)")
+    p.add_argument("--seed", type=_nonneg_int, help="seed for reproducible noise (implies --sampler simulate: not for real releases)")
+    p.add_argument("--sampler", choices=["opendp", "simulate"], help="noise sampler: opendp (vetted; the default without --seed) or simulate (seeded NumPy, for simulations only); see below")
     p.add_argument("--estimator", choices=["ls", "nnls", "hybrid"], default="ls", help="reconstruction: least squares (with 95%% intervals), NNLS, or hybrid (Li 2013 Sec. 3.5.2)")
-    p.add_argument("--out", required=True, help="answers file: .npy (vector) or .csv (query,answer,lower,upper)")
+    p.add_argument("--out", required=True, help="answers file: .npy (vector) or .csv (query,answer,lower,upper); plus OUT.json (hash, version, provenance)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -344,13 +435,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="evaluate even if the strategy was computed for another workload")
     p.set_defaults(func=_cmd_error)
 
-    p = sub.add_parser("run", parents=[common], help="answer a workload on data through a strategy", description="Add calibrated noise to the strategy answers, reconstruct, and write the workload answers.")
+    p = sub.add_parser("run", parents=[common], help="answer a workload on data through a strategy", description="Add calibrated noise to the strategy answers, reconstruct, and write the workload answers.", epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("strategy", metavar="STRATEGY")
     _add_data_args(p)
     p.add_argument("--force", action="store_true", help="run even if the strategy was computed for another workload")
     p.set_defaults(func=_cmd_run)
 
-    p = sub.add_parser("release", parents=[common], help="data-dependent release (dawa, mwem, or any strategy method)", description="Release workload answers with a data-dependent method or a strategy method.")
+    p = sub.add_parser("release", parents=[common], help="data-dependent release (dawa, mwem, or any strategy method)", description="Release workload answers with a data-dependent method or a strategy method.", epilog=EPILOG_RELEASE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--method", required=True, help="dawa, mwem, identity, hierarchical, ... (see 'list methods')")
     _add_data_args(p)
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="method option (repeatable), e.g. --option rounds=20")
@@ -381,7 +472,13 @@ def _setup_logging(quiet: bool, verbose: bool) -> None:
 
 
 def main(argv=None) -> int:
-    """Entry point of the ``strategy-opt`` console script."""
+    """Entry point of the ``strategy-opt`` console script.
+
+    SIGTERM is turned into an exception while a command runs, so that atomic
+    writes remove their temporary files and no partial output is left.
+    """
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread else None
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -399,6 +496,12 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("strategy-opt: interrupted", file=sys.stderr)
         return 130
+    except _Terminated:
+        print("strategy-opt: terminated", file=sys.stderr)
+        return 143
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

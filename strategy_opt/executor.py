@@ -10,15 +10,22 @@ data-dependent methods:
   Li 2013, Sec. 3.5.2 (LS answers ``z = W x_ls``, then ``argmin_{x >= 0} ||W x - z||``).
 * `answer` -- ``W x_hat`` plus 95% intervals for the LS estimator.
 
-Noise samplers: ``"simulate"`` draws with NumPy's seeded generator (fast,
-reproducible: for simulations and benchmarks); ``"opendp"`` (the default for
-released answers when no seed is given) uses OpenDP's vetted floating-point-safe
-samplers (`strategy_opt.samplers`).
+Noise samplers:
+
+* ``"opendp"`` -- OpenDP's vetted Laplace/Gaussian measurements
+  (`strategy_opt.samplers`), safe against the floating-point attack of
+  Mironov (CCS 2012). Not seedable. The default whenever no seed is given:
+  this is the sampler for answers that are released.
+* ``"simulate"`` -- NumPy's seeded generator: fast and reproducible, for
+  simulations and benchmarks only. The default when a seed (``rng``) is given.
+
+Both add noise of the same scale, so their error statistics agree (tested).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,13 +39,14 @@ from .error import ErrorProfile, KroneckerMatrix, sensitivity
 from .exceptions import InputError
 from .privacy import Privacy
 from .strategy import Strategy
-from .workload import Workload
+from .workload import IntervalWorkload, Kronecker, Union, Workload
 
-__all__ = ["Release", "measure", "reconstruct", "answer_intervals", "run"]
+__all__ = ["Release", "measure", "reconstruct", "answer_intervals", "run", "SAMPLERS"]
 
 log = logging.getLogger("strategy_opt")
 
 ESTIMATORS = ("ls", "nnls", "hybrid")
+SAMPLERS = ("opendp", "simulate")
 
 
 @dataclass
@@ -72,7 +80,31 @@ def _as_operator_matrix(A):
     return A
 
 
-def measure(A, x: np.ndarray, privacy: Privacy, rng=None, sampler: str = "simulate") -> tuple[np.ndarray, float]:
+def _sampler(sampler: str | None, rng) -> str:
+    """The sampler to use: ``simulate`` when seeded, else the vetted ``opendp``."""
+    if sampler is None:
+        return "simulate" if rng is not None else "opendp"
+    if sampler not in SAMPLERS:
+        raise InputError(f"unknown sampler {sampler!r}; use 'opendp' or 'simulate'")
+    return sampler
+
+
+def _check_noise(privacy: Privacy, delta_A: float) -> float:
+    """The noise scale for sensitivity ``delta_A``; `InputError` if it is not a usable float."""
+    try:
+        scale = privacy.noise_scale(delta_A)
+        variance = privacy.noise_variance(delta_A)
+    except OverflowError:
+        scale = variance = math.inf
+    if not (math.isfinite(variance) and scale > 0):
+        raise InputError(
+            f"epsilon = {privacy.epsilon:g} gives noise of scale {scale:g} for sensitivity {delta_A:g}, beyond "
+            "floating point (the answers would carry no information); use a larger epsilon"
+        )
+    return scale
+
+
+def measure(A, x: np.ndarray, privacy: Privacy, rng=None, sampler: str | None = None) -> tuple[np.ndarray, float]:
     """Noisy strategy answers ``y = A x + noise`` calibrated to A's sensitivity.
 
     Parameters
@@ -83,7 +115,8 @@ def measure(A, x: np.ndarray, privacy: Privacy, rng=None, sampler: str = "simula
     privacy : PureDP or ApproxDP
     rng : numpy Generator or int, optional
         Seed/generator for the ``"simulate"`` sampler.
-    sampler : {'simulate', 'opendp'}
+    sampler : {'opendp', 'simulate'}, optional
+        Default: ``'simulate'`` if ``rng`` is given, else the vetted ``'opendp'``.
 
     Returns
     -------
@@ -92,20 +125,23 @@ def measure(A, x: np.ndarray, privacy: Privacy, rng=None, sampler: str = "simula
         Laplace scale or Gaussian sigma.
     """
     A = _as_operator_matrix(A)
+    sampler = _sampler(sampler, rng)
     delta_A = sensitivity(A, privacy.p)
+    if not math.isfinite(delta_A):
+        raise InputError("strategy has NaN or infinite entries")
     if delta_A <= 0:
         raise InputError("strategy has zero sensitivity (all-zero matrix)")
-    scale = privacy.noise_scale(delta_A)
+    scale = _check_noise(privacy, delta_A)
     exact = np.asarray(A @ x, dtype=float).ravel()
+    if not np.all(np.isfinite(exact)):
+        raise InputError("the exact strategy answers overflow float64: the data counts are too large")
     if sampler == "simulate":
         rng = np.random.default_rng(rng)
         noise = rng.laplace(0.0, scale, exact.size) if privacy.notion == "pure" else rng.normal(0.0, scale, exact.size)
         return exact + noise, scale
-    if sampler == "opendp":
-        from .samplers import opendp_release
+    from .samplers import opendp_release
 
-        return opendp_release(exact, privacy, delta_A), scale
-    raise InputError(f"unknown sampler {sampler!r}; use 'opendp' or 'simulate'")
+    return opendp_release(exact, privacy, delta_A), scale
 
 
 def _least_squares(A, y: np.ndarray) -> np.ndarray:
@@ -184,6 +220,60 @@ def answer_intervals(A, workload: Workload, privacy: Privacy, answers: np.ndarra
     return answers - half, answers + half
 
 
+def _cell_weights(workload: Workload) -> np.ndarray:
+    """Squared column norms of W (``diag(W^T W)``) without forming W or its Gram matrix."""
+    if isinstance(workload, IntervalWorkload):
+        lo, hi = workload.intervals
+        d = np.zeros(workload.n + 1)
+        np.add.at(d, lo, 1.0)
+        np.add.at(d, hi + 1, -1.0)
+        return np.cumsum(d)[: workload.n]
+    if isinstance(workload, Kronecker):
+        out = np.ones(1)
+        for f in workload.factors:
+            out = np.kron(out, _cell_weights(f))
+        return out
+    if isinstance(workload, Union):
+        return sum(w**2 * _cell_weights(p) for w, p in zip(workload.weights, workload.parts))
+    M = workload.matrix()
+    return np.asarray(M.multiply(M).sum(axis=0)).ravel()
+
+
+def check_measured_cells(A, workload: Workload, cell_weights: np.ndarray | None = None) -> None:
+    """Refuse a strategy with an all-zero column under a cell that the workload queries.
+
+    A zero strategy column means the cell is never measured; that is harmless
+    when no query touches the cell (a zero workload column) and fatal
+    otherwise. This necessary condition for support is cheap (O(nnz(A) + m + n)),
+    so it also guards domains too large for the full support check.
+
+    Parameters
+    ----------
+    A : strategy matrix (p x n)
+    workload : Workload
+    cell_weights : ndarray (n,), optional
+        ``diag(W^T W)`` when already known.
+    """
+    col = np.asarray(abs(A).sum(axis=0)).ravel() if sp.issparse(A) else np.abs(np.asarray(A)).sum(axis=0)
+    unmeasured = np.flatnonzero(col == 0)
+    if unmeasured.size == 0:
+        return
+    if cell_weights is None:
+        try:
+            cell_weights = _cell_weights(workload)
+        except InputError:  # a workload too large to build whose structure is not known here
+            log.warning("strategy has %d all-zero columns; could not check that the workload never queries them", unmeasured.size)
+            return
+    weights = cell_weights
+    bad = unmeasured[weights[unmeasured] > 0]
+    if bad.size:
+        shown = ", ".join(map(str, bad[:5])) + (", ..." if bad.size > 5 else "")
+        raise InputError(
+            f"strategy does not support the workload: its column(s) {shown} ({bad.size} in all) are zero, so those "
+            "cells are never measured, but the workload queries them; add rows that measure them (e.g. the identity)"
+        )
+
+
 def run(
     strategy,
     x: np.ndarray,
@@ -192,7 +282,7 @@ def run(
     *,
     estimator: str = "ls",
     rng=None,
-    sampler: str = "simulate",
+    sampler: str | None = None,
     intervals: bool = True,
 ) -> Release:
     """Answer a workload through a strategy: measure, reconstruct, answer.
@@ -207,7 +297,9 @@ def run(
     estimator : {'ls', 'nnls', 'hybrid'}
     rng : int or numpy Generator, optional
         Seed for the ``simulate`` sampler.
-    sampler : {'simulate', 'opendp'}
+    sampler : {'opendp', 'simulate'}, optional
+        Default: ``'simulate'`` if ``rng`` is given, else the vetted ``'opendp'``
+        (use it for answers that are released).
     intervals : bool
         Compute 95% intervals (LS estimator only).
 
@@ -218,7 +310,9 @@ def run(
     Raises
     ------
     InputError
-        If the strategy does not support the workload or the shapes disagree.
+        If the strategy does not support the workload (an all-zero strategy
+        column under a queried cell included), the shapes disagree, or the
+        data or noise are not finite floats.
     """
     A = _as_operator_matrix(strategy)
     x = np.asarray(x, dtype=float).ravel()
@@ -226,20 +320,28 @@ def run(
         raise InputError(f"strategy has {A.shape[1]} columns but the workload has {workload.n} cells")
     if x.size != workload.n:
         raise InputError(f"data has {x.size} cells but the workload has {workload.n}")
+    if not np.all(np.isfinite(x)):
+        raise InputError("data contains NaN or infinite counts")
     if estimator not in ESTIMATORS:
         raise InputError(f"unknown estimator {estimator!r}; use one of {', '.join(ESTIMATORS)}")
+    sampler = _sampler(sampler, rng)
     prof = None
     if workload.n <= MAX_DENSE_N:
+        G = workload.gram()
+        check_measured_cells(A, workload, np.diag(G))
         prof = ErrorProfile(A)
-        prof.check_support(workload.gram())
+        prof.check_support(G)
     else:
-        log.warning("domain of %d cells: support is not checked and intervals are omitted", workload.n)
+        check_measured_cells(A, workload)
+        log.warning("domain of %d cells: only measured cells are checked (not full support); intervals are omitted", workload.n)
     y, scale = measure(A, x, privacy, rng=rng, sampler=sampler)
     if estimator == "ls" and prof is not None:
         x_hat = prof.solve_normal(np.asarray(A.T @ y).ravel())
     else:
         x_hat = reconstruct(A, y, estimator, workload)
     answers = workload.matvec(x_hat)
+    if not np.all(np.isfinite(answers)):
+        raise InputError("the reconstructed answers overflow float64: the data counts or the noise are too large")
     lower = upper = None
     if intervals and estimator == "ls" and prof is not None:
         lower, upper = answer_intervals(A, workload, privacy, answers, profile=prof)

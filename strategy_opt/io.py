@@ -10,10 +10,29 @@ Strategy file layouts (CLI.md):
 * ``.csv`` -- dense, one strategy row per line, no header; metadata in a
   ``.json`` file beside it (same stem).
 
-Every write is atomic (temporary file in the target directory, then
-``os.replace``): a failed run leaves no partial file. Every file carries a
-SHA-256 content hash of the matrix in ``meta['content_sha256']``; loading
-recomputes it and refuses a corrupted file. Nothing is ever unpickled.
+Answer files (``.npy`` / ``.csv`` of CLI.md) get a sidecar ``<out>.json``
+with the SHA-256 of the answer file, the library version, and how the answers
+were made (workload, privacy, sampler, estimator, strategy hash).
+
+Integrity:
+
+* Every write is atomic (temporary file in the target directory, then
+  ``os.replace``): a failed or interrupted run leaves no partial file.
+* Strategy metadata carries ``content_sha256`` (the matrix: shape and CSR
+  content, so dense and sparse storage agree) and ``meta_sha256`` (the
+  metadata itself, canonical JSON), the library version and the file format
+  version. Loading recomputes both and refuses a corrupted file; a file
+  written by strategy_opt (it has ``format_version``) must carry its hashes,
+  so a flipped byte cannot silently drop them. Hand-written files without
+  ``format_version`` and hashes are accepted.
+* Nothing is ever unpickled (``allow_pickle=False``); object, string,
+  complex and date arrays are refused; NaN and infinities are refused.
+* Sizes are read from file headers first and files that would need more
+  memory than is available are refused before loading
+  (`strategy_opt.resources.require_memory`).
+
+Workload matrices may have all-zero columns (cells no query touches: harmless
+for the error, and a strategy need not measure them), but not be all zero.
 """
 
 from __future__ import annotations
@@ -23,17 +42,26 @@ import csv
 import hashlib
 import io as _io
 import json
+import math
 import os
+import re
+import struct
 import tempfile
+import tokenize
+import warnings
 import zipfile
+import zlib
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
+from .defaults import FILE_FORMAT_VERSION
 from .error import KroneckerMatrix
 from .exceptions import InputError
+from .resources import require_memory
 from .strategy import Strategy
 
 __all__ = [
@@ -44,17 +72,51 @@ __all__ = [
     "read_histogram",
     "histogram_from_records",
     "write_answers",
+    "read_answers",
+    "file_sha256",
     "atomic_path",
     "STRATEGY_FORMATS",
 ]
 
 STRATEGY_FORMATS = (".npz", ".mtx", ".csv")
 
+#: Exceptions that parsing a malformed or corrupted file can raise (NumPy, zipfile,
+#: zlib, SciPy's Matrix Market reader); all are turned into `InputError`.
+_READ_ERRORS = (
+    ValueError,
+    OSError,
+    EOFError,
+    KeyError,
+    IndexError,
+    TypeError,
+    OverflowError,
+    NotImplementedError,
+    RuntimeError,
+    SyntaxError,
+    struct.error,
+    tokenize.TokenError,
+    zlib.error,
+    zipfile.BadZipFile,
+)
+
+#: Members of a ``scipy.sparse.save_npz`` file: CSR/CSC layout, and the extra COO members.
+_SPARSE_KEYS = {"data", "indices", "indptr", "shape", "format"}
+_COO_KEYS = {"data", "row", "col", "shape", "format"}
+
+#: dtype kinds accepted for matrices and histograms: bool, signed and unsigned int, float.
+_NUMERIC_KINDS = "biuf"
+
 
 def content_hash(A) -> str:
     """SHA-256 of a matrix's canonical content (shape + CSR with sorted indices, float64).
 
     Dense and sparse storage of the same matrix give the same hash.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> content_hash(np.eye(3)) == content_hash(sp.identity(3, format="coo"))
+    True
     """
     M = A.tocsr() if isinstance(A, KroneckerMatrix) else sp.csr_matrix(A, dtype=np.float64)
     M = M.copy()
@@ -69,17 +131,39 @@ def content_hash(A) -> str:
     return h.hexdigest()
 
 
+def _meta_hash(meta: dict) -> str:
+    """SHA-256 of the metadata without its own hash, as canonical JSON."""
+    body = {k: v for k, v in meta.items() if k != "meta_sha256"}
+    text = json.dumps(body, sort_keys=True, allow_nan=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike):
     """Yield a temporary path beside ``path``; rename it over ``path`` on success.
 
-    On any exception the temporary file is removed and ``path`` is untouched.
+    On any exception (``KeyboardInterrupt`` and the CLI's SIGTERM handler
+    included) the temporary file is removed and ``path`` is untouched. A
+    process killed outright (SIGKILL) cannot clean up: it leaves at most a
+    hidden ``.NAME.*.tmp`` file, never a partial ``path``.
     """
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise InputError(f"output directory does not exist: {directory}")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise InputError(f"cannot write in {directory}: {exc.strerror}") from None
     os.close(fd)
     try:
         yield Path(tmp)
@@ -97,13 +181,20 @@ def _check_format(path: Path) -> str:
     return suffix
 
 
-def _meta_for_write(strategy: Strategy) -> dict:
-    meta = dict(strategy.meta)
-    meta["content_sha256"] = content_hash(strategy.matrix)
-    meta.setdefault("shape", list(strategy.shape))
+def _version() -> str:
     from . import __version__
 
-    meta.setdefault("strategy_opt_version", __version__)
+    return __version__
+
+
+def _meta_for_write(strategy: Strategy) -> dict:
+    meta = dict(strategy.meta)
+    meta["format_version"] = FILE_FORMAT_VERSION
+    meta["content_sha256"] = content_hash(strategy.matrix)
+    meta.setdefault("shape", list(strategy.shape))
+    meta.setdefault("strategy_opt_version", _version())
+    meta["written_by_version"] = _version()
+    meta["meta_sha256"] = _meta_hash(meta)
     return meta
 
 
@@ -159,45 +250,96 @@ def write_strategy(strategy: Strategy, path: str | os.PathLike) -> Path:
 def _parse_meta(text: str, path: Path) -> dict:
     try:
         meta = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"strategy file {path}: metadata is not valid JSON ({exc.msg})") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise InputError(f"strategy file {path}: metadata is not valid JSON ({getattr(exc, 'msg', exc)}); the file is corrupted") from None
     if not isinstance(meta, dict):
-        raise InputError(f"strategy file {path}: metadata must be a JSON object")
+        raise InputError(f"strategy file {path}: metadata must be a JSON object; the file is corrupted")
     return meta
 
 
-def _np_load(path: Path):
+def _require_array_memory(shape, itemsize: int, path: Path, what: str) -> None:
+    """Refuse an array whose header promises more bytes than are available (before loading it)."""
+    entries = math.prod(int(s) for s in shape)
+    # the array itself, its float64 copy, and one sparse/working copy
+    require_memory(float(entries) * (itemsize + 16), f"{what} {path} (shape {tuple(shape)})", "it is too large to load")
+
+
+def _npy_header(fh) -> tuple[tuple, np.dtype]:
+    version = np.lib.format.read_magic(fh)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+    else:
+        shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+    return shape, dtype
+
+
+def _load_npy(path: Path, what: str) -> np.ndarray:
+    try:
+        with open(path, "rb") as fh:
+            shape, dtype = _npy_header(fh)
+    except FileNotFoundError:
+        raise InputError(f"file not found: {path}") from None
+    except _READ_ERRORS as exc:
+        raise InputError(f"cannot read {path}: not a valid .npy file ({exc})") from None
+    _check_dtype(dtype, path, what)
+    _require_array_memory(shape, dtype.itemsize, path, what)
+    try:
+        return np.load(path, allow_pickle=False)
+    except _READ_ERRORS as exc:
+        raise InputError(f"cannot read {path}: {exc} (corrupted, truncated, or an object/pickled array)") from None
+
+
+def _open_npz(path: Path):
     try:
         return np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise InputError(f"file not found: {path}") from None
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
+    except _READ_ERRORS as exc:
         raise InputError(f"cannot read {path}: {exc} (corrupted, truncated, or an object/pickled array)") from None
 
 
-def _sparse_from_npz(z, path: Path) -> sp.csr_matrix:
-    try:
-        fmt = z["format"].item()
-        fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
-        shape = tuple(int(s) for s in z["shape"])
-        if fmt == "csr":
-            return sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=shape)
-        if fmt == "csc":
-            return sp.csc_matrix((z["data"], z["indices"], z["indptr"]), shape=shape).tocsr()
-        if fmt == "coo":
-            return sp.coo_matrix((z["data"], (z["row"], z["col"])), shape=shape).tocsr()
-    except (KeyError, ValueError, IndexError, zipfile.BadZipFile, EOFError, OSError) as exc:
-        raise InputError(f"{path}: malformed sparse matrix ({exc})") from None
-    raise InputError(f"{path}: unsupported sparse format {fmt!r} (use csr, csc or coo)")
+def _npz_array(z, key: str, path: Path, what: str) -> np.ndarray:
+    """Member ``key`` of an open .npz, its header checked for dtype and size before loading."""
+    name = key + ".npy" if key + ".npy" in z.zip.namelist() else key
+    with z.zip.open(name) as fh:
+        shape, dtype = _npy_header(fh)
+    _check_dtype(dtype, path, f"{what} (key {key!r})")
+    _require_array_memory(shape, dtype.itemsize, path, what)
+    return z[key]
+
+
+def _sparse_from_npz(z, path: Path, what: str) -> sp.csr_matrix:
+    fmt = z["format"].item()
+    fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
+    shape = tuple(int(s) for s in np.asarray(z["shape"]).ravel())
+    if len(shape) != 2 or min(shape) < 0:
+        raise InputError(f"{path}: malformed sparse matrix shape {shape}")
+    if fmt not in ("csr", "csc", "coo"):
+        raise InputError(f"{path}: unsupported sparse format {fmt!r} (use csr, csc or coo)")
+    # CSR index pointers of the larger dimension, plus data/index copies
+    require_memory(16.0 * (max(shape) + 1), f"{what} {path} (shape {shape})", "it is too large to load")
+    if fmt == "coo":
+        data, row, col = (_npz_array(z, k, path, what) for k in ("data", "row", "col"))
+        return sp.coo_matrix((data, (row, col)), shape=shape).tocsr()
+    data, indices, indptr = (_npz_array(z, k, path, what) for k in ("data", "indices", "indptr"))
+    cls = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
+    return cls((data, indices, indptr), shape=shape).tocsr()
+
+
+def _check_dtype(dtype: np.dtype, path: Path, what: str) -> None:
+    if dtype.hasobject:
+        raise InputError(f"{path}: {what} is an object (pickled) array; strategy_opt never unpickles files, save plain numbers")
+    if dtype.kind not in _NUMERIC_KINDS:
+        raise InputError(f"{path}: {what} must hold real numbers (bool, int or float), got dtype {dtype}")
 
 
 def _validate_matrix(M, path: Path, what: str):
     if sp.issparse(M):
+        _check_dtype(M.dtype, path, what)
         data = M.data
     else:
         M = np.asarray(M)
-        if M.dtype == object or not np.issubdtype(M.dtype, np.number):
-            raise InputError(f"{path}: {what} must be numeric, got dtype {M.dtype}")
+        _check_dtype(M.dtype, path, what)
         if M.ndim != 2:
             raise InputError(f"{path}: {what} must be a 2-D matrix, got shape {M.shape}")
         data = M
@@ -208,6 +350,145 @@ def _validate_matrix(M, path: Path, what: str):
     return M.astype(float) if not sp.issparse(M) else sp.csr_matrix(M, dtype=float)
 
 
+_MTX_SYMMETRY = ("general", "symmetric", "skew-symmetric")
+
+
+def _mtx_banner(path: Path, first: bytes) -> tuple[str, str, str]:
+    tokens = first.decode("ascii", "replace").lower().split()
+    if len(tokens) != 5 or tokens[:2] != ["%%matrixmarket", "matrix"]:
+        raise InputError(f"cannot read {path}: not a Matrix Market matrix file (banner {first[:60]!r})")
+    layout, field, symmetry = tokens[2:]
+    if layout not in ("coordinate", "array") or field not in ("real", "integer", "pattern") or symmetry not in _MTX_SYMMETRY:
+        raise InputError(
+            f"cannot read {path}: unsupported Matrix Market type {layout} {field} {symmetry} "
+            "(use coordinate or array; real, integer or pattern; general, symmetric or skew-symmetric)"
+        )
+    if layout == "array" and field == "pattern":
+        raise InputError(f"cannot read {path}: a Matrix Market array cannot be 'pattern'")
+    return layout, field, symmetry
+
+
+def _mtx_coordinate(vals: np.ndarray, shape, nnz: int, symmetry: str, path: Path) -> sp.csr_matrix:
+    if vals.shape[0] != nnz:
+        raise InputError(f"cannot read {path}: the size line declares {nnz} entries but the file has {vals.shape[0]}")
+    ij = vals[:, :2]
+    if not np.all(ij == np.round(ij)) or ij.size and (ij.min() < 1 or ij[:, 0].max() > shape[0] or ij[:, 1].max() > shape[1]):
+        raise InputError(f"cannot read {path}: Matrix Market indices must be integers within the shape {shape}")
+    i, j = ij[:, 0].astype(np.int64) - 1, ij[:, 1].astype(np.int64) - 1
+    v = vals[:, 2] if vals.shape[1] == 3 else np.ones(nnz)
+    if symmetry != "general":
+        if np.any(i < j) or (symmetry == "skew-symmetric" and np.any(i == j)):
+            raise InputError(f"cannot read {path}: a {symmetry} Matrix Market file lists only the lower triangle")
+        off = i != j
+        sign = -1.0 if symmetry == "skew-symmetric" else 1.0
+        i, j, v = np.concatenate([i, j[off]]), np.concatenate([j, i[off]]), np.concatenate([v, sign * v[off]])
+    return sp.coo_matrix((v, (i, j)), shape=shape).tocsr()
+
+
+def _mtx_array(vals: np.ndarray, shape, symmetry: str, path: Path) -> np.ndarray:
+    rows, cols = shape
+    values = vals.ravel()
+    if symmetry == "general":
+        if values.size != rows * cols:
+            raise InputError(f"cannot read {path}: a {rows}x{cols} Matrix Market array needs {rows * cols} values, got {values.size}")
+        return values.reshape(cols, rows).T.copy()
+    if rows != cols:
+        raise InputError(f"cannot read {path}: a {symmetry} Matrix Market array must be square, got {shape}")
+    # the lower triangle in column-major order = the upper triangle of the transpose in row-major order
+    c, r = np.triu_indices(rows, 0 if symmetry == "symmetric" else 1)
+    if values.size != r.size:
+        raise InputError(f"cannot read {path}: a {rows}x{rows} {symmetry} Matrix Market array needs {r.size} values, got {values.size}")
+    A = np.zeros(shape)
+    A[r, c] = values
+    A[c, r] = values if symmetry == "symmetric" else -values
+    return A
+
+
+def _read_mtx(path: Path, what: str):
+    """Parse a Matrix Market file with NumPy (not SciPy's C++ reader).
+
+    SciPy's reader crashes the whole process (segmentation fault) on some
+    corrupted files, e.g. one whose final newline is replaced by a space, so
+    strategy_opt parses the format itself: banner, comments, size line, then
+    the entries with `numpy.loadtxt`, validating counts and index ranges.
+    Sizes are checked against the available memory before the entries are read.
+    """
+    require_memory(4.0 * path.stat().st_size, f"{what} {path}", "it is too large to load")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    bad = re.search(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", data)
+    if bad:
+        raise InputError(f"cannot read {path}: control byte {bad.group()!r} at offset {bad.start()}; not a Matrix Market text file")
+    lines = data.split(b"\n")
+    layout, field, symmetry = _mtx_banner(path, lines[0])
+    k = next((n for n in range(1, len(lines)) if lines[n].strip() and not lines[n].startswith(b"%")), None)
+    if k is None:
+        raise InputError(f"cannot read {path}: Matrix Market file without a size line")
+    try:
+        dims = [int(t) for t in lines[k].split()]
+    except ValueError:
+        raise InputError(f"cannot read {path}: malformed Matrix Market size line {lines[k][:80]!r}") from None
+    if len(dims) != (3 if layout == "coordinate" else 2) or min(dims) < 0:
+        raise InputError(f"cannot read {path}: malformed Matrix Market size line {lines[k][:80]!r}")
+    shape = (dims[0], dims[1])
+    entries = dims[2] if layout == "coordinate" else dims[0] * dims[1]
+    require_memory(48.0 * entries + 16.0 * (max(shape) + 1), f"{what} {path} (shape {shape})", "it is too large to load")
+    width = {"coordinate": 3 if field != "pattern" else 2, "array": 1}[layout]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "input contained no data": an empty matrix, refused later
+            vals = np.loadtxt(_io.BytesIO(b"\n".join(lines[k + 1 :])), comments="%", ndmin=2, dtype=float)
+    except _READ_ERRORS as exc:
+        raise InputError(f"cannot read {path}: malformed Matrix Market entries ({' '.join(str(exc).split())[:200]})") from None
+    if vals.size == 0:
+        vals = vals.reshape(0, width)
+    if vals.shape[1] != width:
+        raise InputError(f"cannot read {path}: Matrix Market {layout} {field} entries have {width} fields per line, got {vals.shape[1]}")
+    if not np.all(np.isfinite(vals)):
+        raise InputError(f"{path}: {what} contains NaN or infinite values")
+    if layout == "coordinate":
+        return _mtx_coordinate(vals, shape, dims[2], symmetry, path)
+    return _mtx_array(vals, shape, symmetry, path)
+
+
+def _read_csv_matrix(path: Path, what: str, ndmin: int = 2) -> np.ndarray:
+    # loadtxt holds at most one float64 per two bytes of text, plus a copy
+    require_memory(8.0 * path.stat().st_size, f"{what} {path}", "it is too large to load")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "input contained no data": refused below as empty
+            return np.loadtxt(path, delimiter=",", ndmin=ndmin)
+    except _READ_ERRORS as exc:
+        raise InputError(f"cannot read {path}: malformed CSV ({' '.join(str(exc).split())[:200]})") from None
+
+
+def _verify_hashes(A, meta: dict, path: Path) -> None:
+    """Refuse a strategy file whose metadata or matrix does not match its recorded hashes."""
+    version = meta.get("format_version")
+    if version is not None:
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise InputError(f"strategy file {path} is corrupted: format_version {version!r} is not a positive integer")
+        if version > FILE_FORMAT_VERSION:
+            raise InputError(
+                f"strategy file {path} has format version {version}, newer than this strategy_opt ({_version()}, "
+                f"version {FILE_FORMAT_VERSION}); upgrade strategy_opt"
+            )
+        missing = [k for k in ("content_sha256", "meta_sha256")[: 1 if version == 1 else 2] if k not in meta]
+        if missing:
+            raise InputError(f"strategy file {path} is corrupted: its metadata lacks {', '.join(missing)}")
+    if "meta_sha256" in meta:
+        try:
+            ok = _meta_hash(meta) == meta["meta_sha256"]
+        except ValueError:  # a number corrupted into one that overflows to infinity
+            ok = False
+        if not ok:
+            raise InputError(f"strategy file {path} is corrupted: its metadata does not match the hash recorded when it was written")
+    if "content_sha256" in meta and content_hash(A) != meta["content_sha256"]:
+        raise InputError(f"strategy file {path} is corrupted: its matrix does not match the hash recorded when it was written")
+
+
 def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
     """Read a strategy file written by `write_strategy` (or by hand in the same layout).
 
@@ -215,91 +496,118 @@ def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
     ----------
     path : path-like
     verify : bool
-        Recompute the content hash and refuse the file if it does not match
-        ``meta['content_sha256']`` (files without a hash are accepted).
+        Recompute the content and metadata hashes and refuse the file if they
+        do not match ``meta['content_sha256']`` / ``meta['meta_sha256']``.
 
     Raises
     ------
     InputError
-        Missing, malformed, corrupted or pickled files.
+        Missing, malformed, corrupted, pickled or oversized files.
     """
     path = Path(path)
     suffix = _check_format(path)
     if not path.is_file():
         raise InputError(f"strategy file not found: {path}")
+    what = "strategy"
     if suffix == ".npz":
-        with _np_load(path) as z:
-            keys = set(z.files)
+        with _open_npz(path) as z:
             try:
-                meta = _parse_meta(str(z["meta"]), path) if "meta" in keys else {}
+                keys = set(z.files)
+                if any(info.comment for info in z.zip.infolist()):  # numpy never writes entry comments
+                    raise InputError(f"strategy file {path} is corrupted: its zip directory is damaged")
+                extra = keys - {"A", "meta"} - _SPARSE_KEYS - _COO_KEYS
+                if extra or ("A" in keys and keys & (_SPARSE_KEYS | _COO_KEYS)):
+                    raise InputError(f"strategy file {path} has unexpected members {sorted(keys)}; it is corrupted or not a strategy file")
+                meta = _parse_meta(str(_npz_array_text(z, path)), path) if "meta" in keys else {}
                 if "A" in keys:
-                    A = z["A"]
-                elif {"data", "indices", "indptr", "shape", "format"} <= keys:
-                    A = _sparse_from_npz(z, path)
+                    A = _npz_array(z, "A", path, what)
+                elif _SPARSE_KEYS <= keys or _COO_KEYS <= keys:
+                    A = _sparse_from_npz(z, path, what)
                 else:
                     raise InputError(f"{path}: no strategy matrix (expected key 'A' or the scipy.sparse layout)")
-            except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
+            except InputError:
+                raise
+            except _READ_ERRORS as exc:
                 raise InputError(f"cannot read {path}: {exc} (corrupted or truncated file)") from None
     elif suffix == ".mtx":
+        meta = {}
         try:
-            text = path.read_text()
+            with open(path, "rb") as fh:
+                fh.readline()
+                second = fh.readline().decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read {path}: {exc}") from None
-        lines = text.splitlines()
-        meta = {}
-        if len(lines) > 1 and lines[1].startswith("%"):
-            body = lines[1].lstrip("%").strip()
-            if body.startswith("{"):
-                meta = _parse_meta(body, path)
-        try:
-            A = scipy.io.mmread(_io.StringIO(text))
-        except (ValueError, IndexError, TypeError, OSError) as exc:
-            raise InputError(f"cannot read {path}: malformed Matrix Market file ({exc})") from None
-        A = sp.csr_matrix(A) if sp.issparse(A) else np.asarray(A)
+        body = second.lstrip("%").strip() if second.startswith("%") else ""
+        if body.startswith("{") or any(f'"{k}"' in body for k in ("format_version", "content_sha256", "meta_sha256")):
+            meta = _parse_meta(body, path)
+        A = _read_mtx(path, what)
     else:
-        try:
-            A = np.loadtxt(path, delimiter=",", ndmin=2)
-        except (ValueError, OSError) as exc:
-            raise InputError(f"cannot read {path}: malformed CSV ({exc})") from None
+        A = _read_csv_matrix(path, what)
         json_path = path.with_suffix(".json")
-        meta = _parse_meta(json_path.read_text(), json_path) if json_path.is_file() else {}
-    A = _validate_matrix(A, path, "strategy")
-    if verify and "content_sha256" in meta and content_hash(A) != meta["content_sha256"]:
-        raise InputError(f"strategy file {path} is corrupted: its content hash does not match the one recorded when it was written")
+        if json_path.is_file():
+            try:
+                meta = _parse_meta(json_path.read_text(), json_path)
+            except (OSError, UnicodeDecodeError) as exc:
+                raise InputError(f"cannot read {json_path}: {exc}") from None
+        else:
+            meta = {}
+    A = _validate_matrix(A, path, what)
+    if verify:
+        _verify_hashes(A, meta, path)
     return Strategy(A, meta)
 
 
+def _npz_array_text(z, path: Path) -> np.ndarray:
+    """The ``meta`` member: a 0-d unicode (or bytes) array holding JSON."""
+    name = "meta.npy" if "meta.npy" in z.zip.namelist() else "meta"
+    with z.zip.open(name) as fh:
+        shape, dtype = _npy_header(fh)
+    if dtype.kind not in "US" or shape != ():
+        raise InputError(f"{path}: 'meta' must be a JSON string, got dtype {dtype} shape {shape}")
+    value = z["meta"].item()
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
 def read_workload_file(path: str | os.PathLike):
-    """Read a workload matrix: ``.npy``, ``.npz`` (dense ``W`` or scipy sparse), ``.mtx``, ``.csv``."""
+    """Read a workload matrix: ``.npy``, ``.npz`` (dense ``W`` or scipy sparse), ``.mtx``, ``.csv``.
+
+    All-zero columns are allowed (cells no query touches); an all-zero matrix is refused.
+    """
     from .workload import ExplicitWorkload
 
     path = Path(path)
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except (OSError, ValueError) as exc:  # e.g. a NUL byte or an over-long name
+        raise InputError(f"bad workload file name {str(path)!r}: {exc}") from None
+    if not found:
         raise InputError(f"workload file not found: {path}")
+    what = "workload matrix"
     suffix = path.suffix.lower()
     if suffix == ".npy":
-        W = _np_load(path)
+        W = _load_npy(path, what)
     elif suffix == ".npz":
-        with _np_load(path) as z:
-            if "W" in z.files:
-                W = z["W"]
-            elif {"data", "indices", "indptr", "shape", "format"} <= set(z.files):
-                W = _sparse_from_npz(z, path)
-            else:
-                raise InputError(f"{path}: expected a dense array under key 'W' or a scipy.sparse matrix")
+        with _open_npz(path) as z:
+            try:
+                if "W" in z.files:
+                    W = _npz_array(z, "W", path, what)
+                elif _SPARSE_KEYS <= set(z.files) or _COO_KEYS <= set(z.files):
+                    W = _sparse_from_npz(z, path, what)
+                else:
+                    raise InputError(f"{path}: expected a dense array under key 'W' or a scipy.sparse matrix")
+            except InputError:
+                raise
+            except _READ_ERRORS as exc:
+                raise InputError(f"cannot read {path}: {exc} (corrupted or truncated file)") from None
     elif suffix == ".mtx":
-        try:
-            W = scipy.io.mmread(str(path))
-        except (ValueError, IndexError, TypeError, OSError) as exc:
-            raise InputError(f"cannot read {path}: malformed Matrix Market file ({exc})") from None
+        W = _read_mtx(path, what)
     elif suffix == ".csv":
-        try:
-            W = np.loadtxt(path, delimiter=",", ndmin=2)
-        except ValueError as exc:
-            raise InputError(f"cannot read {path}: malformed CSV ({exc})") from None
+        W = _read_csv_matrix(path, what)
     else:
         raise InputError(f"unknown workload file format {path.suffix!r}; use .npy, .npz, .mtx or .csv")
-    W = _validate_matrix(W, path, "workload matrix")
+    W = _validate_matrix(W, path, what)
+    if (W.count_nonzero() if sp.issparse(W) else np.count_nonzero(W)) == 0:
+        raise InputError(f"{path}: the workload matrix is all zeros (no query counts anything)")
     return ExplicitWorkload(W, spec=f"file:{path}")
 
 
@@ -319,16 +627,13 @@ def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None) -
         raise InputError(f"data file not found: {path}")
     suffix = path.suffix.lower()
     if suffix == ".npy":
-        x = _np_load(path)
-        if x.dtype == object or not np.issubdtype(x.dtype, np.number):
-            raise InputError(f"{path}: histogram must be numeric, got dtype {x.dtype}")
+        x = _load_npy(path, "histogram")
         if domain is not None and x.ndim > 1 and tuple(x.shape) != tuple(domain):
             raise InputError(f"{path}: histogram shape {x.shape} does not match the workload domain {tuple(domain)}")
     elif suffix == ".csv":
-        try:
-            x = np.loadtxt(path, delimiter=",", ndmin=1)
-        except ValueError as exc:
-            raise InputError(f"cannot read {path}: malformed CSV histogram ({exc}); raw records need --column/--bins") from None
+        x = _read_csv_matrix(path, "histogram", ndmin=1)
+        if x.ndim != 1:
+            raise InputError(f"{path}: a CSV histogram has one count per line, got {x.shape[1]} columns; raw records need --column/--bins")
     else:
         raise InputError(f"unknown data file format {path.suffix!r}; use .npy or .csv (or raw records with --column/--bins)")
     x = np.asarray(x, dtype=float).ravel()
@@ -362,13 +667,14 @@ def histogram_from_records(path: str | os.PathLike, columns: list[str], bins: li
 
     ``bins`` are ``LO:HI[:WIDTH]`` per column (width 1 by default): bins
     ``[LO, LO+WIDTH), ...``; values outside ``[LO, HI)`` are dropped (the count
-    of dropped records is data-dependent and is not reported). Returns the
-    counts flattened in C order.
+    of dropped records is data-dependent and is not reported). Non-numeric,
+    NaN or infinite values are refused. Returns the counts flattened in C order.
     """
     path = Path(path)
     if len(columns) != len(bins) or not columns:
         raise InputError("give one --bins LO:HI[:WIDTH] per --column")
     edges = [_parse_bins(b) for b in bins]
+    require_memory(8.0 * math.prod(len(e) - 1 for e in edges), f"--bins {' '.join(bins)}", "use fewer or wider bins")
     try:
         with open(path, newline="") as fh:
             reader = csv.DictReader(fh)
@@ -383,33 +689,101 @@ def histogram_from_records(path: str | os.PathLike, columns: list[str], bins: li
         raise InputError(f"cannot read {path}: {exc}") from None
     try:
         vals = np.array(rows, dtype=float).reshape(-1, len(columns))
-    except ValueError:
-        raise InputError(f"{path}: non-numeric values in column(s) {columns}") from None
+    except (ValueError, TypeError):
+        raise InputError(f"{path}: non-numeric or missing values in column(s) {columns}") from None
+    if not np.all(np.isfinite(vals)):
+        raise InputError(f"{path}: NaN or infinite values in column(s) {columns}")
     counts, _ = np.histogramdd(vals, bins=edges)
     return counts.ravel()
 
 
-def _num(v) -> str:
-    v = float(v)
-    return "" if np.isnan(v) else repr(v)
+def _answers_sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".json")
 
 
-def write_answers(path: str | os.PathLike, answers: np.ndarray, lower=None, upper=None) -> Path:
-    """Write workload answers: ``.npy`` (vector) or ``.csv`` (query,answer,lower,upper); atomic."""
+def write_answers(path: str | os.PathLike, answers: np.ndarray, lower=None, upper=None, meta: dict | None = None) -> Path:
+    """Write workload answers and their sidecar ``<path>.json``; both atomic.
+
+    Parameters
+    ----------
+    path : path-like
+        ``.npy`` (vector of answers) or ``.csv`` (``query,answer,lower,upper``;
+        empty fields where no interval exists).
+    answers, lower, upper : ndarray (m,)
+    meta : dict, optional
+        Provenance for the sidecar (workload, privacy, sampler, estimator, ...).
+        The sidecar always records ``sha256`` (of the answer file),
+        ``strategy_opt_version``, ``format_version``, ``created`` and ``m``.
+    """
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".npy", ".csv"):
         raise InputError(f"answers must be written to .npy or .csv, got {path.suffix!r}")
-    with atomic_path(path) as tmp:
+    answers = np.asarray(answers, dtype=float)
+    m = answers.size
+    with atomic_path(_answers_sidecar(path)) as tmp_json, atomic_path(path) as tmp:
         if suffix == ".npy":
             with open(tmp, "wb") as fh:
-                np.save(fh, np.asarray(answers, dtype=float))
+                np.save(fh, answers)
         else:
-            m = len(answers)
-            lo = np.full(m, np.nan) if lower is None else lower
-            hi = np.full(m, np.nan) if upper is None else upper
+            columns = [answers] + [np.full(m, np.nan) if b is None else np.asarray(b, dtype=float) for b in (lower, upper)]
+            rows = zip(*(c.tolist() for c in columns))
             with open(tmp, "w", newline="") as fh:
                 fh.write("query,answer,lower,upper\n")
-                for i in range(m):
-                    fh.write(f"{i},{_num(answers[i])},{_num(lo[i])},{_num(hi[i])}\n")
+                fh.writelines(f"{i},{_num(a)},{_num(lo)},{_num(hi)}\n" for i, (a, lo, hi) in enumerate(rows))
+        side = dict(meta or {})
+        side.update(
+            {
+                "file": path.name,
+                "sha256": file_sha256(tmp),
+                "m": int(m),
+                "format_version": FILE_FORMAT_VERSION,
+                "strategy_opt_version": _version(),
+                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            }
+        )
+        tmp_json.write_text(json.dumps(side, sort_keys=True, allow_nan=False, indent=1) + "\n")
     return path
+
+
+def _num(v: float) -> str:
+    return "" if v != v else repr(v)
+
+
+def read_answers(path: str | os.PathLike, verify: bool = True):
+    """Read an answer file written by `write_answers`, checking it against its sidecar.
+
+    Returns
+    -------
+    answers, lower, upper : ndarray (m,); lower/upper are None for ``.npy``
+    meta : dict
+        The sidecar.
+
+    Raises
+    ------
+    InputError
+        Missing sidecar, or a file whose SHA-256 differs from the recorded one.
+    """
+    path = Path(path)
+    side = _answers_sidecar(path)
+    if not path.is_file():
+        raise InputError(f"answer file not found: {path}")
+    if not side.is_file():
+        raise InputError(f"{path}: no sidecar {side.name}; cannot verify the answers")
+    try:
+        meta = json.loads(side.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read {side}: {exc}") from None
+    if not isinstance(meta, dict):
+        raise InputError(f"{side}: must be a JSON object")
+    if verify and file_sha256(path) != meta.get("sha256"):
+        raise InputError(f"answer file {path} is corrupted: its SHA-256 does not match {side.name}")
+    if path.suffix.lower() == ".npy":
+        return _load_npy(path, "answers"), None, None, meta
+    try:
+        table = np.genfromtxt(path, delimiter=",", skip_header=1, ndmin=2, filling_values=np.nan)
+    except _READ_ERRORS as exc:
+        raise InputError(f"cannot read {path}: malformed answers CSV ({exc})") from None
+    if table.shape[1] != 4:
+        raise InputError(f"{path}: expected columns query,answer,lower,upper")
+    return table[:, 1], table[:, 2], table[:, 3], meta

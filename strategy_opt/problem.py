@@ -97,6 +97,9 @@ def read_problem_file(path: str | Path) -> dict:
         raise InputError(f"problem file {p}: unknown keys {sorted(unknown)}; allowed: {sorted(_KEYS)}")
     if "options" in data and not isinstance(data["options"], dict):
         raise InputError(f"problem file {p}: 'options' must be a table")
+    for key in sorted(set(data) & {"description", "workload", "privacy", "method", "objective", "solver", "data"}):
+        if not isinstance(data[key], str):
+            raise InputError(f"problem file {p}: '{key}' must be a string, got {data[key]!r}")
     return data
 
 

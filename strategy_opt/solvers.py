@@ -18,6 +18,7 @@ installation); ``--solver path/to/file.toml`` uses that file.
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -66,8 +67,8 @@ def _read(path: Path, name: str) -> SolverProfile:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"solver profile {path}: malformed TOML ({exc})") from None
-    except OSError as exc:
-        raise InputError(f"solver profile {path}: cannot read ({exc.strerror})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"solver profile {path}: cannot read ({exc})") from None
     unknown = set(data) - _KNOWN
     if unknown:
         raise InputError(f"solver profile {path}: unknown keys {sorted(unknown)}; allowed: {sorted(_KNOWN)}")
@@ -75,7 +76,7 @@ def _read(path: Path, name: str) -> SolverProfile:
     if backend not in ("cvxpy", "native"):
         raise InputError(f"solver profile {path}: backend must be 'cvxpy' or 'native', got {backend!r}")
     try:
-        return SolverProfile(
+        profile = SolverProfile(
             name=name,
             backend=backend,
             solver=data.get("solver"),
@@ -86,8 +87,16 @@ def _read(path: Path, name: str) -> SolverProfile:
             options=dict(data.get("options", {})),
             description=str(data.get("description", "")),
         )
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise InputError(f"solver profile {path}: bad value ({exc})") from None
+    if profile.solver is not None and not isinstance(profile.solver, str):
+        raise InputError(f"solver profile {path}: solver must be a string, got {profile.solver!r}")
+    if profile.max_iters < 1 or not 0 < profile.time_limit < math.inf or not 0 < profile.tol < math.inf:
+        raise InputError(
+            f"solver profile {path}: need max_iters >= 1 and finite time_limit > 0 and tol > 0, got "
+            f"max_iters={profile.max_iters}, time_limit={profile.time_limit}, tol={profile.tol}"
+        )
+    return profile
 
 
 def load_profile(name_or_path: str | os.PathLike | None) -> SolverProfile:

@@ -7,117 +7,248 @@ Grammar::
     ATOM  := identity:N | total:N | prefix:N | all-range:N | all-predicate:N | random-range:N:M[:SEED]
            | marginals:D1xD2x...:K | file:PATH | '(' SPEC ')'
 
+Numbers are ASCII digits. A SPEC is parsed in three steps: syntax into a tree,
+sizes (cells, queries, bytes to build; `strategy_opt.resources`) without
+building anything, then the workload objects. A SPEC whose estimated memory
+exceeds the machine's is refused with the estimate before any allocation.
+
 Examples
 --------
 >>> parse_spec("prefix:4*all-range:3").shape
 (24, 12)
 >>> parse_spec("identity:5+total:5").m
 6
+>>> canonical_spec(" (random-range:10:4) + identity:10 ")
+'random-range:10:4:0+identity:10'
 """
 
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import dataclass, field
 
-import numpy as np
-
+from .defaults import MAX_SPEC_DEPTH, MAX_SPEC_LENGTH, WORKLOAD_OBJECT_BYTES
 from .exceptions import InputError
+from .resources import WorkloadSize, operation_bytes, require_memory
 from .workload import Workload, all_predicate, all_range, identity, kronecker, marginals, prefix, random_range, total, union
 
-__all__ = ["parse_spec"]
+__all__ = ["parse_spec", "canonical_spec", "MAX_CELLS"]
 
-_MAX_CELLS = 10**9
+#: Largest number of cells of a workload domain.
+MAX_CELLS = 10**9
 _SIMPLE = {"identity": identity, "total": total, "prefix": prefix, "all-range": all_range, "all-predicate": all_predicate}
+_KNOWN = ", ".join([*_SIMPLE, "random-range", "marginals", "file"])
 
 
-def _int(text: str, what: str, spec: str) -> int:
-    if not re.fullmatch(r"\d+", text or ""):
-        raise InputError(f"malformed workload SPEC {spec!r}: {what} must be a positive integer, got {text!r}")
+@dataclass
+class _Node:
+    """A parsed SPEC: ``kind`` is an atom name, ``'kron'`` or ``'union'``."""
+
+    kind: str
+    args: tuple = ()
+    children: list = field(default_factory=list)
+    loaded: Workload | None = None  # file: atoms, read while sizing
+
+
+def _int(text: str, what: str, spec: str, minimum: int = 1) -> int:
+    if not re.fullmatch(r"[0-9]+", text or ""):
+        raise InputError(f"malformed workload SPEC {spec!r}: {what} must be a non-negative integer, got {text!r}")
     v = int(text)
-    if v < 1 and what != "seed":
-        raise InputError(f"malformed workload SPEC {spec!r}: {what} must be >= 1, got {v}")
-    if v > _MAX_CELLS and what != "seed":
-        raise InputError(f"workload SPEC {spec!r}: {what} = {v} is too large")
+    if v < minimum:
+        raise InputError(f"malformed workload SPEC {spec!r}: {what} must be >= {minimum}, got {v}")
+    if v > MAX_CELLS and what != "seed":
+        raise InputError(f"workload SPEC {spec!r}: {what} = {v} is too large (at most {MAX_CELLS:,})")
     return v
 
 
-def _atom(text: str, spec: str) -> Workload:
+def _atom(text: str, spec: str) -> _Node:
     name, _, rest = text.partition(":")
     name = name.strip()
     if name in _SIMPLE:
-        return _SIMPLE[name](_int(rest, "N", spec))
+        return _Node(name, (_int(rest, "N", spec),))
     if name == "random-range":
         parts = rest.split(":")
         if len(parts) not in (2, 3):
             raise InputError(f"malformed workload SPEC {spec!r}: expected random-range:N:M[:SEED]")
-        n, m = _int(parts[0], "N", spec), _int(parts[1], "M", spec)
-        seed = _int(parts[2], "seed", spec) if len(parts) == 3 else 0
-        return random_range(n, m, seed)
+        seed = _int(parts[2], "seed", spec, 0) if len(parts) == 3 else 0
+        return _Node(name, (_int(parts[0], "N", spec), _int(parts[1], "M", spec), seed))
     if name == "marginals":
         dims, _, k = rest.rpartition(":")
         if not dims:
             raise InputError(f"malformed workload SPEC {spec!r}: expected marginals:D1xD2x...:K")
-        shape = [_int(d, "attribute size", spec) for d in dims.split("x")]
-        if not re.fullmatch(r"\d+", k):
-            raise InputError(f"malformed workload SPEC {spec!r}: marginal order K must be an integer")
-        if int(np.prod([float(d) for d in shape])) > _MAX_CELLS:
-            raise InputError(f"workload SPEC {spec!r}: domain too large")
-        return marginals(shape, int(k))
+        shape = tuple(_int(d, "attribute size", spec) for d in dims.split("x"))
+        k = _int(k, "marginal order K", spec, 0)
+        if k > len(shape):
+            raise InputError(f"malformed workload SPEC {spec!r}: marginal order K = {k} exceeds the {len(shape)} attributes")
+        return _Node(name, (shape, k))
     if name == "file":
-        from .io import read_workload_file
-
         if not rest:
             raise InputError(f"malformed workload SPEC {spec!r}: file: needs a path")
-        return read_workload_file(rest)
-    known = ", ".join([*_SIMPLE, "random-range", "marginals", "file"])
-    raise InputError(f"malformed workload SPEC {spec!r}: unknown workload {name!r} (known: {known})")
+        return _Node(name, (rest,))
+    raise InputError(f"malformed workload SPEC {spec!r}: unknown workload {name!r} (known: {_KNOWN})")
 
 
 def _split_top(text: str, op: str, spec: str) -> list[str]:
-    parts, depth, cur = [], 0, []
-    i = 0
-    while i < len(text):
-        ch = text[i]
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
         if ch == "(":
             depth += 1
         elif ch == ")":
             depth -= 1
             if depth < 0:
                 raise InputError(f"malformed workload SPEC {spec!r}: unbalanced parentheses")
-        if ch == op and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-        i += 1
+        elif ch == op and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
     if depth != 0:
         raise InputError(f"malformed workload SPEC {spec!r}: unbalanced parentheses")
-    parts.append("".join(cur))
+    parts.append(text[start:])
     if any(not p.strip() for p in parts):
         raise InputError(f"malformed workload SPEC {spec!r}: empty term around {op!r}")
     return parts
 
 
-def _parse(text: str, spec: str) -> Workload:
+def _parse(text: str, spec: str) -> _Node:
     text = text.strip()
     terms = _split_top(text, "+", spec)
     if len(terms) > 1:
-        return union(*[_parse(t, spec) for t in terms])
+        return _Node("union", children=[_parse(t, spec) for t in terms])
     factors = _split_top(text, "*", spec)
     if len(factors) > 1:
-        return kronecker(*[_parse(f, spec) for f in factors])
+        return _Node("kron", children=[_parse(f, spec) for f in factors])
     if text.startswith("(") and text.endswith(")"):
         return _parse(text[1:-1], spec)
     return _atom(text, spec)
 
 
-def parse_spec(spec: str) -> Workload:
-    """Build a workload from a SPEC string; `InputError` naming the bad part if malformed."""
+def _tree(spec) -> _Node:
     if not isinstance(spec, str) or not spec.strip():
-        raise InputError(f"empty workload SPEC {spec!r}")
-    W = _parse(spec, spec)
-    if W.n > _MAX_CELLS:
-        raise InputError(f"workload SPEC {spec!r} has {W.n} cells; too large")
+        raise InputError(f"workload SPEC must be a non-empty string, got {spec!r}")
+    if len(spec) > MAX_SPEC_LENGTH:
+        raise InputError(f"workload SPEC of {len(spec)} characters is too long (at most {MAX_SPEC_LENGTH})")
+    depth = deepest = 0
+    for ch in spec:
+        depth += (ch == "(") - (ch == ")")
+        deepest = max(deepest, depth)
+    if deepest > MAX_SPEC_DEPTH:
+        raise InputError(f"workload SPEC nests parentheses {deepest} deep (at most {MAX_SPEC_DEPTH})")
+    return _parse(spec, spec)
+
+
+def _elementary_symmetric(values, k: int) -> int:
+    """``e_k(values)``: the number of queries of all k-way marginals (exact integers)."""
+    e = [1] + [0] * k
+    for v in values:
+        for j in range(k, 0, -1):
+            e[j] += e[j - 1] * v
+    return e[k]
+
+
+def _size(node: _Node, spec: str) -> WorkloadSize:
+    """Sizes of the workload of ``node`` without building it (file: atoms are read)."""
+    kind, args = node.kind, node.args
+    if kind in ("identity", "prefix"):
+        return WorkloadSize(args[0], args[0], 16.0 * args[0] + WORKLOAD_OBJECT_BYTES)
+    if kind == "total":
+        return WorkloadSize(args[0], 1, WORKLOAD_OBJECT_BYTES)
+    if kind == "all-range":
+        return WorkloadSize(args[0], args[0] * (args[0] + 1) // 2, WORKLOAD_OBJECT_BYTES)
+    if kind == "all-predicate":
+        return WorkloadSize(args[0], 2 ** args[0], WORKLOAD_OBJECT_BYTES, rescaled=args[0] != 2)
+    if kind == "random-range":
+        return WorkloadSize(args[0], args[1], 48.0 * args[1] + WORKLOAD_OBJECT_BYTES)
+    if kind == "marginals":
+        shape, k = args
+        n = math.prod(shape)
+        if n > MAX_CELLS:
+            raise InputError(f"workload SPEC {spec!r}: marginals over {n:,} cells; at most {MAX_CELLS:,}")
+        parts = math.comb(len(shape), k)  # one Kronecker product of len(shape) factors per marginal
+        identities = 16.0 * sum(shape) * math.comb(len(shape) - 1, k - 1) if k else 0.0
+        build = float(parts) * len(shape) * WORKLOAD_OBJECT_BYTES + identities
+        # exact query count when it is cheap to compute; else the lower bound of one query per marginal
+        m = _elementary_symmetric(shape, k) if len(shape) * k <= 10**6 else parts
+        return WorkloadSize(n, m, build, kron_blocks=list(shape))
+    if kind == "file":
+        from .io import read_workload_file
+
+        node.loaded = read_workload_file(args[0])
+        return WorkloadSize(node.loaded.n, node.loaded.m)
+    sizes = [_size(c, spec) for c in node.children]
+    build = sum(s.build_bytes for s in sizes)
+    if kind == "kron":
+        n = math.prod(s.n for s in sizes)
+        if n > MAX_CELLS:
+            raise InputError(f"workload SPEC {spec!r} has {n:,} cells; at most {MAX_CELLS:,}")
+        return WorkloadSize(n, math.prod(s.m for s in sizes), build, [s.n for s in sizes], any(s.rescaled for s in sizes))
+    ns = [s.n for s in sizes]
+    if len(set(ns)) != 1:
+        raise InputError(f"workload SPEC {spec!r}: union of workloads over different domain sizes {ns}")
+    blocks = sizes[0].kron_blocks if all(s.kron_blocks == sizes[0].kron_blocks for s in sizes) else []
+    return WorkloadSize(ns[0], sum(s.m for s in sizes), build, blocks, any(s.rescaled for s in sizes))
+
+
+def _build(node: _Node) -> Workload:
+    kind, args = node.kind, node.args
+    if kind in _SIMPLE:
+        return _SIMPLE[kind](args[0])
+    if kind == "random-range":
+        return random_range(*args)
+    if kind == "marginals":
+        return marginals(*args)
+    if kind == "file":
+        return node.loaded
+    children = [_build(c) for c in node.children]
+    return kronecker(*children) if kind == "kron" else union(*children)
+
+
+def _text(node: _Node) -> str:
+    if node.kind == "union":
+        return "+".join(_text(c) for c in node.children)
+    if node.kind == "kron":
+        return "*".join(f"({_text(c)})" if c.kind == "union" else _text(c) for c in node.children)
+    if node.kind == "marginals":
+        return f"marginals:{'x'.join(map(str, node.args[0]))}:{node.args[1]}"
+    return f"{node.kind}:{':'.join(map(str, node.args))}"
+
+
+def canonical_spec(spec: str) -> str:
+    """The SPEC in canonical form: no blanks or redundant parentheses, default seeds filled in.
+
+    Two SPECs with the same canonical form denote the same workload. Nothing is
+    built or read.
+    """
+    return _text(_tree(spec))
+
+
+def parse_spec(spec: str, operation: str | None = None) -> Workload:
+    """Build a workload from a SPEC string; `InputError` naming the bad part if malformed.
+
+    Parameters
+    ----------
+    spec : str
+        The SPEC (CLI.md).
+    operation : {None, 'solve', 'error', 'run', 'release'}
+        Also refuse the SPEC if this operation on it would need more memory
+        than is available (`strategy_opt.resources.operation_bytes`). Building
+        the workload is always checked.
+
+    Raises
+    ------
+    InputError
+        Malformed SPEC, or not enough memory (the message gives the estimate).
+    """
+    tree = _tree(spec)
+    size = _size(tree, spec)
+    if size.n > MAX_CELLS:
+        raise InputError(f"workload SPEC {spec!r} has {size.n:,} cells; at most {MAX_CELLS:,}")
+    nbytes, why = operation_bytes(size, operation)
+    require_memory(
+        nbytes,
+        f"workload SPEC {spec!r}" + (f" for {operation!r}" if operation else ""),
+        f"mostly for {why}; use a smaller domain, a Kronecker-structured SPEC (SPEC*SPEC) or a larger machine",
+    )
+    W = _build(tree)
     if "file:" not in spec:
         W.spec = spec.strip()
     return W

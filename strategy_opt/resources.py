@@ -1,0 +1,175 @@
+"""Memory estimates: refuse work that cannot fit *before* allocating it.
+
+A SPEC such as ``all-range:200000`` is a dozen characters, but its dense Gram
+matrix alone takes 8 * 200000^2 bytes = 320 GB. Rather than letting the
+operating system kill the process half-way (or swap for hours), the CLI and
+`strategy_opt.spec.parse_spec` estimate the bytes an operation needs and
+refuse it with the estimate when it exceeds the memory available.
+
+Estimates (constants in `strategy_opt.defaults`):
+
+* building a workload: its interval arrays and Python objects (`strategy_opt.spec`);
+* dense analysis (error profile, support check, most strategy programs):
+  ``DENSE_WORK_COPIES`` dense n x n float64 matrices (the Gram matrix, ``A^T A``,
+  its factorisation and the pseudo-inverse; measured peak 5.1-5.3 copies);
+* per-query vectors (answers, intervals, variances, interval bounds):
+  ``BYTES_PER_QUERY`` bytes per workload query.
+
+Available memory is ``MemAvailable`` of ``/proc/meminfo`` (Linux), else
+``os.sysconf('SC_AVPHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')``; the
+environment variable ``STRATEGY_OPT_MEMORY`` (bytes, or with a suffix
+``K``/``M``/``G``/``T``, powers of 1000) overrides it, e.g. to cap a job on a
+shared machine.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from .defaults import BYTES_PER_QUERY, DENSE_WORK_COPIES, MAX_DENSE_N
+from .exceptions import InputError
+
+__all__ = ["available_memory", "format_bytes", "require_memory", "WorkloadSize", "operation_bytes", "OPERATIONS"]
+
+#: Operations whose memory `operation_bytes` estimates (``None``: building only).
+OPERATIONS = (None, "solve", "error", "run", "release")
+
+_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+def _parse_size(text: str) -> int:
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([KMGT]?)B?\s*", text, flags=re.IGNORECASE)
+    if not m:
+        raise InputError(f"STRATEGY_OPT_MEMORY must be a size such as 8G or 500M, got {text!r}")
+    return int(float(m.group(1)) * _SUFFIX[m.group(2).upper()])
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to this process, or None if unknown.
+
+    Examples
+    --------
+    >>> import os
+    >>> os.environ["STRATEGY_OPT_MEMORY"] = "2G"
+    >>> available_memory()
+    2000000000
+    >>> del os.environ["STRATEGY_OPT_MEMORY"]
+    """
+    override = os.environ.get("STRATEGY_OPT_MEMORY")
+    if override:
+        return _parse_size(override)
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def format_bytes(nbytes: float) -> str:
+    """Human-readable size in powers of 1000 (``'320 GB'``).
+
+    Examples
+    --------
+    >>> format_bytes(8 * 200000**2)
+    '320 GB'
+    >>> format_bytes(1.5e3)
+    '1.5 kB'
+    """
+    for unit, size in (("EB", 1e18), ("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= size:
+            return f"{nbytes / size:.3g} {unit}"
+    return f"{int(nbytes)} B"
+
+
+def require_memory(nbytes: float, what: str, hint: str = "") -> None:
+    """Raise `InputError` when ``nbytes`` exceed the available memory.
+
+    Parameters
+    ----------
+    nbytes : float
+        Estimated peak bytes of the operation.
+    what : str
+        What needs them, for the message (``"workload SPEC 'all-range:200000'"``).
+    hint : str
+        What the user can do instead.
+    """
+    avail = available_memory()
+    if avail is not None and nbytes > avail:
+        msg = f"{what} needs about {format_bytes(nbytes)} of memory but only {format_bytes(avail)} is available"
+        raise InputError(f"{msg}; {hint}" if hint else msg)
+
+
+@dataclass
+class WorkloadSize:
+    """Sizes of a workload known before it is built (from its SPEC).
+
+    Attributes
+    ----------
+    n : int
+        Number of cells.
+    m : int
+        Number of queries (a Python int: may be astronomically large).
+    build_bytes : float
+        Bytes needed to build the workload object.
+    kron_blocks : list of int
+        Factor domain sizes when every part is a Kronecker product over the
+        same factor domains (structured analysis); empty otherwise.
+    rescaled : bool
+        Whether the Gram matrix is kept rescaled (``log_scale != 0``).
+    """
+
+    n: int
+    m: int
+    build_bytes: float = 0.0
+    kron_blocks: list = field(default_factory=list)
+    rescaled: bool = False
+
+
+def _dense_bytes(k: int) -> float:
+    return DENSE_WORK_COPIES * 8.0 * float(k) ** 2
+
+
+def operation_bytes(size: WorkloadSize, operation: str | None) -> tuple[float, str]:
+    """Estimated peak bytes of an operation on a workload, and what dominates them.
+
+    Parameters
+    ----------
+    size : WorkloadSize
+    operation : {None, 'solve', 'error', 'run', 'release'}
+        ``None`` counts only building the workload.
+
+    Returns
+    -------
+    nbytes : float
+    reason : str
+        The dominant term, for the message.
+
+    Examples
+    --------
+    >>> b, why = operation_bytes(WorkloadSize(n=200000, m=200000 * 200001 // 2), "error")
+    >>> format_bytes(b), why
+    ('2.88 TB', '6 dense 200000x200000 matrices (320 GB each)')
+    """
+    if operation not in OPERATIONS:
+        raise ValueError(f"unknown operation {operation!r}")
+    terms = [(size.build_bytes, "building the workload")]
+    if operation is not None:
+        n = size.n
+        if n <= MAX_DENSE_N or (operation != "run" and not size.kron_blocks):
+            # run skips the dense support check above MAX_DENSE_N; solve/error need it
+            terms.append((_dense_bytes(n), f"{DENSE_WORK_COPIES} dense {n}x{n} matrices ({format_bytes(8.0 * n * n)} each)"))
+        elif size.kron_blocks and operation != "run":
+            terms.append((sum(_dense_bytes(k) for k in size.kron_blocks), f"dense factor matrices of sizes {size.kron_blocks}"))
+        if operation in ("run", "release") or (operation == "error" and not size.rescaled):
+            terms.append((BYTES_PER_QUERY * float(size.m), f"{size.m:,} workload queries ({BYTES_PER_QUERY} bytes each)"))
+    total = sum(t[0] for t in terms)
+    reason = max(terms, key=lambda t: t[0])[1]
+    return total, reason
