@@ -33,8 +33,10 @@ query, as a list or a path to a ``.npy`` file.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +53,8 @@ from ..registry import register_method
 from ..workload import Workload
 
 __all__ = ["minerror_l2", "query_weights", "SCHUR_MAX_ENTRIES", "LINEAR_OBJECTIVES"]
+
+log = logging.getLogger("strategy_opt")
 
 #: Objectives that are weighted sums of the per-query variances (solved on a reweighted Gram).
 LINEAR_OBJECTIVES = ("total", "weighted", "relative")
@@ -118,26 +122,41 @@ def _solve_cvxpy(prob, X, problem: Problem) -> tuple[np.ndarray, str, int]:
     if not profile.solver:
         raise InputError(f"solver profile {profile.name!r} has backend 'cvxpy' but names no solver; add solver = \"SCS\" or \"CLARABEL\"")
     try:
-        prob.solve(solver=profile.solver, verbose=profile.verbose, **_solver_kwargs(profile))
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+            prob.solve(solver=profile.solver, verbose=profile.verbose, **_solver_kwargs(profile))
     except cp.error.SolverError as exc:
         raise SolverError(f"minerror-l2 (cvxpy/{profile.solver}) failed: {exc}; try --solver native (total objective) or another profile") from None
     if X.value is None or prob.status in ("infeasible", "unbounded", "infeasible_inaccurate", "unbounded_inaccurate"):
         raise SolverError(f"minerror-l2 (cvxpy/{profile.solver}) returned status {prob.status!r} without a solution; try another profile or a larger budget")
+    if prob.status != "optimal":
+        log.warning("minerror-l2 (cvxpy/%s): status %s; the certificate in meta says how far from optimal", profile.solver, prob.status)
     stats = prob.solver_stats
     iters = int(stats.num_iters) if stats is not None and stats.num_iters is not None else 0
     Xv = np.asarray(X.value, dtype=float)
     return 0.5 * (Xv + Xv.T), str(prob.status), iters
 
 
-def _total_cvxpy(G: np.ndarray, L: np.ndarray, problem: Problem) -> tuple[np.ndarray, str, int]:
-    """``min trace(L^T X^{-1} L) s.t. diag(X) <= 1`` with L scaled so the SVD bound is 1."""
+def _total_cvxpy(G: np.ndarray, L: np.ndarray, problem: Problem) -> tuple[np.ndarray, str, int, float]:
+    """``min trace(L^T X^{-1} L) s.t. diag(X) <= 1`` with L scaled so the SVD bound is 1.
+
+    Returns X, status, iterations and the best dual bound among the KKT
+    weights of X and the solver's multipliers of ``diag(X) <= 1`` (a singular
+    X, e.g. on cells no query touches, makes the KKT weights less accurate).
+    """
     import cvxpy as cp
 
     n = G.shape[0]
     scale = math.sqrt(dual_bound(G, np.ones(n), factor=L))
     X = cp.Variable((n, n), PSD=True)
-    prob = cp.Problem(cp.Minimize(cp.matrix_frac(L / scale, X)), [cp.diag(X) <= 1])
-    return _solve_cvxpy(prob, X, problem)
+    unit = cp.diag(X) <= 1
+    prob = cp.Problem(cp.Minimize(cp.matrix_frac(L / scale, X)), [unit])
+    Xv, status, iters = _solve_cvxpy(prob, X, problem)
+    bounds = [dual_bound(G, kkt_weights(G, Xv), factor=L)]
+    y = np.clip(np.asarray(unit.dual_value, dtype=float).ravel(), 0.0, None) if unit.dual_value is not None else np.zeros(n)
+    if y.sum() > 0:
+        bounds.append(dual_bound(G, y, factor=L))
+    return Xv, status, iters, max(bounds)
 
 
 def _schur_cvxpy(W: Workload, objective, weights, problem: Problem) -> tuple[np.ndarray, str, int, float]:
@@ -224,9 +243,8 @@ def minerror_l2(problem: Problem):
             A, status, iters, lower = res.A, res.status, res.iterations, res.dual
             extra.update(native_primal=res.primal, native_dual=res.dual, cells=res.cells)
         else:
-            Xv, status, iters = _total_cvxpy(G, L, problem)
+            Xv, status, iters, lower = _total_cvxpy(G, L, problem)
             A = strategy_from_gram(Xv)
-            lower = dual_bound(G, kkt_weights(G, Xv), factor=L)
         extra["iterations"] = iters
         if reweighted:
             obj_lower, lower = lower, None

@@ -1,0 +1,165 @@
+"""minerror-l2 (Program 3.4.2): cvxpy backends, the native solver, objectives, certificates, CLI."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from strategy_opt.api import solve
+from strategy_opt.cli import main
+from strategy_opt.error import per_query_variances, sensitivity, supports, unit_error
+from strategy_opt.exceptions import InputError
+from strategy_opt.io import read_strategy
+from strategy_opt.registry import get_method
+from strategy_opt.solvers import load_profile
+from strategy_opt.workload import all_range, from_matrix, prefix
+
+REF_8, REF_32 = 80.464265, 2143.53671
+
+
+def test_registered_for_approx_only():
+    info = get_method("minerror-l2")
+    assert info.privacy == ("approx",)
+    assert "3.4.2" in info.source
+    with pytest.raises(InputError, match="approx"):
+        solve("all-range:8", privacy="pure", method="minerror-l2")
+
+
+@pytest.mark.parametrize("solver", ["native", "scs", "clarabel"])
+def test_reference_all_range_8(solver):
+    s = solve("all-range:8", method="minerror-l2", solver=solver)
+    m = s.meta
+    assert m["unit_total_squared_error"] == pytest.approx(REF_8, rel=1e-6)
+    assert m["lower_bound_kind"] == "dual-certificate"
+    assert m["lower_bound"] <= REF_8 * (1 + 1e-7)
+    assert 0 <= m["relative_gap"] < 1e-6
+    assert m["solver"] == solver and m["solver_status"] == "optimal" and m["iterations"] > 0
+
+
+@pytest.mark.parametrize("solver", ["native", "scs", pytest.param("clarabel", marks=pytest.mark.slow)])
+def test_reference_all_range_32(solver):
+    m = solve("all-range:32", method="minerror-l2", solver=solver).meta
+    assert m["unit_total_squared_error"] == pytest.approx(REF_32, rel=1e-6)
+    assert m["relative_gap"] < 1e-6
+
+
+def test_backends_agree_on_a_file_given_workload(tmp_path):
+    rng = np.random.default_rng(11)
+    W = rng.integers(0, 3, size=(9, 12)).astype(float)
+    W[:, 4] = 0  # a cell no query touches
+    path = tmp_path / "w.npy"
+    np.save(path, W)
+    values = {}
+    for solver in ("native", "scs", "clarabel"):
+        s = solve(f"file:{path}", method="minerror-l2", solver=solver)
+        values[solver] = s.meta["unit_total_squared_error"]
+        assert supports(s.matrix, from_matrix(W))
+        assert s.meta["relative_gap"] < 1e-4
+    assert values["scs"] == pytest.approx(values["native"], rel=1e-4)
+    assert values["clarabel"] == pytest.approx(values["native"], rel=1e-6)
+
+
+def test_strategy_error_recomputes_to_meta():
+    W = prefix(24)
+    s = solve(W, method="minerror-l2")
+    assert unit_error(s.matrix, W, 2) == pytest.approx(s.meta["unit_total_squared_error"], rel=1e-12)
+    assert sensitivity(s.matrix, 2) == pytest.approx(1.0)
+    assert supports(s.matrix, W)
+    # The optimum beats (or ties) the SVD bound's strategy and every baseline.
+    for method in ("identity", "wavelet", "hierarchical"):
+        assert s.meta["unit_total_squared_error"] <= solve(W, method=method).meta["unit_total_squared_error"]
+
+
+def test_max_objective_lowers_the_largest_variance():
+    W = all_range(8)
+    total = solve(W, method="minerror-l2")
+    worst_total = per_query_variances(total.matrix, W, 2).max()
+    results = {}
+    for solver in ("scs", "clarabel"):
+        s = solve(W, method="minerror-l2", solver=solver, objective="max")
+        v = per_query_variances(s.matrix, W, 2)
+        assert s.meta["objective"] == "max"
+        assert s.meta["objective_value"] == pytest.approx(v.max(), rel=1e-12)
+        assert s.meta["objective_value"] == pytest.approx(s.meta["solver_objective_value"], rel=1e-6)
+        assert v.max() <= worst_total * (1 + 1e-6)
+        # Its total error is no better than the total optimum.
+        assert s.meta["unit_total_squared_error"] >= total.meta["unit_total_squared_error"] * (1 - 1e-7)
+        results[solver] = v.max()
+    assert results["scs"] == pytest.approx(results["clarabel"], rel=1e-4)
+    assert results["clarabel"] < 0.8 * worst_total  # 2.677 vs 3.435 on all-range:8
+
+
+def test_weighted_objective_from_a_list_and_a_file(tmp_path):
+    W = all_range(8)
+    w = np.linspace(1.0, 4.0, W.m)
+    np.save(tmp_path / "w.npy", w)
+    native = solve(W, method="minerror-l2", objective="weighted", weights=list(w))
+    clarabel = solve(W, method="minerror-l2", solver="clarabel", objective="weighted", weights=str(tmp_path / "w.npy"))
+    for s in (native, clarabel):
+        v = per_query_variances(s.matrix, W, 2)
+        assert s.meta["objective_value"] == pytest.approx(w @ v, rel=1e-12)
+        assert s.meta["objective_lower_bound"] <= s.meta["objective_value"]
+        assert s.meta["objective_relative_gap"] < 1e-6
+        # The total-error certificate stays the (valid) SVD bound for a weighted problem.
+        assert s.meta["lower_bound_kind"] == "svd-bound"
+    assert native.meta["objective_value"] == pytest.approx(clarabel.meta["objective_value"], rel=1e-6)
+    # Brute-force check of optimality along random feasible directions: no perturbation helps.
+    X = native.matrix.T @ native.matrix
+    rng = np.random.default_rng(0)
+    M = W.matrix().toarray()
+    base = w @ np.einsum("ij,jk,ik->i", M, np.linalg.inv(X), M)
+    for _ in range(20):
+        D = rng.normal(size=X.shape)
+        Y = X + 1e-3 * (D + D.T)
+        Y /= np.diag(Y).max()
+        if np.linalg.eigvalsh(Y).min() > 0:
+            assert w @ np.einsum("ij,jk,ik->i", M, np.linalg.inv(Y), M) >= base * (1 - 1e-9)
+
+
+def test_unit_weights_equal_the_total_objective():
+    W = prefix(16)
+    a = solve(W, method="minerror-l2", objective="weighted", weights=[1.0] * W.m)
+    b = solve(W, method="minerror-l2")
+    assert a.meta["objective_value"] == pytest.approx(b.meta["unit_total_squared_error"], rel=1e-8)
+
+
+@pytest.mark.parametrize(
+    "weights, match",
+    [([1.0, 2.0], "has 2 entries"), ([-1.0] * 36, "non-negative"), ("nope.npy", "expected a list"), (["a"] * 36, "numbers")],
+)
+def test_bad_weights_are_refused(weights, match):
+    with pytest.raises(InputError, match=match):
+        solve("all-range:8", method="minerror-l2", objective="weighted", weights=weights)
+
+
+def test_native_refuses_nonlinear_objectives():
+    with pytest.raises(InputError, match="cvxpy profile"):
+        solve("all-range:8", method="minerror-l2", solver="native", objective="max")
+
+
+def test_schur_form_refuses_large_workloads():
+    with pytest.raises(InputError, match="Schur complement per query"):
+        solve("all-range:64", method="minerror-l2", solver="scs", objective="max")
+
+
+def test_cvxpy_profile_without_solver_is_refused():
+    profile = replace(load_profile("scs"), solver=None)
+    with pytest.raises(InputError, match="names no solver"):
+        solve("all-range:8", method="minerror-l2", solver=profile)
+
+
+def test_budget_exhaustion_is_reported():
+    profile = replace(load_profile("native"), max_iters=1, tol=1e-12)
+    s = solve("prefix:32", method="minerror-l2", solver=profile)
+    assert s.meta["solver_status"] == "budget" and s.meta["iterations"] == 1
+    assert s.meta["lower_bound"] <= s.meta["unit_total_squared_error"]
+
+
+def test_cli_solve_and_error(tmp_path, capsys):
+    out = tmp_path / "s.npz"
+    code = main(["solve", "--privacy", "approx", "--method", "minerror-l2", "--solver", "native", "--workload", "all-range:32", "--out", str(out)])
+    assert code == 0
+    s = read_strategy(out)
+    assert s.meta["unit_total_squared_error"] == pytest.approx(REF_32, rel=1e-6)
+    assert unit_error(s.matrix, all_range(32), 2) == pytest.approx(s.meta["unit_total_squared_error"], rel=1e-12)
+    assert s.meta["lower_bound"] == pytest.approx(REF_32, rel=1e-6)
