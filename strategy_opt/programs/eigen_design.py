@@ -17,11 +17,13 @@ groups of ``group_size`` consecutive eigen-queries, then one scale per group
 from a second Program 5.1.1 over the groups) and *principal vectors* (k eigen-
 queries weighted individually, all others share one weight).
 
-Eigen-queries come in closed form where the Gram matrix allows it (all ranges:
-``G = (n+1) T^{-1}`` with T the 1-D Dirichlet Laplacian, so Q is the DST-I basis;
-prefixes: the reversed ``min(a, b)`` kernel; all predicates: ``I + J``, the
-orthonormal DCT-II basis; identity); Kronecker workloads combine the factors'
-eigenpairs (eigenvectors of a Kronecker product are Kronecker products).
+Eigen-queries come in closed form where the workload has one
+(`Workload.gram_eigh`: all ranges, ``G = (n+1) T^{-1}`` with T the 1-D Dirichlet
+Laplacian, so Q is the DST-I basis; prefixes; all predicates, ``I + J``, the DCT-II
+basis; identity), otherwise from a dense ``eigh`` (only the leading ones for
+principal vectors on large positive definite Grams). Kronecker workloads combine
+the factors' eigenpairs (eigenvectors of a Kronecker product are Kronecker
+products) and build only the eigen-queries they use.
 
 Objectives: ``total`` (default) and ``relative`` (Sec. 5.1.4: every query is
 scaled to unit L2 norm before the design; the strategy's reported
@@ -53,6 +55,7 @@ import numpy as np
 import scipy.linalg as la
 import scipy.sparse as sp
 
+from .. import weighting
 from ..bases import fourier_matrix, wavelet_matrix
 from ..certificates import dual_bound, kkt_weights
 from ..compiler import compile_strategy
@@ -61,7 +64,6 @@ from ..error import ErrorProfile
 from ..exceptions import InputError
 from ..problem import Problem
 from ..registry import register_method
-from .. import weighting
 from ..weighting import factorization_threads, solve_weighting
 from ..workload import (
     AllPredicate,
@@ -74,6 +76,7 @@ from ..workload import (
     _Prefix,
     from_matrix,
 )
+from .minerror_l2 import query_weights
 
 __all__ = [
     "eigen_design",
@@ -81,7 +84,6 @@ __all__ = [
     "cell_classes",
     "Minimization",
     "normalized_gram",
-    "relative_weights",
 ]
 
 log = logging.getLogger("strategy_opt")
@@ -293,19 +295,10 @@ def normalized_gram(workload: Workload) -> np.ndarray:
     return (Wn.T @ Wn).toarray()
 
 
-def relative_weights(workload: Workload) -> np.ndarray:
-    """Inverse squared row norms ``1 / ||w_i||^2`` (0 for zero rows): the weights of objective ``relative``."""
+def _weighted_gram(workload: Workload, weights: np.ndarray) -> np.ndarray:
+    """``W^T diag(weights) W`` (objective ``weighted``)."""
     W = workload.matrix()
-    sq = np.asarray(W.multiply(W).sum(axis=1)).ravel()
-    return np.where(sq > 0, 1.0 / np.where(sq > 0, sq, 1.0), 0.0)
-
-
-def _weighted_gram(workload: Workload, weights) -> np.ndarray:
-    w = np.asarray(weights, dtype=float).ravel()
-    if w.shape != (workload.m,) or not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise InputError(f"option 'weights' must give {workload.m} non-negative numbers (one per query), got shape {w.shape}")
-    W = workload.matrix()
-    Ww = sp.diags(np.sqrt(w)) @ W
+    Ww = sp.diags(np.sqrt(weights)) @ W
     return (Ww.T @ Ww).toarray()
 
 
@@ -410,9 +403,10 @@ def _design(problem: Problem, top: int | None) -> _Design:
     if objective == "relative":
         grams = [normalized_gram(f) for f in factors]
     elif objective == "weighted":
-        if "weights" not in problem.options:
-            raise InputError("objective 'weighted' needs option 'weights' (one non-negative weight per query)")
-        grams = [_weighted_gram(W, problem.options["weights"])]
+        weights = query_weights(problem)
+        if weights is None:
+            raise InputError("objective 'weighted' needs option 'weights' (one non-negative weight per query, a list or a .npy file)")
+        grams = [_weighted_gram(W, weights)]
         factors = [W]
     else:
         raise InputError(f"eigen-design minimises a (weighted) total error; objective {objective!r} is not supported (use total, relative or weighted)")
@@ -441,7 +435,7 @@ class _Weighted:
     loads: np.ndarray  # squared column norms of diag(sqrt(u)) Q (+ shared part), per cell
     value: float  # Program 5.1.1 objective: error of A' at max load 1
     program: dict
-    shared: tuple[float, np.ndarray] | None = None  # principal vectors: (u_0, rows sharing it or None)
+    shared: tuple[float, np.ndarray | None] | None = None  # principal vectors: (u_0, indices of the rows sharing it)
 
 
 def _nonzero(eigen: _Eigen) -> np.ndarray:
@@ -514,7 +508,7 @@ def _basis_design(problem: Problem, basis: str, profile) -> tuple[_Weighted, _De
         Q = reduce(np.kron, [one(d) for d in dom])
     G = W.gram()
     Qinv = la.inv(Q)
-    c = np.einsum("ji,jk,ki->i", Qinv, G, Qinv)
+    c = ((Qinv.T @ G) * Qinv.T).sum(axis=1)  # diag(Q^{-T} G Q^{-1})
     keep = c > EIG_RTOL * c.max()
     Q = Q[keep]
     B = np.ascontiguousarray((Q * Q).T)
