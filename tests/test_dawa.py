@@ -137,18 +137,28 @@ def test_two_dimensional(shape):
         assert err < 20 * ident  # same order as the Laplace mechanism at the full budget
 
 
-def test_cli_release(tmp_path):
+def test_cli_release(tmp_path, capsys):
+    """`strategy-opt release --method dawa`: runs as a console command, reproducible by seed, options checked."""
+    import logging
+
+    from strategy_opt.cli import main
+
     data = tmp_path / "x.npy"
     np.save(data, sparse_histogram(64))
-    outs = []
-    for name in ("a.npy", "b.npy"):
-        out = tmp_path / name
-        cmd = [sys.executable, "-m", "strategy_opt.cli", "release", "--method", "dawa", "--data", str(data),
-               "--workload", "random-range:64:20:1", "--epsilon", "1", "--seed", "5", "--option", "rho=0.25",
-               "--option", "branching=2", "--out", str(out)]
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        assert res.returncode == 0, res.stderr
-        outs.append(np.load(out))
-    assert outs[0].shape[0] == 20 and np.array_equal(outs[0], outs[1])
-    bad = subprocess.run(cmd[:-2] + ["--option", "bogus=1", "--out", str(tmp_path / "c.npy")], capture_output=True, text=True)
-    assert bad.returncode == 2 and "bogus" in bad.stderr
+
+    def args(out, *extra):
+        return ["-q", "release", "--method", "dawa", "--data", str(data), "--workload", "random-range:64:20:1", "--epsilon", "1",
+                "--seed", "5", "--option", "rho=0.25", "--option", "branching=2", *extra, "--out", str(tmp_path / out)]
+
+    res = subprocess.run([sys.executable, "-m", "strategy_opt.cli", *args("a.npy")], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    logger = logging.getLogger("strategy_opt")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    try:
+        assert main(args("b.npy")) == 0
+        assert main(args("c.npy", "--option", "bogus=1")) == 2
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
+    assert "bogus" in capsys.readouterr().err
+    a, b = np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy")
+    assert a.shape == (20,) and np.array_equal(a, b)

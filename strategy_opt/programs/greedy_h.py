@@ -177,6 +177,7 @@ class MappedWorkload:
                 raise InputError(f"the structured route needs interval workloads (or Kronecker products/unions of them), not {workload.spec!r}")
             weights = workload.weights if isinstance(workload, Union) else np.ones(1)
             self._parts = list(zip(weights, parts))
+            self._factor_grams = None
 
     @staticmethod
     def _choose_route(workload: Workload) -> str:
@@ -228,7 +229,7 @@ class MappedWorkload:
 
     def _pairwise_norms_sq(self, lo: np.ndarray, hi: np.ndarray, w: np.ndarray) -> np.ndarray:
         """``v^T G v`` over the cell pairs of each (small) run, with G from the factor Grams."""
-        if not hasattr(self, "_factor_grams"):
+        if self._factor_grams is None:
             self._factor_grams = [
                 (weight, [f.gram() for f in (part.factors if isinstance(part, Kronecker) else [part])], part.domain)
                 for weight, part in self._parts
