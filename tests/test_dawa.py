@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -162,3 +163,23 @@ def test_cli_release(tmp_path, capsys):
     assert "bogus" in capsys.readouterr().err
     a, b = np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy")
     assert a.shape == (20,) and np.array_equal(a, b)
+
+
+DPBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "dpbench"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (DPBENCH / "1D").is_dir(), reason="DPBench histograms not available")
+def test_acceptance_dpbench_random_ranges():
+    """Issue 6: 1-D n = 4096, 2000 random ranges, eps = 0.1, 10 seeds: DAWA's MSE below identity's
+    on skewed/sparse histograms and never above 1.5x identity's (identity's MSE in closed form)."""
+    W = random_range(4096, 2000, 0)
+    lo, hi = W.intervals
+    identity_mse = 2 / 0.1**2 * np.mean(hi - lo + 1)
+    for f in sorted((DPBENCH / "1D").glob("*.npy")):
+        x = np.load(f).astype(float)
+        truth = W.matvec(x)
+        mse = np.mean([np.mean((dawa(x, W, PureDP(0.1), rng=s).answers - truth) ** 2) for s in range(10)])
+        assert mse <= 1.5 * identity_mse, f.name
+        if np.mean(x == 0) >= 0.3:
+            assert mse < identity_mse, f.name
