@@ -296,7 +296,8 @@ def _cmd_run(args) -> int:
     x = _load_data(args, workload)
     sampler, seed = _sampler(args)
     t0 = time.perf_counter()
-    release = run(strategy, x, workload, privacy, estimator=args.estimator, rng=seed, sampler=sampler)
+    intervals = Path(args.out).suffix.lower() == ".csv"  # only the CSV answer format has intervals
+    release = run(strategy, x, workload, privacy, estimator=args.estimator, rng=seed, sampler=sampler, intervals=intervals)
     log.info("answered %d queries in %.3g s (noise scale %.6g)", len(release.answers), time.perf_counter() - t0, release.noise_scale)
     provenance = _provenance(args, workload, privacy, sampler, release)
     provenance["strategy"] = {
@@ -329,7 +330,7 @@ def _cmd_release(args) -> int:
     t0 = time.perf_counter()
     if args.method in methods() and info.func is methods()[args.method].func:
         strategy = solve(workload, privacy=privacy.notion, method=args.method, **options)
-        release = run(strategy, x, workload, privacy, estimator=args.estimator, rng=seed, sampler=sampler)
+        release = run(strategy, x, workload, privacy, estimator=args.estimator, rng=seed, sampler=sampler, intervals=Path(args.out).suffix.lower() == ".csv")
     else:
         release = info.func(x, workload, privacy, rng=seed, sampler=sampler, **options)
     log.info("released %d answers in %.3g s", len(release.answers), time.perf_counter() - t0)

@@ -1,0 +1,421 @@
+"""Hostile input through the CLI: exit status 2, one line on stderr, no output file.
+
+Decisions recorded here (and in strategy_opt.io / strategy_opt.executor):
+
+* A zero column in a *workload* is allowed: the cell is never queried, which is harmless for
+  the error (``E_p`` depends on ``W^T W`` only); ``solve`` works on such workloads.
+* A zero column in a *strategy* is allowed only under such unqueried cells; a strategy with a
+  zero column under a queried cell never measures that cell and is refused (it does not
+  support the workload), by a cheap column check that also covers domains too large for the
+  full support check.
+* An all-zero or empty workload matrix is refused.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse as sp
+
+from strategy_opt.cli import main
+
+N = 8
+
+
+def cli(*args):
+    return main([str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A valid strategy in every format, valid data, and a scratch directory."""
+    d = tmp_path_factory.mktemp("hostile")
+    assert cli("-q", "solve", "--workload", f"prefix:{N}", "--method", "hierarchical", "--branching", 2, "--privacy", "pure", "--out", d / "s.npz") == 0
+    assert cli("-q", "export", d / "s.npz", "--out", d / "s.mtx") == 0
+    assert cli("-q", "export", d / "s.npz", "--out", d / "s.csv") == 0
+    np.save(d / "x.npy", np.arange(float(N)))
+    return d
+
+
+def refused(capsys, d: Path, *args, match: str | None = None, out: Path | None = None):
+    """Run the CLI; assert exit 2, exactly one stderr line, and that no output was written."""
+    before = set(os.listdir(d))
+    capsys.readouterr()
+    code = cli(*args)
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and err.startswith("strategy-opt: error:"), err
+    if match:
+        assert match.lower() in err.lower(), err
+    if out is not None:
+        assert not out.exists() and not Path(str(out) + ".json").exists()
+    assert set(os.listdir(d)) == before, "a file was left behind"
+    return err
+
+
+def run_args(d, strategy="s.npz", data="x.npy", workload=f"prefix:{N}", epsilon=1):
+    return ("run", d / strategy, "--data", d / data, "--workload", workload, "--epsilon", epsilon, "--out", d / "out.csv")
+
+
+# --------------------------------------------------------------------------- NaN / inf anywhere
+def _bad_values(value):
+    W = np.tril(np.ones((N, N)))
+    W[2, 1] = value
+    return W
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("fmt", ["npy", "npz", "mtx", "csv"])
+def test_non_finite_workload_files(files, capsys, value, fmt):
+    d = files
+    W = _bad_values(value)
+    f = d / f"wbad.{fmt}"
+    {"npy": lambda: np.save(f, W), "npz": lambda: np.savez(f, W=W), "mtx": lambda: scipy.io.mmwrite(f, W), "csv": lambda: np.savetxt(f, W, delimiter=",")}[fmt]()
+    try:
+        refused(capsys, d, "solve", "--workload", f"file:{f}", "--method", "identity", "--out", d / "o.npz", match="NaN or infinite", out=d / "o.npz")
+    finally:
+        f.unlink()
+
+
+@pytest.mark.parametrize("fmt", ["npy", "csv", "records"])
+def test_non_finite_data_files(files, capsys, fmt):
+    d = files
+    f = d / f"xbad.{'csv' if fmt != 'npy' else 'npy'}"
+    if fmt == "npy":
+        np.save(f, np.array([1.0, np.nan, 0, 0, 0, 0, 0, 0]))
+    elif fmt == "csv":
+        f.write_text("1\n2\ninf\n0\n0\n0\n0\n0\n")
+    else:
+        f.write_text("age\n1\nnan\n3\n")
+    extra = ("--column", "age", "--bins", f"0:{N}") if fmt == "records" else ()
+    try:
+        refused(capsys, d, *run_args(d, data=f.name), *extra, match="NaN or infinite", out=d / "out.csv")
+    finally:
+        f.unlink()
+
+
+@pytest.mark.parametrize("fmt", ["npz", "mtx", "csv"])
+def test_non_finite_strategy_files(files, capsys, fmt):
+    d = files
+    A = np.eye(N)
+    A[3, 3] = np.inf if fmt == "mtx" else np.nan
+    f = d / f"sbad.{fmt}"
+    {"npz": lambda: np.savez(f, A=A), "mtx": lambda: scipy.io.mmwrite(f, A), "csv": lambda: np.savetxt(f, A, delimiter=",")}[fmt]()
+    try:
+        refused(capsys, d, *run_args(d, strategy=f.name), match="NaN or infinite", out=d / "out.csv")
+        refused(capsys, d, "error", f, "--workload", f"prefix:{N}", match="NaN or infinite")
+    finally:
+        f.unlink()
+
+
+@pytest.mark.parametrize("flag, value", [("--epsilon", "nan"), ("--epsilon", "inf"), ("--delta", "nan"), ("--option", "rounds=nan")])
+def test_non_finite_parameters(files, capsys, flag, value):
+    d = files
+    if flag == "--option":
+        args = ("release", "--method", "identity", "--data", d / "x.npy", "--workload", f"prefix:{N}", "--epsilon", 1, "--out", d / "out.csv", flag, value)
+    else:
+        args = (*run_args(d), "--privacy", "approx", flag, value)
+    refused(capsys, d, *args, match="finite", out=d / "out.csv")
+
+
+# --------------------------------------------------------------------------- empty workloads and zero columns
+@pytest.mark.parametrize("case", ["rows", "cols", "csv", "allzero", "mtx"])
+def test_empty_workloads(files, capsys, case):
+    d = files
+    f = d / ("wempty.csv" if case == "csv" else "wempty.mtx" if case == "mtx" else "wempty.npy")
+    if case == "rows":
+        np.save(f, np.zeros((0, N)))
+    elif case == "cols":
+        np.save(f, np.zeros((3, 0)))
+    elif case == "allzero":
+        np.save(f, np.zeros((3, N)))
+    elif case == "csv":
+        f.write_text("")
+    else:
+        f.write_text(f"%%MatrixMarket matrix coordinate real general\n3 {N} 0\n")
+    try:
+        refused(capsys, d, "solve", "--workload", f"file:{f}", "--method", "identity", "--out", d / "o.npz", match="all zeros" if case in ("allzero", "mtx") else "empty", out=d / "o.npz")
+    finally:
+        f.unlink()
+
+
+def test_zero_workload_column_is_allowed(files, capsys, tmp_path):
+    W = np.tril(np.ones((N, N)))
+    W[:, 2] = 0.0
+    np.save(tmp_path / "w.npy", W)
+    spec = f"file:{tmp_path / 'w.npy'}"
+    for method in ("identity", "wavelet", "hierarchical"):
+        assert cli("-q", "solve", "--workload", spec, "--method", method, "--out", tmp_path / f"{method}.npz") == 0
+    assert cli("-q", "error", tmp_path / "wavelet.npz", "--workload", spec, "--json") == 0
+    # a strategy that skips the unqueried cell is fine; one that skips a queried cell is refused
+    A = np.eye(N)
+    A[2, 2] = 0.0
+    np.savez(tmp_path / "skip2.npz", A=A)
+    np.save(tmp_path / "x.npy", np.ones(N))
+    assert cli("-q", "run", tmp_path / "skip2.npz", "--data", tmp_path / "x.npy", "--workload", spec, "--epsilon", 1, "--seed", 0, "--out", tmp_path / "a.npy") == 0
+    A[3, 3] = 0.0
+    np.savez(tmp_path / "skip3.npz", A=A)
+    refused(capsys, tmp_path, "run", tmp_path / "skip3.npz", "--data", tmp_path / "x.npy", "--workload", spec, "--epsilon", 1, "--out", tmp_path / "b.npy", match="column(s) 3", out=tmp_path / "b.npy")
+
+
+def test_unsupported_strategies(files, capsys):
+    d = files
+    pairs = np.kron(np.eye(N // 2), np.ones((1, 2)))  # measures only sums of cell pairs: rank N/2
+    np.savez(d / "pairs.npz", A=pairs)
+    try:
+        refused(capsys, d, "error", d / "pairs.npz", "--workload", f"prefix:{N}", match="does not support")
+        refused(capsys, d, *run_args(d, strategy="pairs.npz"), match="does not support", out=d / "out.csv")
+    finally:
+        (d / "pairs.npz").unlink()
+
+
+def test_strategy_for_another_workload_or_domain(files, capsys):
+    d = files
+    refused(capsys, d, *run_args(d, workload=f"all-range:{N}"), match="pass --force", out=d / "out.csv")
+    refused(capsys, d, "error", d / "s.npz", "--workload", "prefix:4*identity:2", match="pass --force")
+    refused(capsys, d, "error", d / "s.npz", "--workload", "prefix:9", match="columns")
+    # the same workload written differently is the same workload
+    assert cli("-q", "error", d / "s.npz", "--workload", f" (prefix:{N}) ") == 0
+
+
+# --------------------------------------------------------------------------- epsilon / delta
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        (("--epsilon", "-1"), "epsilon"),
+        (("--epsilon", "0"), "epsilon"),
+        (("--epsilon", "abc"), "epsilon"),
+        (("--epsilon", "1e-320"), "epsilon"),
+        (("--epsilon", "1e999"), "finite"),
+        (("--delta", "0", "--privacy", "approx"), "delta"),
+        (("--delta", "1", "--privacy", "approx"), "delta"),
+        (("--delta", "1.5", "--privacy", "approx"), "delta"),
+        (("--delta", "-0.1", "--privacy", "approx"), "delta"),
+        (("--delta", "x", "--privacy", "approx"), "delta"),
+        (("--delta", "1e-6", "--privacy", "pure"), "delta"),
+    ],
+)
+def test_epsilon_delta_out_of_range_or_not_numbers(files, capsys, extra, match):
+    d = files
+    args = list(run_args(d))
+    i = args.index("--epsilon")
+    if extra[0] == "--epsilon":
+        args[i + 1] = extra[1]
+        extra = extra[2:]
+    refused(capsys, d, *args, *extra, match=match, out=d / "out.csv")
+
+
+# --------------------------------------------------------------------------- huge specs
+@pytest.mark.parametrize(
+    "command, spec",
+    [("solve", "all-range:200000"), ("error", "all-range:200000"), ("run", "identity:1000000000"), ("solve", "marginals:" + "x".join(["2"] * 29) + ":14")],
+)
+def test_huge_specs_are_refused_with_an_estimate(files, capsys, command, spec):
+    d = files
+    if command == "solve":
+        args = ("solve", "--workload", spec, "--method", "identity", "--out", d / "o.npz")
+    elif command == "error":
+        args = ("error", d / "s.npz", "--workload", spec)
+    else:
+        args = run_args(d, workload=spec)
+    err = refused(capsys, d, *args, match="needs about", out=d / "o.npz")
+    assert "available" in err
+    if spec == "all-range:200000":
+        assert "320 GB each" in err  # the dense 200000 x 200000 Gram matrix
+
+
+def test_memory_cap_from_environment(files, capsys, monkeypatch):
+    d = files
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", "50M")
+    err = refused(capsys, d, "solve", "--workload", "all-range:2000", "--method", "identity", "--out", d / "o.npz", match="needs about", out=d / "o.npz")
+    assert "192 MB" in err and "50 MB is available" in err  # 6 dense 2000x2000 float64 matrices
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", "lots")
+    refused(capsys, d, "solve", "--workload", "prefix:8", "--method", "identity", "--out", d / "o.npz", match="STRATEGY_OPT_MEMORY")
+
+
+def test_oversized_file_headers_are_refused_before_loading(files, capsys, monkeypatch):
+    d = files
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", "100M")
+    f = d / "huge.npy"
+    with open(f, "wb") as fh:  # header of a 10^6 x 10^6 array, no data: never allocated
+        np.lib.format.write_array_header_1_0(fh, {"descr": "<f8", "fortran_order": False, "shape": (10**6, 10**6)})
+    g = d / "huge.mtx"
+    g.write_text("%%MatrixMarket matrix coordinate real general\n1000000 1000000 100000000000\n1 1 1\n")
+    try:
+        refused(capsys, d, "solve", "--workload", f"file:{f}", "--method", "identity", "--out", d / "o.npz", match="too large to load", out=d / "o.npz")
+        refused(capsys, d, "solve", "--workload", f"file:{g}", "--method", "identity", "--out", d / "o.npz", match="too large to load", out=d / "o.npz")
+        refused(capsys, d, *run_args(d, data="huge.npy"), match="too large to load", out=d / "out.csv")
+    finally:
+        f.unlink()
+        g.unlink()
+
+
+def test_malformed_specs(files, capsys):
+    d = files
+    for spec in ("(" * 60 + "prefix:8" + ")" * 60, "prefix:" + "9" * 20, "prefix:٨", "prefix:8+", "identity:8+identity:4", "x" * 20000):
+        refused(capsys, d, "solve", "--workload", spec, "--method", "identity", "--out", d / "o.npz", out=d / "o.npz")
+
+
+# --------------------------------------------------------------------------- pickles and object arrays
+def test_pickled_and_object_arrays(files, capsys):
+    d = files
+    np.save(d / "xobj.npy", np.array([1, None] * (N // 2), dtype=object), allow_pickle=True)
+    np.save(d / "wobj.npy", np.array([[1, None]], dtype=object), allow_pickle=True)
+    np.savez(d / "sobj.npz", A=np.array([[1, None]], dtype=object))
+    (d / "spkl.npz").write_bytes(__import__("pickle").dumps({"A": np.eye(N)}))
+    np.save(d / "xcplx.npy", np.ones(N) + 1j)
+    try:
+        refused(capsys, d, *run_args(d, data="xobj.npy"), match="pickled", out=d / "out.csv")
+        refused(capsys, d, "solve", "--workload", f"file:{d / 'wobj.npy'}", "--method", "identity", "--out", d / "o.npz", match="pickled", out=d / "o.npz")
+        refused(capsys, d, *run_args(d, strategy="sobj.npz"), match="pickled", out=d / "out.csv")
+        refused(capsys, d, *run_args(d, strategy="spkl.npz"), match="pickled", out=d / "out.csv")
+        refused(capsys, d, *run_args(d, data="xcplx.npy"), match="real numbers", out=d / "out.csv")
+    finally:
+        for name in ("xobj.npy", "wobj.npy", "sobj.npz", "spkl.npz", "xcplx.npy"):
+            (d / name).unlink()
+
+
+# --------------------------------------------------------------------------- TOML problem and solver files
+@pytest.mark.parametrize(
+    "kind, text, match",
+    [
+        ("problem", "workload = [unclosed", "malformed TOML"),
+        ("problem", "workload = 5", "must be a string"),
+        ("problem", 'workload = "prefix:8"\nmethod = ["a"]', "must be a string"),
+        ("problem", 'workload = "prefix:8"\nsolver = 7', "must be a string"),
+        ("problem", 'workload = "prefix:8"\nspeed = "max"', "unknown keys"),
+        ("problem", 'workload = "prefix:8"\noptions = 3', "must be a table"),
+        ("problem", b"\xff\xfe\x00", "cannot read"),
+        ("solver", "backend = [", "malformed TOML"),
+        ("solver", "max_iters = inf", "bad value"),
+        ("solver", "tol = nan", "tol"),
+        ("solver", "time_limit = -1", "time_limit"),
+        ("solver", 'backend = "gpu"', "backend"),
+        ("solver", "options = 5", "bad value"),
+        ("solver", "colour = 1", "unknown keys"),
+        ("solver", b"\xff\xfe = 1", "cannot read"),
+    ],
+)
+def test_malformed_toml(files, capsys, tmp_path, kind, text, match):
+    f = tmp_path / f"{kind}.toml"
+    f.write_bytes(text if isinstance(text, bytes) else text.encode())
+    out = tmp_path / "o.npz"
+    if kind == "problem":
+        args = ("solve", f, "--method", "identity", "--out", out)
+    else:
+        args = ("solve", "--workload", "prefix:8", "--method", "identity", "--solver", f, "--out", out)
+    refused(capsys, tmp_path, *args, match=match, out=out)
+
+
+def test_unknown_solver_profile_and_problem(files, capsys):
+    d = files
+    refused(capsys, d, "solve", "--workload", "prefix:8", "--method", "identity", "--solver", "gurobi-fast", "--out", d / "o.npz", match="unknown solver profile", out=d / "o.npz")
+    refused(capsys, d, "solve", "--workload", "prefix:8", "--method", "identity", "--solver", d / "missing.toml", "--out", d / "o.npz", match="not found", out=d / "o.npz")
+    refused(capsys, d, "solve", "no-such-problem", "--out", d / "o.npz", match="not found", out=d / "o.npz")
+
+
+# --------------------------------------------------------------------------- corrupted strategy files
+def _flip(path: Path, offset: int, mask: int = 0x01) -> bytes:
+    raw = path.read_bytes()
+    b = bytearray(raw)
+    b[offset] ^= mask
+    path.write_bytes(bytes(b))
+    return raw
+
+
+@pytest.mark.parametrize("name", ["s.npz", "s.mtx", "s.csv", "s.json"])
+def test_flipped_byte_in_strategy_file_is_detected(files, capsys, name):
+    d = files
+    f = d / name
+    raw = f.read_bytes()
+    # a byte of the matrix (npz: inside the compressed members; mtx: a value; csv: a digit)
+    # and a byte of the metadata (json: the workload field)
+    if name == "s.npz":
+        offsets = [len(raw) // 3, len(raw) // 2]
+    elif name == "s.json":
+        offsets = [raw.index(b'"workload"') + 14]
+    else:
+        offsets = [raw.rindex(b"1"), raw.index(b"prefix") + 2 if name == "s.mtx" else raw.index(b"1")]
+    strategy = d / ("s.csv" if name == "s.json" else name)
+    for offset in offsets:
+        _flip(f, offset)
+        try:
+            err = refused(capsys, d, *run_args(d, strategy=strategy.name), out=d / "out.csv")
+            assert "corrupted" in err or "cannot read" in err or "malformed" in err, err
+        finally:
+            f.write_bytes(raw)
+    assert cli("-q", *run_args(d, strategy=strategy.name), "--seed", 1) == 0  # restored: it loads again
+    (d / "out.csv").unlink()
+    (d / "out.csv.json").unlink()
+
+
+# --------------------------------------------------------------------------- interrupted writes
+def test_interrupted_write_in_process_leaves_no_file(files, capsys, monkeypatch, tmp_path):
+    d = files
+    out = tmp_path / "a.npy"
+
+    def interrupted(fh, arr, *a, **k):
+        fh.write(b"\x93NUMPY partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(np, "save", interrupted)
+    assert cli("run", d / "s.npz", "--data", d / "x.npy", "--workload", f"prefix:{N}", "--epsilon", 1, "--out", out) == 130
+    assert list(tmp_path.iterdir()) == []
+
+
+CHILD = """
+import sys, time
+from pathlib import Path
+import numpy as np
+
+def stalled(fh, **arrays):
+    fh.write(b"PK\\x03\\x04 partial zip")
+    fh.flush()
+    Path(sys.argv[1]).write_text("writing")
+    time.sleep(120)
+
+np.savez_compressed = stalled
+from strategy_opt.cli import main
+sys.exit(main(["solve", "--workload", "prefix:8", "--method", "identity", "--out", sys.argv[2]]))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_process_killed_mid_write_leaves_no_file(tmp_path, sig):
+    ready, out = tmp_path / "ready", tmp_path / "out" / "s.npz"
+    out.parent.mkdir()
+    child = subprocess.Popen([sys.executable, "-c", CHILD, ready, out], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists():
+            assert child.poll() is None, child.stderr.read()
+            assert time.monotonic() < deadline, "child never started writing"
+            time.sleep(0.05)
+        assert [p.name for p in out.parent.iterdir()][0].startswith(".s.npz.")  # the partial temporary file
+        child.send_signal(sig)
+        code = child.wait(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert not out.exists()
+    if sig == signal.SIGTERM:
+        assert code == 143 and "terminated" in child.stderr.read()
+        assert list(out.parent.iterdir()) == []  # the temporary file was removed too
+    else:
+        assert code == -signal.SIGKILL  # no clean-up possible: only a hidden .tmp may remain
+        assert all(p.name.startswith(".s.npz.") and p.name.endswith(".tmp") for p in out.parent.iterdir())
+
+
+# --------------------------------------------------------------------------- from outside
+def test_console_script_refuses_hostile_input(files):
+    d = files
+    args = [*map(str, run_args(d)[:-2]), "--out", str(d / "o.csv"), "--epsilon", "nan"]
+    r = subprocess.run([sys.executable, "-m", "strategy_opt.cli", *args], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.strip() == "strategy-opt: error: epsilon must be a finite number, got nan", r.stderr
+    assert not (d / "o.csv").exists() and not (d / "o.csv.json").exists()

@@ -1,0 +1,142 @@
+"""Noise samplers of released answers: OpenDP by default, seeded NumPy only for simulations.
+
+Acceptance (issue 8): ``run`` writes released answers through the vetted sampler by default;
+the ``simulate`` path gives the same error statistics within sampling error; every answer file
+carries a sidecar with its hash, the library version and its provenance.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+import strategy_opt.samplers as samplers
+from strategy_opt import io as sio
+from strategy_opt.cli import build_parser, main
+from strategy_opt.exceptions import InputError
+from strategy_opt.executor import measure, run
+from strategy_opt.privacy import ApproxDP, PureDP
+from strategy_opt.workload import identity
+
+N = 1500
+
+
+def cli(*args):
+    return main([str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def identity_strategy(tmp_path_factory):
+    d = tmp_path_factory.mktemp("samplers")
+    assert cli("-q", "solve", "--workload", f"identity:{N}", "--method", "identity", "--privacy", "pure", "--out", d / "s.npz") == 0
+    np.save(d / "x.npy", np.zeros(N))
+    return d
+
+
+def _run(d, out, *extra):
+    assert cli("-q", "run", d / "s.npz", "--data", d / "x.npy", "--workload", f"identity:{N}", "--epsilon", 1, "--out", d / out, *extra) == 0
+    answers, _, _, meta = sio.read_answers(d / out)
+    return answers, meta
+
+
+@pytest.fixture(scope="module")
+def releases(identity_strategy, tmp_path_factory):
+    """Answers (all errors, as x = 0) of five runs: two default, two with seed 11, one with seed 12."""
+    d = identity_strategy
+    calls = []
+    real = samplers.opendp_release
+    samplers.opendp_release = lambda *a: calls.append(a) or real(*a)
+    try:
+        out = {name: _run(d, f"{name}.npy", *extra) for name, extra in [
+            ("opendp1", ()), ("opendp2", ()), ("seed11", ("--seed", 11)), ("seed11b", ("--sampler", "simulate", "--seed", 11)), ("seed12", ("--seed", 12))
+        ]}
+    finally:
+        samplers.opendp_release = real
+    return out, len(calls)
+
+
+def test_default_release_uses_opendp_and_is_not_reproducible(releases):
+    out, opendp_calls = releases
+    (a, meta_a), (b, meta_b) = out["opendp1"], out["opendp2"]
+    assert opendp_calls == 2 and meta_a["sampler"] == meta_b["sampler"] == "opendp" and meta_a["seed"] is None
+    assert not np.array_equal(a, b)
+
+
+def test_simulate_with_seed_is_reproducible(releases):
+    out, _ = releases
+    np.testing.assert_array_equal(out["seed11"][0], out["seed11b"][0])
+    assert not np.array_equal(out["seed11"][0], out["seed12"][0])
+    assert out["seed11"][1]["sampler"] == "simulate" and out["seed11"][1]["seed"] == 11
+
+
+def test_both_samplers_give_the_calibrated_error_statistics(releases):
+    out, _ = releases
+    # Laplace noise of scale b = 1 (sensitivity 1, epsilon 1): E e^2 = 2 b^2 = 2, E|e| = b = 1.
+    # Over 1500 answers the relative sd is sqrt(5/1500) = 6% for the mean square, 2.6% for the
+    # mean absolute error; tolerances are about 4 sd.
+    mse = {k: np.mean(a**2) for k, (a, _) in out.items()}
+    mae = {k: np.mean(np.abs(a)) for k, (a, _) in out.items()}
+    for k in out:
+        assert mse[k] == pytest.approx(2.0, rel=0.25), k
+        assert mae[k] == pytest.approx(1.0, rel=0.11), k
+    # the two paths agree with each other (difference of two means: sd 3.7%)
+    assert mae["opendp1"] == pytest.approx(mae["seed11"], rel=0.15)
+    assert mae["opendp2"] == pytest.approx(mae["seed12"], rel=0.15)
+
+
+def test_gaussian_paths_agree():
+    x = np.zeros(N)
+    privacy = ApproxDP(1.0, 1e-6)
+    sigma2 = privacy.noise_variance(1.0)
+    sim = run(np.eye(N), x, identity(N), privacy, rng=3, intervals=False).answers
+    odp = run(np.eye(N), x, identity(N), privacy, intervals=False).answers  # no seed: OpenDP
+    # the sample variance of 1500 normal draws has a relative sd of sqrt(2/1500) = 3.7%
+    assert np.var(sim) == pytest.approx(sigma2, rel=0.15)
+    assert np.var(odp) == pytest.approx(sigma2, rel=0.15)
+
+
+def test_api_default_is_opendp_without_a_seed(monkeypatch):
+    calls = []
+    monkeypatch.setattr(samplers, "opendp_release", lambda exact, privacy, sens: calls.append(sens) or exact)
+    measure(np.eye(3), np.ones(3), PureDP(1.0))
+    run(np.eye(3), np.ones(3), identity(3), PureDP(1.0))
+    assert calls == [1.0, 1.0]
+    measure(np.eye(3), np.ones(3), PureDP(1.0), rng=0)  # seeded: simulate, OpenDP not called
+    assert calls == [1.0, 1.0]
+    with pytest.raises(InputError, match="unknown sampler"):
+        measure(np.eye(3), np.ones(3), PureDP(1.0), sampler="numpy")
+
+
+def test_seed_with_opendp_and_uncertifiable_epsilon_are_refused(identity_strategy, capsys):
+    d = identity_strategy
+    base = ("run", d / "s.npz", "--data", d / "x.npy", "--workload", f"identity:{N}", "--out", d / "r.npy")
+    assert cli(*base, "--epsilon", 1, "--sampler", "opendp", "--seed", 1) == 2
+    assert cli(*base, "--epsilon", 1e300, "--delta", 0.5, "--privacy", "approx") == 2  # OpenDP cannot certify: refused, not released
+    err = capsys.readouterr().err
+    assert "not seedable" in err and "OpenDP cannot certify" in err
+    assert not (d / "r.npy").exists()
+
+
+def test_help_documents_both_samplers():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for command in ("run", "release"):
+        text = sub.choices[command].format_help()
+        assert "opendp" in text and "simulate" in text and "Mironov" in text and "OUT.json" in text
+
+
+def test_answer_sidecar_records_provenance_and_detects_corruption(identity_strategy):
+    d = identity_strategy
+    assert cli("-q", "run", d / "s.npz", "--data", d / "x.npy", "--workload", f"identity:{N}", "--epsilon", 0.5, "--seed", 2, "--out", d / "p.csv") == 0
+    meta = json.loads((d / "p.csv.json").read_text())
+    strategy_meta = sio.read_strategy(d / "s.npz").meta
+    assert meta["sha256"] == sio.file_sha256(d / "p.csv")
+    assert meta["workload"] == f"identity:{N}" and meta["privacy"] == {"notion": "pure", "epsilon": 0.5, "delta": None}
+    assert meta["sampler"] == "simulate" and meta["estimator"] == "ls" and meta["noise_scale"] == pytest.approx(2.0)
+    assert meta["strategy"]["content_sha256"] == strategy_meta["content_sha256"] and meta["strategy_opt_version"]
+    # the CSV format itself is the one of CLI.md
+    assert (d / "p.csv").read_text().splitlines()[0] == "query,answer,lower,upper"
+    text = (d / "p.csv").read_text()
+    (d / "p.csv").write_text(text.replace("1", "7", 1))
+    with pytest.raises(InputError, match="corrupted"):
+        sio.read_answers(d / "p.csv")
