@@ -159,6 +159,8 @@ def _cmd_solve(args) -> int:
     options.update(_parse_options(args.option))
     if args.out and Path(args.out).suffix.lower() not in STRATEGY_FORMATS:
         raise InputError(f"--out must end in one of {', '.join(STRATEGY_FORMATS)}, got {args.out!r}")
+    if args.out:
+        _check_writable(args.out)
     strategy = solve(
         workload,
         privacy=args.privacy or data.get("privacy", "approx"),
@@ -272,10 +274,21 @@ def _write_release(args, release, provenance: dict) -> None:
     log.info("wrote %d answers to %s (sidecar %s.json)", len(release.answers), args.out, args.out)
 
 
+def _check_writable(path: str) -> None:
+    """Refuse an output path that cannot be written, before any work is done."""
+    out = Path(path)
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"output directory does not exist: {parent}")
+    if out.is_dir():
+        raise InputError(f"--out {path!r} is a directory; give a file name")
+
+
 def _check_out(args) -> None:
     out = Path(args.out)
     if out.suffix.lower() not in (".npy", ".csv"):
         raise InputError(f"--out must end in .npy or .csv, got {args.out!r}")
+    _check_writable(args.out)
     inputs = [getattr(args, "data", None), getattr(args, "strategy", None)]
     if any(p is not None and Path(p).resolve() == out.resolve() for p in inputs):
         raise InputError(f"--out {args.out!r} is one of the input files; choose another name")
@@ -348,6 +361,7 @@ def _cmd_export(args) -> int:
     strategy = read_strategy(args.strategy)
     if Path(args.out).resolve() == Path(args.strategy).resolve():
         raise InputError("--out is the input file; choose another name")
+    _check_writable(args.out)
     write_strategy(strategy, args.out)
     log.info("wrote %s", args.out)
     return 0

@@ -184,6 +184,18 @@ def test_strategy_for_another_workload_or_domain(files, capsys):
     assert cli("-q", "error", d / "s.npz", "--workload", f" (prefix:{N}) ") == 0
 
 
+def test_unwritable_outputs_are_refused_before_any_work(files, capsys):
+    d = files
+    (d / "adir.csv").mkdir()
+    try:
+        refused(capsys, d, *run_args(d)[:-2], "--out", d / "adir.csv", match="is a directory")
+        refused(capsys, d, *run_args(d)[:-2], "--out", d / "x.npy", match="input files")
+        refused(capsys, d, "solve", "--workload", "prefix:8", "--method", "identity", "--out", d / "nodir" / "s.npz", match="does not exist")
+        refused(capsys, d, "export", d / "s.npz", "--out", d / "s.txt", match="format")
+    finally:
+        (d / "adir.csv").rmdir()
+
+
 # --------------------------------------------------------------------------- epsilon / delta
 @pytest.mark.parametrize(
     "extra, match",
