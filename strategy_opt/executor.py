@@ -41,7 +41,7 @@ from .privacy import Privacy
 from .strategy import Strategy
 from .workload import IntervalWorkload, Kronecker, Union, Workload
 
-__all__ = ["Release", "measure", "reconstruct", "answer_intervals", "run", "SAMPLERS"]
+__all__ = ["Release", "measure", "reconstruct", "answer_intervals", "check_measured_cells", "run", "SAMPLERS"]
 
 log = logging.getLogger("strategy_opt")
 

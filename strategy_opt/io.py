@@ -521,7 +521,7 @@ def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
                 extra = keys - {"A", "meta"} - _SPARSE_KEYS - _COO_KEYS
                 if extra or ("A" in keys and keys & (_SPARSE_KEYS | _COO_KEYS)):
                     raise InputError(f"strategy file {path} has unexpected members {sorted(keys)}; it is corrupted or not a strategy file")
-                meta = _parse_meta(str(_npz_array_text(z, path)), path) if "meta" in keys else {}
+                meta = _parse_meta(_npz_meta_text(z, path), path) if "meta" in keys else {}
                 if "A" in keys:
                     A = _npz_array(z, "A", path, what)
                 elif _SPARSE_KEYS <= keys or _COO_KEYS <= keys:
@@ -560,13 +560,14 @@ def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
     return Strategy(A, meta)
 
 
-def _npz_array_text(z, path: Path) -> np.ndarray:
-    """The ``meta`` member: a 0-d unicode (or bytes) array holding JSON."""
+def _npz_meta_text(z, path: Path) -> str:
+    """The JSON text of the ``meta`` member (a 0-d unicode or bytes array), header checked first."""
     name = "meta.npy" if "meta.npy" in z.zip.namelist() else "meta"
     with z.zip.open(name) as fh:
         shape, dtype = _npy_header(fh)
     if dtype.kind not in "US" or shape != ():
         raise InputError(f"{path}: 'meta' must be a JSON string, got dtype {dtype} shape {shape}")
+    _require_array_memory((1,), dtype.itemsize, path, "strategy metadata")
     value = z["meta"].item()
     return value.decode("utf-8") if isinstance(value, bytes) else value
 
