@@ -259,15 +259,20 @@ class IntervalWorkload(Workload):
         np.add.at(D, (hi + 1, hi + 1), 1.0)
         return D.cumsum(axis=0).cumsum(axis=1)[:n, :n]
 
-    def matrix(self) -> sp.csr_matrix:
+    def nnz(self) -> int:
+        """Number of non-zeros of the workload matrix (sum of interval lengths)."""
         lo, hi = self.intervals
-        lengths = hi - lo + 1
-        nnz = int(lengths.sum())
+        return int((hi - lo + 1).sum())
+
+    def matrix(self) -> sp.csr_matrix:
+        nnz = self.nnz()
         if nnz > MAX_MATRIX_ENTRIES:
             raise InputError(
                 f"workload {self.spec!r} has {nnz:,} non-zeros; too large to build as a matrix "
                 "(its Gram matrix and implicit operator are available)"
             )
+        lo, hi = self.intervals
+        lengths = hi - lo + 1
         indptr = np.concatenate([[0], np.cumsum(lengths)])
         starts = np.repeat(lo - indptr[:-1], lengths)
         indices = starts + np.arange(nnz)
@@ -353,6 +358,10 @@ class _AllRange(IntervalWorkload):
     @property
     def m(self) -> int:
         return self.n * (self.n + 1) // 2
+
+    def nnz(self) -> int:
+        n = self.n
+        return n * (n + 1) * (n + 2) // 6
 
     @cached_property
     def intervals(self):

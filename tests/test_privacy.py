@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import scipy.sparse as sp
 import pytest
 from scipy.stats import norm
 
@@ -65,7 +66,7 @@ def test_bad_parameters(make):
 def test_noise_draws_have_the_calibrated_variance():
     from strategy_opt.executor import measure
 
-    A = np.eye(20000)
+    A = sp.identity(20000, format="csr")
     x = np.zeros(20000)
     for priv in (PureDP(2.0), ApproxDP(1.0, 1e-6)):
         y, scale = measure(A, x, priv, rng=0)
