@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from . import __version__
+from .augment import complete_columns_l1
 from .defaults import EIG_RTOL, FILE_FORMAT_VERSION
 from .error import KroneckerMatrix, log_svd_bound, sensitivity, unit_error
 from .problem import Problem
@@ -98,6 +99,9 @@ def compile_strategy(
     """
     t0 = time.perf_counter()
     W = problem.workload
+    completed = None
+    if problem.p == 1:  # epsilon-DP: complete deficient columns (Li 2013, Sec. 3.4.3; never raises E_1)
+        A, completed = complete_columns_l1(A)
     E = unit_error(A, W, problem.p)
     log_scale = W.log_scale
     log_E = (math.log(E) + log_scale) if E > 0 else -math.inf
@@ -134,6 +138,8 @@ def compile_strategy(
         "strategy_opt_version": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+    if completed is not None:
+        meta["completion_rows"] = completed
     if isinstance(A, KroneckerMatrix):
         meta["kronecker_factor_shapes"] = [[int(s) for s in f.shape] for f in A.factors]
     if extra:
