@@ -26,13 +26,27 @@ Ni 2011) with a safeguard: an accelerated step that lowers the dual by more
 than a multiple of the current gap is rejected and replaced by the plain step,
 which never lowered the dual in our experiments. Weights of cells that should
 leave the support are floored at a negligible mass so the acceleration sees
-only the free coordinates. Every iteration certifies itself: the best dual
-value and the best feasible primal give the reported relative gap; both are
-exact bounds whatever the iterate, so an exhausted budget still returns a
-certified strategy (status ``'budget'``).
+only the free coordinates. On all ranges and prefixes this certifies 1e-8 in
+4 to 12 iterations from the uniform start (whose bound is the SVD bound).
 
-Cost per iteration: one eigendecomposition of the r x r matrix N, a Cholesky
-factorisation of the n x n completed primal and three matrix products.
+Low-rank workloads (few queries) have optimal weights on a small support (at
+most r(r+1)/2 cells, Caratheodory), where multiplicative updates crawl. After
+`NEWTON_AFTER` iterations, when the Hessian is small (cells x r^2 entries
+``<= NEWTON_MAX_ENTRIES``), the solver prunes once to the heaviest r(r+1)/2 cells
+and then takes Newton steps on the weighted cells plus those the gradient
+calls in (``r_j > s``), an active-set method with exact second derivatives
+(Daleckii-Krein formula) and a backtracking line search on the dual; a failed
+Newton step falls back to the accelerated multiplicative one.
+
+Every iteration certifies itself: the best dual value and the best feasible
+primal give the reported relative gap; both are exact bounds whatever the
+iterate, so an exhausted budget still returns a certified strategy (status
+``'budget'``). Duplicate columns of W are merged and zero columns dropped first
+(Li 2013, Def. 2.6 and Prop. 4.1: the minimized workload has the same optimum).
+
+Cost per iteration: one eigendecomposition of the r x r matrix N and three
+matrix products; the primal (a Cholesky factorisation of the n x n completed
+X) every iteration when r ~ n, less often when r << n.
 """
 
 from __future__ import annotations
@@ -67,6 +81,20 @@ ACCELERATE_ABOVE = 1e-6
 #: The primal (an n x n Cholesky) is evaluated every few iterations so that its flops
 #: stay within this multiple of the dual steps' (every iteration when r ~ n).
 PRIMAL_SHARE = 3.0
+#: Newton steps (on the cells carrying weight) start after this many iterations ...
+NEWTON_AFTER = 5
+#: ... when the Hessian's factor (cells x r^2 entries) is at most this large.
+NEWTON_MAX_ENTRIES = 4_000_000
+#: ... and on at most this many cells (an eigendecomposition of their Hessian per step).
+NEWTON_MAX_CELLS = 3000
+#: Pruning to the rank bound is kept if the dual bound keeps this fraction of its value.
+PRUNE_KEEP = 0.5
+#: Cells whose weight is below this fraction of the largest take part only if the gradient calls them.
+NEWTON_SUPPORT = 1e-6
+#: Rounds of dropping cells that a Newton step would make negative.
+NEWTON_DROP_ROUNDS = 20
+#: Step halvings (by 4) tried before a Newton step is abandoned for the multiplicative one.
+NEWTON_BACKTRACKS = 5
 #: Completion masses below this are dropped from the final strategy (they vanish at the optimum).
 COMPLETION_FLOOR = 1e-8
 #: Cholesky diagonal ratio below which the final error is recomputed by least squares.
@@ -153,7 +181,7 @@ def cell_classes(G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _dual_step(L: np.ndarray, u: np.ndarray):
-    """s(u), the gradient factors r, and Q = L V diag(sigma)^{-1/2} (X(u) = Q Q^T)."""
+    """s(u), the gradient factors r, Q = L V diag(sigma)^{-1/2} (X(u) = Q Q^T) and sigma."""
     B = L * np.sqrt(u)[:, None]
     N = B.T @ B
     with factorization_threads():
@@ -162,7 +190,79 @@ def _dual_step(L: np.ndarray, u: np.ndarray):
     sig = np.sqrt(np.maximum(lam, lam[-1] * 1e-300))
     Q = (L @ V) / np.sqrt(sig)
     r = np.einsum("ij,ij->i", Q, Q)
-    return s, r, Q
+    return s, r, Q, sig
+
+
+def _newton_direction(u: np.ndarray, r: np.ndarray, Q: np.ndarray, sig: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """Newton direction of s(u) on the cells S within the simplex, dropping cells that would go negative.
+
+    Hessian (Daleckii-Krein formula for the derivative of ``N^{1/2}``):
+    ``d^2 s / du_j du_k = -1/2 sum_ab Q_ja Q_jb Q_ka Q_kb / (sigma_a + sigma_b)``.
+    The equality-constrained step ``max g^T d + d^T H d / 2, sum d = 0`` is solved on
+    the free cells; cells the step would make negative are fixed at zero (their
+    mass is redistributed) and the step is solved again.
+    """
+    QS = Q[S]
+    k, rr = QS.shape
+    Z = (QS[:, :, None] * QS[:, None, :]).reshape(k, rr * rr)
+    M = 0.5 * (Z / (sig[:, None] + sig[None, :]).ravel()) @ Z.T  # = -H, PSD
+    g, uS = 0.5 * r[S], u[S]
+    free = np.ones(k, bool)
+    for _ in range(NEWTON_DROP_ROUNDS):
+        F, D = np.flatnonzero(free), np.flatnonzero(~free)
+        with factorization_threads():
+            lam, U = np.linalg.eigh(M[np.ix_(F, F)])
+        keep = lam > 1e-12 * lam[-1]
+        U, lam = U[:, keep], lam[keep]
+        rhs = g[F] + M[np.ix_(F, D)] @ uS[D]
+        a = U @ ((U.T @ rhs) / lam)
+        b = U @ (U.T.sum(axis=1) / lam)
+        mu = (a.sum() - uS[D].sum()) / b.sum()
+        dF = a - mu * b
+        neg = uS[F] + dF < 0
+        if not neg.any():
+            break
+        free[F[neg]] = False
+    d = -uS.copy()
+    d[F] = dF
+    return d
+
+
+def _newton_update(L, u, s, r, Q, sig, floor: float, prune: bool) -> np.ndarray | None:
+    """A safeguarded Newton step on the dual weights, or None when it does not apply or fails.
+
+    With ``prune`` (once) and fewer rank-bound cells ``r(r+1)/2`` than cells, first
+    keep only that many heaviest cells (an optimal design needs no more support
+    points: Caratheodory), if the bound stays within `PRUNE_KEEP` of its value.
+    The Newton step runs on the cells carrying weight and on as many of those the
+    gradient calls in (``r_j > s``, largest first); the other cells go to the floor.
+    Backtracking until the dual does not decrease.
+    """
+    nc, rk = Q.shape
+    if prune and rk * (rk + 1) // 2 < nc:
+        v = np.full(nc, floor)
+        keep = np.argsort(-u)[: rk * (rk + 1) // 2]
+        v[keep] = u[keep]
+        v /= v.sum()
+        if _dual_step(L, v)[0] >= PRUNE_KEEP * s:
+            return v
+    S = np.flatnonzero(u > NEWTON_SUPPORT * u.max())
+    callers = np.setdiff1d(np.flatnonzero(r > s * (1 + 1e-12)), S)
+    if callers.size:
+        S = np.union1d(S, callers[np.argsort(-r[callers])[: max(rk, S.size)]])
+    if S.size * rk * rk > NEWTON_MAX_ENTRIES or S.size > NEWTON_MAX_CELLS:
+        return None
+    step = _newton_direction(u, r, Q, sig, S)
+    t = 1.0
+    for _ in range(NEWTON_BACKTRACKS):
+        v = np.zeros(nc)
+        v[S] = np.maximum(u[S] + t * step, 0.0)
+        v = np.maximum(v / v.sum(), floor)
+        v /= v.sum()
+        if _dual_step(L, v)[0] >= s:
+            return v
+        t /= 4
+    return None
 
 
 def _completed(Q: np.ndarray, r: np.ndarray) -> np.ndarray:
@@ -245,7 +345,7 @@ def solve_total_l2(
     last_log, gap_mark, mark, evals = t0, math.inf, 0, 0
     while True:
         u = np.exp(x)
-        s, r, Q = _dual_step(L, u)
+        s, r, Q, sig = _dual_step(L, u)
         d = s * s
         m = float(r.max())
         if s * m < best_p:
@@ -282,6 +382,11 @@ def solve_total_l2(
                 best_p, best_Q, best_r = value, Q, r
             break
         prev = (x, f, d)
+        if k >= NEWTON_AFTER:
+            v = _newton_update(L, u, s, r, Q, sig, math.exp(xmin), prune=k == NEWTON_AFTER)
+            if v is not None:
+                x, xs, fs, accelerated = np.log(v), [], [], False
+                continue
         xs, fs = (xs + [x])[-(MEMORY + 1) :], (fs + [f])[-(MEMORY + 1) :]
         step, accelerated = f, False
         if cooldown:
@@ -307,6 +412,25 @@ def solve_total_l2(
     return NativeL2Result(A, best_p, best_d, uf, k, status, seconds, nc)
 
 
+def _least_squares_error(B: np.ndarray, L: np.ndarray) -> float:
+    """``trace(L^T (B B^T)^+ L) = ||B^+ L||_F^2`` for L in the range of B.
+
+    B (n x p) has full column rank in practice (its columns are Q and unit vectors of
+    the completed cells), so ``B^+ L = (B^T B)^{-1} B^T L`` from a p x p Cholesky
+    factorization; otherwise a pivoted-QR least-squares solve.
+    """
+    try:
+        with factorization_threads():
+            c = la.cho_factor(B.T @ B, lower=True, check_finite=False)
+        if np.diag(c[0]).min() >= WELL_CONDITIONED * np.diag(c[0]).max():
+            Y = la.cho_solve(c, B.T @ L, check_finite=False)
+            return float(np.einsum("ij,ij->", Y, Y))
+    except la.LinAlgError:
+        pass
+    Y = la.lstsq(B, L, lapack_driver="gelsy", check_finite=False)[0]
+    return float(np.einsum("ij,ij->", Y, Y))
+
+
 def _strategy(Q: np.ndarray, r: np.ndarray, L: np.ndarray, cls: np.ndarray) -> tuple[np.ndarray, float]:
     """Strategy on all n cells from the best iterate, and its error ``trace(G X^+)``.
 
@@ -329,8 +453,7 @@ def _strategy(Q: np.ndarray, r: np.ndarray, L: np.ndarray, cls: np.ndarray) -> t
     if R is not None and np.diag(R).min() >= WELL_CONDITIONED * np.diag(R).max():
         B = R
     else:
-        Y = la.lstsq(B, L, lapack_driver="gelsy", check_finite=False)[0]
-        value = float(np.einsum("ij,ij->", Y, Y))
+        value = _least_squares_error(B, L)
     n = cls.size
     zero = np.flatnonzero(cls < 0)
     A = np.zeros((B.shape[1] + zero.size, n))

@@ -84,6 +84,19 @@ def test_general_workloads_match_an_sdp_solver(W):
     assert unit_error(res.A, W, 2) == pytest.approx(res.primal, rel=1e-9)
 
 
+@pytest.mark.parametrize("m", [5, 20])
+def test_few_queries_sparse_support_converges(m):
+    # r = m << n: the optimal weights live on at most m(m+1)/2 cells; the active-set Newton
+    # phase certifies them in a few dozen iterations (the multiplicative update alone took
+    # thousands on (5, 1024)).
+    W = from_matrix(np.random.default_rng(m).random((m, 200)))
+    res = solve_total_l2(W.gram(), tol=1e-8, max_iters=200)
+    assert res.status == "optimal"
+    assert np.count_nonzero(res.u > 1e-9) <= m * (m + 1) // 2
+    assert unit_error(res.A, W, 2) == pytest.approx(res.primal, rel=1e-9)
+    assert dual_bound(W.gram(), res.u) == pytest.approx(res.dual, rel=1e-9)
+
+
 def test_duplicate_and_zero_columns_are_merged():
     rng = np.random.default_rng(5)
     core = rng.random((4, 5))
