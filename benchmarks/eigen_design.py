@@ -30,7 +30,6 @@ import statistics
 import time
 from pathlib import Path
 
-import numpy as np
 from threadpoolctl import threadpool_info
 
 from strategy_opt import weighting
