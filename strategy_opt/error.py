@@ -272,7 +272,8 @@ def _log_nuclear(workload: Workload) -> float:
     if isinstance(workload, Kronecker):
         return float(sum(_log_nuclear(f) for f in workload.factors))
     ev = workload.gram_eigvals()
-    s = float(np.sqrt(np.clip(ev, 0.0, None)).sum())
+    ev = np.where(ev > EIG_RTOL * ev.max(), ev, 0.0) if ev.size else ev
+    s = float(np.sqrt(ev).sum())
     return math.log(s) if s > 0 else -math.inf
 
 
