@@ -13,3 +13,6 @@ from . import greedy_h  # noqa: F401
 from . import dawa  # noqa: F401
 from . import mwem  # noqa: F401
 from . import minerror_l2  # noqa: F401
+from . import svd_approx  # noqa: F401
+from . import l1_weighting  # noqa: F401
+from . import minerror_l1  # noqa: F401

@@ -1,0 +1,207 @@
+"""SVD approximation for epsilon-DP (Li 2013, Sec. 3.4.2.2-3.4.2.3, Thm 3.8, Program 3.4.3).
+
+Theorem 3.7 bounds the L1 sensitivity by the radius of the smallest L1 ball
+covering the ellipsoid of A's columns; over the factors of ``A^T A`` that radius
+is at least ``||A||_F``, attained by ``D_A P_A^T``. Theorem 3.8 therefore
+minimises the surrogate ``||A||_F^2 ||W A^+||_F^2`` of the epsilon-DP error in
+closed form: with the SVD ``W = Q_W diag(xi) P_W^T``,
+
+    A = diag(sqrt(xi_1), ..., sqrt(xi_r)) P_W^T,          A^T A = (W^T W)^{1/2},
+
+computed here from the eigendecomposition ``G = W^T W = V diag(lambda) V^T``
+(``xi = sqrt(lambda)``, ``P_W = V``); zero singular values are dropped. Its
+epsilon-DP error is at most n times the optimum (Thm 3.9).
+
+Program 3.4.3 then asks, for the error profile ``(A^T A)^+`` fixed, for the
+factor of least L1 sensitivity. Every factor with the same Gram matrix is
+``Q A`` with Q having orthonormal columns (``Q^T Q = I``; Prop. 3.6), so we
+search that Stiefel manifold locally (the dissertation gives no algorithm for
+this rank-constrained program): Riemannian gradient descent with a QR
+retraction and Armijo backtracking on a smoothed maximum column L1 norm
+(log-sum-exp over columns of ``sum_i sqrt(b_ij^2 + mu^2)``), with the
+smoothing tightened in stages. It starts from ``Q = I`` (the Thm 3.8 factor)
+and from ``Q = V`` (the symmetric square root ``G^{1/4}``, whose rows are
+localised for smooth Gram matrices) and keeps the factor of least true
+sensitivity. The error profile, hence ``trace(G (A^T A)^+)``, never changes; the
+unit error falls by ``(||QA||_1 / ||A||_1)^2``. The compiler's augmentation pass
+(`strategy_opt.augment`, Sec. 3.4.3) completes the deficient columns.
+
+Options
+-------
+refine : bool
+    Run the Program 3.4.3 search (default: ``n <= REFINE_MAX_N``).
+rows : int
+    Rows of the refined factor (``>= rank(G)``; default n).
+
+Limits: one n x n eigendecomposition plus ``O(rows * rank * n)`` per descent
+step; the descent is skipped above `REFINE_MAX_N` cells unless asked for.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import numpy as np
+
+from ..compiler import compile_strategy
+from ..defaults import EIG_RTOL
+from ..exceptions import InputError
+from ..problem import Problem
+from ..registry import register_method
+
+__all__ = ["svd_factor", "min_l1_factor", "svd_approx", "REFINE_MAX_N"]
+
+log = logging.getLogger("strategy_opt")
+
+#: Largest domain refined by default (the descent costs O(n^3) per step).
+REFINE_MAX_N = 512
+#: Smoothing stages of the Program 3.4.3 search: (log-sum-exp sharpness, |x| smoothing relative to the mean entry).
+_STAGES = ((20.0, 1e-1), (100.0, 1e-2), (500.0, 1e-3), (2000.0, 1e-4))
+#: Descent steps per smoothing stage.
+_STEPS_PER_STAGE = 60
+#: Armijo sufficient-decrease constant and backtracking factor.
+_ARMIJO, _BACKTRACK = 1e-4, 0.5
+
+
+def svd_factor(G: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The Thm 3.8 strategy ``diag(lambda^{1/4}) V^T`` and the kept eigenpairs of G.
+
+    Returns
+    -------
+    A : ndarray, shape (r, n)
+        Rows: eigenvectors of G scaled by the square roots of the singular values of W.
+    lam : ndarray, shape (r,)
+        The kept (positive) eigenvalues of G.
+    V : ndarray, shape (n, r)
+        The matching eigenvectors.
+    """
+    lam, V = np.linalg.eigh(G)
+    keep = lam > EIG_RTOL * max(lam.max(), 0.0)
+    lam, V = lam[keep], V[:, keep]
+    return (V * lam**0.25).T, lam, V
+
+
+def _smoothed(B: np.ndarray, tau: float, mu: float) -> tuple[float, np.ndarray]:
+    """Log-sum-exp (sharpness tau, relative to the largest column) of smoothed column L1 norms, and its gradient in B."""
+    R = np.sqrt(B * B + mu * mu)
+    col = R.sum(axis=0)
+    top = col.max()
+    z = tau * (col - top) / top
+    w = np.exp(z)
+    value = top * (1.0 + np.log(w.sum()) / tau)
+    grad = (B / R) * (w / w.sum())[None, :]
+    return float(value), grad
+
+
+def _retract(Y: np.ndarray) -> np.ndarray:
+    """QR retraction onto the Stiefel manifold (signs fixed so that it is continuous)."""
+    Q, R = np.linalg.qr(Y)
+    return Q * np.where(np.diag(R) < 0, -1.0, 1.0)[None, :]
+
+
+def _descend(Q: np.ndarray, A: np.ndarray, deadline: float) -> tuple[np.ndarray, float, int]:
+    """Local Stiefel descent from Q; returns the best Q by true sensitivity, that sensitivity and the steps taken."""
+    scale = float(np.abs(A).mean())
+    best_Q, best_s = Q, float(np.abs(Q @ A).sum(axis=0).max())
+    steps = 0
+    for tau, rel_mu in _STAGES:
+        mu = rel_mu * scale
+        f, gB = _smoothed(Q @ A, tau, mu)
+        eta = 1.0 / max(float(np.linalg.norm(gB @ A.T)), 1e-300)
+        for _ in range(_STEPS_PER_STAGE):
+            if time.perf_counter() > deadline:
+                return best_Q, best_s, steps
+            E = gB @ A.T
+            xi = E - Q @ (0.5 * (Q.T @ E + E.T @ Q))
+            slope = float(np.sum(xi * xi))
+            if slope <= 1e-30 * max(f * f, 1e-300):
+                break
+            while True:
+                Qn = _retract(Q - eta * xi)
+                fn, gn = _smoothed(Qn @ A, tau, mu)
+                if fn <= f - _ARMIJO * eta * slope or eta < 1e-12:
+                    break
+                eta *= _BACKTRACK
+            Q, f, gB = Qn, fn, gn
+            eta /= _BACKTRACK
+            steps += 1
+            s = float(np.abs(Q @ A).sum(axis=0).max())
+            if s < best_s:
+                best_Q, best_s = Q, s
+    return best_Q, best_s, steps
+
+
+def min_l1_factor(A: np.ndarray, rows: int, V: np.ndarray | None = None, time_limit: float = math.inf) -> tuple[np.ndarray, dict]:
+    """Program 3.4.3, locally: a factor ``Q A`` (``Q^T Q = I``, ``rows`` rows) of small L1 sensitivity.
+
+    Parameters
+    ----------
+    A : ndarray, shape (r, n)
+        The factor to rotate (its Gram matrix ``A^T A`` is preserved).
+    rows : int
+        Number of rows of the result, ``>= r``.
+    V : ndarray, shape (n, r), optional
+        Eigenvectors such that ``V A`` is the symmetric square root (a second start).
+    time_limit : float
+        Seconds for the whole search.
+
+    Returns
+    -------
+    B : ndarray, shape (rows, n)
+        The factor with the least L1 sensitivity found (``B^T B = A^T A``).
+    facts : dict
+        ``start`` (which start won), ``steps``, ``sensitivity_before``/``after``.
+    """
+    r = A.shape[0]
+    deadline = time.perf_counter() + time_limit
+    starts = {"identity": np.eye(rows, r)}
+    if V is not None and rows >= V.shape[0]:
+        starts["symmetric-root"] = np.vstack([V, np.zeros((rows - V.shape[0], r))])
+    s0 = float(np.abs(A).sum(axis=0).max())
+    best = (None, math.inf, None, 0)
+    total_steps = 0
+    for name, Q0 in starts.items():
+        Q, s, steps = _descend(Q0, A, deadline)
+        total_steps += steps
+        log.info("svd-approx: Program 3.4.3 search from %s: sensitivity %.6g -> %.6g in %d steps", name, s0, s, steps)
+        if s < best[1]:
+            best = (Q, s, name, steps)
+    Q, s, name, _ = best
+    return Q @ A, {"start": name, "steps": total_steps, "sensitivity_before": s0, "sensitivity_after": s}
+
+
+@register_method(
+    "svd-approx",
+    privacy=("pure",),
+    source="Li 2013, Thm 3.8, Program 3.4.3, Sec. 3.4.3",
+    summary="epsilon-DP: closed form diag(sqrt(xi)) P_W^T, local min-L1 rotation (Program 3.4.3), column completion; any n, refined for n <= 512",
+)
+def svd_approx(problem: Problem):
+    """The Thm 3.8 strategy, refined by Program 3.4.3 where tractable (options ``refine``, ``rows``).
+
+    Examples
+    --------
+    >>> from strategy_opt.api import solve
+    >>> s = solve("prefix:8", privacy="pure", method="svd-approx")
+    >>> s.meta["sensitivity_after"] < s.meta["sensitivity_before"]
+    True
+    """
+    if problem.privacy != "pure":
+        raise InputError("svd-approx is an epsilon-DP method (L1 sensitivity); use --privacy pure")
+    t0 = time.perf_counter()
+    W = problem.workload
+    n = W.n
+    refine = problem.options.get("refine", n <= REFINE_MAX_N)
+    if not isinstance(refine, (bool, np.bool_)):
+        raise InputError(f"option refine must be true or false, got {refine!r}")
+    A, lam, V = svd_factor(W.gram())
+    rows = problem.options.get("rows", n)
+    if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < A.shape[0]:
+        raise InputError(f"option rows must be an integer >= rank of the workload ({A.shape[0]}), got {rows!r}")
+    extra = {"rank": int(A.shape[0]), "refined": bool(refine)}
+    if refine:
+        A, facts = min_l1_factor(A, int(rows), V, time_limit=problem.solver.time_limit)
+        extra.update(facts)
+    return compile_strategy(A, problem, "svd-approx", solver="closed-form+stiefel-descent" if refine else "closed-form", solve_seconds=time.perf_counter() - t0, extra=extra)

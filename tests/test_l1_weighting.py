@@ -1,0 +1,101 @@
+"""L1 query weighting on a design basis (Li 2013, Program 5.1.3 with |Q|^T u <= 1)."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from strategy_opt.api import solve
+from strategy_opt.bases import hierarchical_matrix, wavelet_matrix
+from strategy_opt.error import unit_error
+from strategy_opt.exceptions import InputError
+from strategy_opt.programs.l1_weighting import design_basis, dual_bound_l1, solve_l1_weighting, weighting_costs
+from strategy_opt.solvers import load_profile
+from strategy_opt.workload import all_range, marginals, prefix, random_range
+
+
+def test_single_constraint_closed_form():
+    """One constraint sum(u) <= 1: u_i ∝ c_i^{1/3} and the optimum is (sum c_i^{1/3})^3 (Lagrange)."""
+    c = np.array([2.0, 5.0, 0.3, 7.0])
+    r = solve_l1_weighting(c, np.ones((1, 4)), load_profile("native"))
+    np.testing.assert_allclose(r.u, np.cbrt(c) / np.cbrt(c).sum(), rtol=1e-6)
+    assert r.value == pytest.approx(np.cbrt(c).sum() ** 3, rel=1e-8)
+    assert r.dual == pytest.approx(r.value, rel=1e-8)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_backends_agree_and_certify(seed):
+    rng = np.random.default_rng(seed)
+    k, n = 12, 9
+    B = rng.random((n, k)) * (rng.random((n, k)) < 0.5)
+    B[rng.integers(0, n, k), np.arange(k)] += 0.5  # every design query touches a cell
+    c = rng.random(k) * 10 + 0.1
+    native = solve_l1_weighting(c, B, load_profile("native"))
+    clarabel = solve_l1_weighting(c, B, load_profile("clarabel"))
+    assert native.status == "optimal" and native.gap <= 1e-7
+    assert native.value == pytest.approx(clarabel.value, rel=1e-6)
+    for r in (native, clarabel):
+        assert (B @ r.u).max() == pytest.approx(1.0)
+        assert r.dual <= r.value * (1 + 1e-12)
+        assert r.value == pytest.approx((c / r.u**2).sum())
+    y = rng.random(n)
+    assert dual_bound_l1(c, B, y) <= native.value * (1 + 1e-12)  # any y >= 0 gives a lower bound
+
+
+@pytest.mark.parametrize("basis", ["wavelet", "hierarchical", "fourier"])
+def test_costs_match_the_pseudo_inverse(basis):
+    W = all_range(8) if basis != "fourier" else marginals((2, 2, 3), 2)
+    Q = design_basis(W, basis, 2)
+    Qd = Q.toarray() if sp.issparse(Q) else Q
+    c, exact = weighting_costs(W.gram(), Q)
+    Wd = W.matrix().toarray()
+    np.testing.assert_allclose(c, (np.linalg.pinv(Qd).T @ Wd.T @ Wd @ np.linalg.pinv(Qd)).diagonal(), rtol=1e-9, atol=1e-9)
+    assert exact == (Qd.shape[0] <= Qd.shape[1])
+
+
+def _weighted(W, basis):
+    Q = sp.csr_matrix(design_basis(W, basis, 2))
+    c, exact = weighting_costs(W.gram(), Q)
+    r = solve_l1_weighting(c, sp.csr_matrix(abs(Q).T), load_profile("native"))
+    return sp.diags(r.u) @ Q, r.value, exact
+
+
+def test_objective_is_exact_for_a_basis_and_an_upper_bound_for_the_hierarchy():
+    W = random_range(32, 60, seed=4)
+    A, value, exact = _weighted(W, "wavelet")
+    assert exact and unit_error(A, W, 1) == pytest.approx(value, rel=1e-8)
+    A, value, exact = _weighted(W, "hierarchical")
+    assert not exact and unit_error(A, W, 1) <= value * (1 + 1e-9)
+    s = solve(W, privacy="pure", method="l1-weighting", basis="hierarchical")
+    assert s.meta["weighting_exact"] is False
+    assert s.meta["unit_total_squared_error"] <= s.meta["weighting_value"] * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("W", [all_range(64), random_range(64, 200, seed=1)], ids=lambda w: w.spec)
+def test_reweighting_improves_the_wavelet(W):
+    plain = unit_error(wavelet_matrix(64), W, 1)
+    s = solve(W, privacy="pure", method="l1-weighting", basis="wavelet")
+    assert s.meta["unit_total_squared_error"] < 0.97 * plain
+    E = np.abs(s.dense()).sum(axis=0).max() ** 2 * np.trace(W.gram() @ np.linalg.pinv(s.dense().T @ s.dense()))
+    assert s.meta["unit_total_squared_error"] == pytest.approx(E, rel=1e-8)
+
+
+def test_reweighting_improves_fourier_on_two_way_marginals():
+    W = marginals((2,) * 6, 2)
+    plain = solve(W, privacy="pure", method="fourier").meta["unit_total_squared_error"]
+    s = solve(W, privacy="pure", method="l1-weighting", basis="fourier")
+    assert s.meta["unit_total_squared_error"] < 0.9 * plain
+
+
+def test_eigen_basis_and_cvxpy_profile():
+    W = prefix(16)
+    native = solve(W, privacy="pure", method="l1-weighting", basis="eigen")
+    scs = solve(W, privacy="pure", method="l1-weighting", basis="eigen", solver="scs")
+    assert native.meta["weighting_relative_gap"] <= 1e-7
+    assert scs.meta["unit_total_squared_error"] == pytest.approx(native.meta["unit_total_squared_error"], rel=1e-4)
+
+
+def test_options_are_validated():
+    with pytest.raises(InputError, match="basis"):
+        solve("prefix:8", privacy="pure", method="l1-weighting", basis="haar")
+    with pytest.raises(InputError, match="branching"):
+        solve("prefix:8", privacy="pure", method="l1-weighting", basis="hierarchical", branching=1)

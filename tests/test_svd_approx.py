@@ -1,0 +1,71 @@
+"""SVD approximation for epsilon-DP (Li 2013, Thm 3.8, Program 3.4.3)."""
+
+import numpy as np
+import pytest
+import scipy.linalg as la
+
+from strategy_opt.api import solve
+from strategy_opt.exceptions import InputError
+from strategy_opt.programs.svd_approx import min_l1_factor, svd_factor
+from strategy_opt.workload import all_range, from_matrix, prefix, random_range
+
+
+def _e1(A, G):
+    return np.abs(A).sum(axis=0).max() ** 2 * np.trace(G @ np.linalg.pinv(A.T @ A))
+
+
+@pytest.mark.filterwarnings("ignore::scipy.linalg.LinAlgWarning")  # sqrtm of the singular random-range Gram
+@pytest.mark.parametrize("W", [all_range(10), prefix(7), random_range(9, 5, seed=2)], ids=lambda w: w.spec)
+def test_closed_form_gram_is_the_square_root(W):
+    """Thm 3.8: A^T A = (W^T W)^{1/2}, and ||A||_F^2 ||W A^+||_F^2 = (trace G^{1/2})^2."""
+    G = W.gram()
+    A, lam, V = svd_factor(G)
+    root = np.real(la.sqrtm(G))
+    np.testing.assert_allclose(A.T @ A, root, atol=1e-8 * np.abs(root).max())
+    assert A.shape[0] == np.linalg.matrix_rank(G)
+    surrogate = np.linalg.norm(A, "fro") ** 2 * np.trace(G @ np.linalg.pinv(A.T @ A))
+    assert surrogate == pytest.approx(np.trace(root) ** 2, rel=1e-8)
+
+
+def test_theorem_3_9_bound():
+    """E_1 of the unrefined SVD strategy is at most n times that of any strategy (here the identity)."""
+    for W in (all_range(12), prefix(12)):
+        s = solve(W, privacy="pure", method="svd-approx", refine=False)
+        assert s.meta["unit_total_squared_error"] <= W.n * np.trace(W.gram())
+
+
+def test_rotation_keeps_the_profile_and_lowers_sensitivity():
+    G = prefix(16).gram()
+    A, _, V = svd_factor(G)
+    B, facts = min_l1_factor(A, 16, V)
+    np.testing.assert_allclose(B.T @ B, A.T @ A, atol=1e-9 * np.abs(A.T @ A).max())
+    assert facts["sensitivity_after"] == pytest.approx(np.abs(B).sum(axis=0).max())
+    assert facts["sensitivity_after"] < 0.8 * facts["sensitivity_before"]
+
+
+def test_extra_rows_keep_the_profile():
+    G = all_range(8).gram()
+    A, _, V = svd_factor(G)
+    B, facts = min_l1_factor(A, 12, V)
+    assert B.shape == (12, 8)
+    np.testing.assert_allclose(B.T @ B, A.T @ A, atol=1e-9 * np.abs(A.T @ A).max())
+
+
+def test_method_error_matches_an_independent_computation():
+    W = from_matrix(np.array([[1, 1, 1, 0], [0, 1, 1, 1], [1, 0, 0, 1], [0, 0, 1, 0]], dtype=float))
+    s = solve(W, privacy="pure", method="svd-approx")
+    E = _e1(s.dense(), W.gram())
+    assert s.meta["unit_total_squared_error"] == pytest.approx(E, rel=1e-8)
+    assert s.meta["sensitivity"] == pytest.approx(np.abs(s.dense()).sum(axis=0).max())
+    unrefined = solve(W, privacy="pure", method="svd-approx", refine=False)
+    assert s.meta["unit_total_squared_error"] <= unrefined.meta["unit_total_squared_error"] * (1 + 1e-9)
+    assert s.meta["lower_bound"] <= s.meta["unit_total_squared_error"]
+
+
+def test_options_are_validated():
+    with pytest.raises(InputError, match="rows"):
+        solve("prefix:6", privacy="pure", method="svd-approx", rows=3)
+    with pytest.raises(InputError, match="refine"):
+        solve("prefix:6", privacy="pure", method="svd-approx", refine="yes")
+    with pytest.raises(InputError, match="privacy"):
+        solve("prefix:6", privacy="approx", method="svd-approx")
