@@ -33,6 +33,7 @@ import scipy.sparse as sp
 
 from .defaults import EIG_RTOL, SUPPORT_RTOL
 from .exceptions import InputError
+from .threads import factorization_threads
 from .workload import Kronecker, Union, Workload, _check_dense_n
 
 __all__ = [
@@ -119,14 +120,16 @@ class ErrorProfile:
         self._chol = None
         self._V = self._inv_eig = self._null = self._pinv = None
         try:
-            c = la.cho_factor(AtA, lower=True, check_finite=False)
+            with factorization_threads():
+                c = la.cho_factor(AtA, lower=True, check_finite=False)
             d = np.diag(c[0]) ** 2
             if d.min() > EIG_RTOL * max(d.max(), 1e-300):
                 self._chol = c
         except la.LinAlgError:
             pass
         if self._chol is None:
-            lam, V = np.linalg.eigh(AtA)
+            with factorization_threads():
+                lam, V = np.linalg.eigh(AtA)
             keep = lam > EIG_RTOL * max(lam.max(), 1e-300)
             self._V = V[:, keep]
             self._inv_eig = 1.0 / lam[keep]
@@ -141,7 +144,8 @@ class ErrorProfile:
         """The error profile ``(A^T A)^+`` as a dense matrix (computed once, cached)."""
         if self._pinv is None:
             if self._chol is not None:
-                inv, info = la.lapack.dpotri(self._chol[0], lower=1)
+                with factorization_threads():
+                    inv, info = la.lapack.dpotri(self._chol[0], lower=1)
                 if info != 0:
                     raise la.LinAlgError(f"dpotri failed (info={info})")
                 self._pinv = np.tril(inv) + np.tril(inv, -1).T

@@ -47,8 +47,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as la
 from scipy.linalg.blas import dsyrk
-from threadpoolctl import ThreadpoolController
 
+from .threads import FACTORIZATION_THREADS, factorization_threads
 from .exceptions import InputError, SolverError
 from .solvers import SolverProfile, load_profile
 
@@ -69,19 +69,6 @@ _MAX_IPM_ITERS = 300
 _INFEASIBILITY_SHARE = 0.1
 #: Relative diagonal shift retried when the Newton matrix is numerically singular.
 _REGULARIZATION = 1e-13
-#: BLAS threads for dense factorizations (Cholesky, symmetric eigenvalues). OpenBLAS's
-#: threaded LAPACK slows down several-fold when the cores are shared with other
-#: processes (measured here: Cholesky of 2048^2 in 0.25 s on one thread, 1.5-2.3 s on
-#: two threads of a loaded 2-core machine), while the matrix products stay threaded.
-FACTORIZATION_THREADS = 1
-_THREADPOOLS = ThreadpoolController()
-
-
-def factorization_threads():
-    """Context manager limiting BLAS to `FACTORIZATION_THREADS` around a dense factorization."""
-    return _THREADPOOLS.limit(limits=FACTORIZATION_THREADS, user_api="blas")
-
-
 @dataclass
 class WeightingResult:
     """Solution of Program 5.1.1 with its certificate.
