@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
 import time
@@ -16,7 +17,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def thread_settings() -> str:
     """One line describing the BLAS/OpenMP thread pools in use."""
     pools = [f"{p.get('internal_api')}:{p.get('num_threads')}" for p in threadpool_info()]
-    return f"{platform.machine()} {platform.python_version()}; thread pools " + (", ".join(pools) or "none")
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    return f"{platform.machine()} {platform.python_version()}; thread pools " + (", ".join(pools) or "none") + f"; load average {load}"
 
 
 def median_time(func, repeats: int = 3):
