@@ -58,11 +58,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as la
-from threadpoolctl import ThreadpoolController
 
 from .certificates import gram_factor
 from .compiler import strategy_from_gram
 from .exceptions import InputError
+from .threads import factorization_threads
 
 __all__ = ["NativeL2Result", "solve_total_l2", "factorization_threads"]
 
@@ -103,19 +103,6 @@ WELL_CONDITIONED = 1e-5
 MAX_LOG_STEP = 10.0
 #: Stop as 'stalled' when the gap has not improved by 0.1 % over this many primal evaluations.
 STALL_EVALS = 100
-#: BLAS threads inside dense factorizations (eigh, Cholesky). OpenBLAS's threaded
-#: LAPACK slows down up to tenfold when the 2 cores are shared with other processes
-#: (eigh of 2048^2: 3.7 s on one thread, 16-41 s on two threads of a loaded machine);
-#: matrix products keep all threads.
-FACTORIZATION_THREADS = 1
-_THREADPOOLS = ThreadpoolController()
-
-
-def factorization_threads():
-    """Context manager limiting BLAS to `FACTORIZATION_THREADS` around a dense factorization."""
-    return _THREADPOOLS.limit(limits=FACTORIZATION_THREADS, user_api="blas")
-
-
 @dataclass
 class NativeL2Result:
     """Outcome of `solve_total_l2`.

@@ -48,11 +48,11 @@ import numpy as np
 import scipy.linalg as la
 from scipy.linalg.blas import dsyrk
 
-from .threads import FACTORIZATION_THREADS, factorization_threads
+from .threads import factorization_threads
 from .exceptions import InputError, SolverError
 from .solvers import SolverProfile, load_profile
 
-__all__ = ["WeightingResult", "solve_weighting", "dual_value", "weights_from_dual", "factorization_threads"]
+__all__ = ["WeightingResult", "solve_weighting", "dual_value", "weights_from_dual"]
 
 log = logging.getLogger("strategy_opt")
 

@@ -16,15 +16,19 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 
 from ..exceptions import InputError, SolverError
 from ..problem import Problem
 from ..registry import methods, register_method
+from ..solvers import load_profile
 
 log = logging.getLogger("strategy_opt")
 
 #: Largest domain for which ``auto`` runs the exact (epsilon, delta) program.
 EXACT_L2_MAX_N = 2048
+#: Largest domain on which ``auto`` lets a cvxpy profile solve the exact program.
+GENERIC_SDP_MAX_N = 64
 
 
 def _candidates(problem: Problem) -> list[str]:
@@ -55,8 +59,12 @@ def auto(problem: Problem):
     for name in _candidates(problem):
         if problem.privacy not in table[name].privacy:
             continue
+        candidate = problem
+        if name == "minerror-l2" and problem.solver.backend != "native" and problem.workload.n > GENERIC_SDP_MAX_N:
+            # generic SDP solvers do not finish on larger domains; the native solver is certified
+            candidate = replace(problem, solver=load_profile("native"))
         try:
-            strategy = table[name].func(problem)
+            strategy = table[name].func(candidate)
         except (InputError, SolverError) as exc:
             log.info("auto: %s skipped (%s)", name, exc)
             continue

@@ -64,7 +64,8 @@ from ..error import ErrorProfile
 from ..exceptions import InputError
 from ..problem import Problem
 from ..registry import register_method
-from ..weighting import factorization_threads, solve_weighting
+from ..threads import FACTORIZATION_THREADS, factorization_threads
+from ..weighting import solve_weighting
 from ..workload import (
     AllPredicate,
     IntervalWorkload,
@@ -686,8 +687,8 @@ def eigen_design(problem: Problem):
         factor = _gram_factor(design.eigen) if problem.objective == "total" and design.eigen is not None else None
         lower, kind = _certificate(A_min, design.total_gram(), factor), "dual-certificate"
         extra["certificate_seconds"] = time.perf_counter() - tc
-    extra["eigen_design"]["factorization_threads"] = weighting.FACTORIZATION_THREADS
-    with factorization_threads():  # the compiler factors A^T A (see weighting.FACTORIZATION_THREADS)
+    extra["eigen_design"]["factorization_threads"] = FACTORIZATION_THREADS
+    with factorization_threads():  # the compiler factors A^T A (see strategy_opt.threads)
         return compile_strategy(
             design.mini.expand(A_min),
             problem,

@@ -46,7 +46,8 @@ from ..certificates import dual_bound, gram_factor, kkt_weights, relative_gap
 from ..compiler import compile_strategy, strategy_from_gram
 from ..error import per_query_variances
 from ..exceptions import InputError, SolverError
-from ..native_l2 import factorization_threads, solve_total_l2
+from ..native_l2 import solve_total_l2
+from ..threads import factorization_threads
 from ..objectives import get_objective
 from ..problem import Problem
 from ..registry import register_method
