@@ -23,7 +23,7 @@ from _common import markdown_table, median_time, write_result  # noqa: E402
 import strategy_opt as so  # noqa: E402
 from strategy_opt.bases import hierarchical_matrix, wavelet_matrix  # noqa: E402
 from strategy_opt.error import svd_bound, unit_error  # noqa: E402
-from strategy_opt.workload import all_range, kronecker  # noqa: E402
+from strategy_opt.workload import all_range  # noqa: E402
 
 
 def main() -> None:

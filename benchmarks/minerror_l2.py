@@ -35,7 +35,7 @@ import numpy as np  # noqa: F401  (loads OpenBLAS so that the thread settings be
 from threadpoolctl import threadpool_info
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, markdown_table, thread_settings, write_result  # noqa: E402
+from _common import RESULTS, markdown_table, write_result  # noqa: E402
 
 NAME = "minerror_l2"
 SIZES = [64, 128, 256, 512, 1024, 2048, 4096]

@@ -60,7 +60,6 @@ import numpy as np
 import scipy.linalg as la
 
 from .certificates import gram_factor
-from .compiler import strategy_from_gram
 from .exceptions import InputError
 from .threads import factorization_threads
 

@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.io
-import scipy.sparse as sp
 
 from strategy_opt.cli import main
 

@@ -55,7 +55,6 @@ import numpy as np
 import scipy.linalg as la
 import scipy.sparse as sp
 
-from .. import weighting
 from ..bases import fourier_matrix, wavelet_matrix
 from ..certificates import dual_bound, kkt_weights
 from ..compiler import compile_strategy
