@@ -1,0 +1,96 @@
+"""The p-Identity epsilon-DP optimiser and auto-pure (strategy_opt.programs.pidentity)."""
+
+import numpy as np
+import pytest
+
+from strategy_opt.api import solve
+from strategy_opt.error import KroneckerMatrix, unit_error
+from strategy_opt.exceptions import InputError
+from strategy_opt.programs.pidentity import hat_rows, hat_templates, pidentity_loss, pidentity_matrix
+from strategy_opt.workload import all_range, kronecker, marginals, prefix, random_range
+
+
+def _e1(A, G):
+    A = np.asarray(A)
+    return np.abs(A).sum(axis=0).max() ** 2 * np.trace(G @ np.linalg.pinv(A.T @ A))
+
+
+def test_loss_matches_the_strategy_and_finite_differences():
+    rng = np.random.default_rng(0)
+    n, p = 9, 3
+    G = random_range(n, 20, seed=1).gram() + 0.1 * np.eye(n)
+    theta = rng.random(p * n)
+    f, g = pidentity_loss(theta, G, p)
+    A = pidentity_matrix(theta.reshape(p, n))
+    np.testing.assert_allclose(np.abs(A).sum(axis=0), 1.0)
+    assert f == pytest.approx(_e1(A, G), rel=1e-10)
+    h = 1e-6
+    for i in rng.choice(p * n, 6, replace=False):
+        e = np.zeros(p * n)
+        e[i] = h
+        fd = (pidentity_loss(theta + e, G, p)[0] - pidentity_loss(theta - e, G, p)[0]) / (2 * h)
+        assert g[i] == pytest.approx(fd, rel=1e-5, abs=1e-6 * abs(f))
+
+
+def test_hats_are_a_partition_of_unity():
+    for n, h in ((64, 14), (100, 7.5), (256, 20)):
+        R = hat_rows(n, h)
+        assert R.min() >= 0
+        np.testing.assert_allclose(R.sum(axis=0), 1.0)
+    assert all(t[-1] <= 1024 / 4 and list(t) == sorted(t) for t in hat_templates(1024))
+
+
+def test_identity_is_kept_where_it_is_optimal():
+    s = solve("all-range:16", privacy="pure", method="p-identity")
+    assert s.meta["unit_total_squared_error"] == pytest.approx(816.0)
+
+
+@pytest.mark.parametrize(("W", "opt0"), [(all_range(64), 32299.68), (prefix(64), 916.88)], ids=["all-range:64", "prefix:64"])
+def test_matches_hdmm_opt0_reference_values(W, opt0):
+    """HDMM's OPT_0 values at n = 64 (issue 4); ours must not be worse."""
+    s = solve(W, privacy="pure", method="p-identity")
+    E = s.meta["unit_total_squared_error"]
+    assert E <= opt0 * (1 + 1e-6)
+    assert E == pytest.approx(_e1(s.dense(), W.gram()), rel=1e-8)
+    assert s.meta["sensitivity"] == pytest.approx(1.0)
+
+
+def test_kronecker_factors_on_a_product_domain():
+    W = kronecker(all_range(8), prefix(6))
+    s = solve(W, privacy="pure", method="p-identity")
+    assert isinstance(s.matrix, KroneckerMatrix)
+    E = s.meta["unit_total_squared_error"]
+    assert E == pytest.approx(_e1(s.dense(), W.gram()), rel=1e-8)
+    assert E <= np.trace(W.gram()) * (1 + 1e-9)
+
+
+def test_marginals_union_of_kronecker_products():
+    W = marginals((3, 4, 5), 2)
+    s = solve(W, privacy="pure", method="p-identity")
+    assert isinstance(s.matrix, KroneckerMatrix)
+    assert s.meta["unit_total_squared_error"] == pytest.approx(_e1(s.dense(), W.gram()), rel=1e-8)
+    assert s.meta["unit_total_squared_error"] <= np.trace(W.gram()) * (1 + 1e-9)
+
+
+def test_auto_pure_returns_the_best_candidate_with_a_lower_bound():
+    W = prefix(48)
+    s = solve(W, privacy="pure", method="auto-pure")
+    cands = s.meta["auto_pure_candidates"]
+    assert {"identity", "hierarchical", "wavelet", "p-identity", "svd-approx"} <= set(cands)
+    E = s.meta["unit_total_squared_error"]
+    assert E == pytest.approx(min(cands.values()), rel=1e-9)
+    assert s.meta["auto_pure_choice"] == min(cands, key=cands.get)
+    assert E == pytest.approx(_e1(s.dense(), W.gram()), rel=1e-8)
+    assert unit_error(np.eye(48), W, 1) >= E
+    assert s.meta["lower_bound_kind"] == "l2-optimum"
+    assert s.meta["svd_bound"] <= s.meta["lower_bound"] <= E
+    assert s.meta["ratio_to_lower_bound"] == pytest.approx(E / s.meta["lower_bound"])
+
+
+def test_options_are_validated():
+    with pytest.raises(InputError, match="random_starts"):
+        solve("prefix:8", privacy="pure", method="p-identity", random_starts=-1)
+    with pytest.raises(InputError, match="time_budget"):
+        solve("prefix:8", privacy="pure", method="auto-pure", time_budget=0)
+    with pytest.raises(InputError, match="privacy"):
+        solve("prefix:8", privacy="approx", method="p-identity")
