@@ -234,9 +234,12 @@ def orthogonal(problem: Problem):
     Returns
     -------
     Strategy
-        Sparse W~ (s x n, full row rank, L1 sensitivity 1), with meta fields
-        ``om_blocks``, ``om_rank1_blocks``, ``om_largest_block``,
-        ``om_independent_queries``, ``om_untouched_cells``, ``om_reduces_to``.
+        Sparse W~ (s x n, full row rank, L1 sensitivity 1) followed by the
+        compiler's eps-DP column-completion rows (``meta['completion_rows']``;
+        Li 2013, Sec. 3.4.3: never raises the error, and absent when every
+        column of W~ already sums to 1), with meta fields ``om_blocks``,
+        ``om_rank1_blocks``, ``om_largest_block``, ``om_independent_queries``,
+        ``om_untouched_cells``, ``om_reduces_to``.
 
     Examples
     --------

@@ -247,7 +247,11 @@ def workload_division(problem: Problem):
     Returns
     -------
     Strategy
-        Sparse row-reweighted workload with meta ``wd_parts``, ``wd_part_sizes``,
+        Sparse row-reweighted workload (rows in leaf order), followed by the
+        compiler's eps-DP column-completion rows (``meta['completion_rows']``;
+        Li 2013, Sec. 3.4.3: they use the budget WD leaves unused on cells
+        outside the hottest column and never raise the error -- not part of
+        the paper), with meta ``wd_parts``, ``wd_part_sizes``,
         ``wd_part_sensitivities``, ``wd_budget_shares``,
         ``wd_average_l1_error`` and ``wd_undivided_average_l1_error`` (direct
         answers at eps = 1, WD's own accounting).
