@@ -29,9 +29,10 @@ A away from A0) and doubles whenever the residual stops halving.
 Every iterate's A is a valid strategy (``||A||_1 <= 1``): its true unit error
 ``E_1 = ||A||_1^2 trace(G (A^T A)^+)`` is evaluated (after column completion)
 and the best strategy seen is returned, compared with the identity, the
-Program 3.4.3-refined SVD approximation (`svd_approx`) and the L2 route (the
-(epsilon, delta) optimum used under Laplace noise, Sec. 3.4.2.1); ``meta``
-names the winner. The L2 optimum's certified dual bound is the lower bound
+Program 3.4.3-refined SVD approximation (`svd_approx`), the L2 route (the
+(epsilon, delta) optimum used under Laplace noise, Sec. 3.4.2.1) and the
+p-identity optimiser (`pidentity`); the iteration runs from each of them
+(best first) and ``meta`` names the winner. The L2 optimum's certified dual bound is the lower bound
 (kind ``l2-optimum``: ``||A||_1 >= ||A||_2`` makes it a lower bound on E_1).
 
 Solver profile: a cvxpy profile (``scs``, ``clarabel``) selects the SDP
@@ -139,11 +140,15 @@ def _solver(profile) -> tuple[str, dict]:
 
 
 def _candidates(G: np.ndarray, n: int, budget: float) -> tuple[dict, float | None]:
-    """Identity, refined SVD approximation and the L2 route, with the L2 lower bound."""
+    """Identity, refined SVD approximation, the L2 route and p-identity, with the L2 lower bound."""
+    from .pidentity import pidentity_matrix, solve_pidentity
+
     out = {"identity": identity_matrix(n).toarray()}
     A, _, V = svd_factor(G)
     out["svd-approx"], _ = min_l1_factor(A, n, V, time_limit=budget)
     bound, out["l2-route"] = l2_optimum_bound(G, time_limit=budget)
+    res = solve_pidentity(G, p_random=max(1, n // 4), random_starts=1, seed=0, max_iters=10_000, time_limit=budget, ftol=1e-10)
+    out["p-identity"] = pidentity_matrix(res.theta)
     return out, bound
 
 
