@@ -6,7 +6,7 @@ import pytest
 from strategy_opt.api import solve
 from strategy_opt.error import KroneckerMatrix, unit_error
 from strategy_opt.exceptions import InputError
-from strategy_opt.programs.pidentity import hat_rows, hat_templates, pidentity_loss, pidentity_matrix
+from strategy_opt.programs.pidentity import hat_rows, hat_templates, marginals_strategy, pidentity_loss, pidentity_loss_on_support, hat_support, pidentity_matrix
 from strategy_opt.workload import all_range, kronecker, marginals, prefix, random_range
 
 
@@ -30,6 +30,19 @@ def test_loss_matches_the_strategy_and_finite_differences():
         e[i] = h
         fd = (pidentity_loss(theta + e, G, p)[0] - pidentity_loss(theta - e, G, p)[0]) / (2 * h)
         assert g[i] == pytest.approx(fd, rel=1e-5, abs=1e-6 * abs(f))
+
+
+def test_support_loss_matches_the_dense_loss():
+    n = 48
+    G = prefix(n).gram()
+    T0 = np.vstack([hat_rows(n, 6), hat_rows(n, 24)])
+    rows, cols = hat_support(T0, 1.0)
+    T = np.zeros_like(T0)
+    T[rows, cols] = np.random.default_rng(2).random(rows.size)
+    f, g = pidentity_loss(T.ravel(), G, T.shape[0])
+    fs, gs = pidentity_loss_on_support(T[rows, cols], G, rows, cols, T.shape[0])
+    assert fs == pytest.approx(f, rel=1e-12)
+    np.testing.assert_allclose(gs, g.reshape(T.shape)[rows, cols], rtol=1e-9, atol=1e-12 * np.abs(g).max())
 
 
 def test_hats_are_a_partition_of_unity():
@@ -70,6 +83,22 @@ def test_marginals_union_of_kronecker_products():
     assert isinstance(s.matrix, KroneckerMatrix)
     assert s.meta["unit_total_squared_error"] == pytest.approx(_e1(s.dense(), W.gram()), rel=1e-8)
     assert s.meta["unit_total_squared_error"] <= np.trace(W.gram()) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("W", [marginals((3, 4, 5), 2), marginals((2,) * 6, 1), marginals((3, 3, 4), 1)], ids=lambda w: w.spec)
+def test_marginals_template_error_formula(W):
+    """The eigenspace formula of the weighted-marginals template equals E_1 of the strategy it builds."""
+    A, E, weights = marginals_strategy(W, max_iters=500, ftol=1e-12)
+    assert E == pytest.approx(_e1(A.toarray(), W.gram()), rel=1e-9)
+    assert abs(sum(weights.values()) - 1.0) < 1e-5
+    assert E <= np.trace(W.gram()) * (1 + 1e-9)  # the identity (full table) is one of its starts
+
+
+def test_marginals_template_wins_on_one_way_marginals():
+    s = solve(marginals((2,) * 8, 1), privacy="pure", method="p-identity")
+    assert s.meta["template"] == "marginals"
+    assert s.meta["unit_total_squared_error"] == pytest.approx(576.0)  # the workload at weight 1/8 per marginal: 64 rank(G) = 64 * 9
+    assert s.meta["unit_total_squared_error"] < np.trace(marginals((2,) * 8, 1).gram())
 
 
 def test_auto_pure_returns_the_best_candidate_with_a_lower_bound():

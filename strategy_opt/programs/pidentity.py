@@ -20,9 +20,10 @@ p = n/16. The optima it reaches on range workloads are a small number of
 *levels* of overlapping triangular "hat" rows that form a partition of unity
 (linear B-splines) on top of the identity: one level at n = 256 (width about
 n/6), two at n = 1024. We therefore start from explicit multi-level hat
-templates -- identity plus levels with hat spacings ``h_1 < h_2 < ...`` and one
-weight per level -- choosing spacings and weights on a small grid by direct
-evaluation of E_1, then refine Theta by L-BFGS-B from the best
+templates -- identity plus levels with hat spacings ``h_1 < h_2 < ...``
+(`hat_templates`: finest spacing in `BASE_SPACINGS`, geometric ratio in
+`LEVEL_RATIOS`, weight 1 per level) -- ranked by direct evaluation of E_1 (one
+O(p n^2) evaluation each), then refine Theta by L-BFGS-B from the best
 `REFINED_STARTS` templates, keeping the best result; the identity (Theta = 0)
 and, in ``p-identity``, a random OPT_0-style start are tried too. The hat
 templates also bring p down to what the structure needs.
@@ -49,6 +50,18 @@ OPT_kron): each factor's sensitivity is 1, so the product's is 1, and
 ``E_1 = sum_k w_k^2 prod_i trace(G_ki X_i^{-1})``. Factors are optimised in turn
 (block coordinate descent), each on the Gram ``sum_k c_k G_ki`` with weights
 ``c_k = w_k^2 prod_{j != i} trace(G_kj X_j^{-1})`` from the other factors.
+For marginal workloads HDMM's marginals template (weighted marginals,
+`marginals_strategy`) is solved too and the better of the two is returned
+(``meta.template``).
+
+``auto-pure`` (registered here; ``auto`` calls it under epsilon-DP) returns the
+best of identity, the best H_b (b = 2..16), the Haar wavelet, ``p-identity``,
+``svd-approx`` (n <= 64) and, for marginal workloads, the Fourier strategy and
+its L1 re-weighting, all after column completion, in a default time budget
+(option ``time_budget``; 60 s + 300 s (n/4096)^2). Its ``meta.lower_bound`` is the
+certified (epsilon, delta) optimum bound (kind ``l2-optimum``; valid for E_1
+since ``||A||_1 >= ||A||_2``) for n <= `LOWER_BOUND_MAX_N`, computed in a quarter
+of the time the candidates took; above that the compiler's SVD bound.
 
 Options: ``p`` (rows of Theta for the random starts, default n/16),
 ``random_starts`` (default 1; 0 in ``auto-pure``, where they rarely pay for
@@ -101,6 +114,12 @@ THETA_MAX = 100.0
 LBFGS_MEMORY = 10
 #: Seconds between progress lines.
 LOG_EVERY = 2.0
+#: The marginals template (2^d weights) is tried up to this many attributes.
+MARGINALS_MAX_ATTRIBUTES = 16
+#: L-BFGS-B iterations per start of the marginals template.
+MARGINALS_MAX_ITERS = 2000
+#: Marginal weights below this share of the largest are dropped from the strategy.
+MARGINAL_WEIGHT_FLOOR = 1e-6
 _THREADPOOLS = ThreadpoolController()
 
 
@@ -405,6 +424,103 @@ def _solve_kron(parts, opts: dict, problem: Problem, time_limit: float) -> tuple
     return thetas, {"kronecker_rounds": rounds}
 
 
+def _superset_sums(a: np.ndarray, d: int) -> np.ndarray:
+    """``out[U] = sum_{S ⊇ U} a[S]`` over bitmask-indexed arrays (zeta transform, O(d 2^d))."""
+    x = a.reshape((2,) * d).copy()
+    for axis in range(d):
+        idx0 = [slice(None)] * d
+        idx1 = [slice(None)] * d
+        idx0[axis], idx1[axis] = 0, 1
+        x[tuple(idx0)] += x[tuple(idx1)]
+    return x.reshape(-1)
+
+
+def _subset_sums(b: np.ndarray, d: int) -> np.ndarray:
+    """``out[S] = sum_{U ⊆ S} b[U]`` (Moebius dual of `_superset_sums`)."""
+    x = b.reshape((2,) * d).copy()
+    for axis in range(d):
+        idx0 = [slice(None)] * d
+        idx1 = [slice(None)] * d
+        idx0[axis], idx1[axis] = 0, 1
+        x[tuple(idx1)] += x[tuple(idx0)]
+    return x.reshape(-1)
+
+
+def marginals_strategy(W: Workload, *, max_iters: int, ftol: float):
+    """HDMM's marginals template under L1 (OPT_M, McKenna et al. 2018, Sec. 6): weighted marginals, or None.
+
+    For a (weighted) union of marginals over attributes of sizes d_i, strategies
+    ``A = [theta_S M_S]_S`` over all attribute subsets S (M_S: the marginal on S)
+    have ``||A||_1 = sum_S theta_S``, and every Gram in play is a sum of
+    Kronecker products of I and J, diagonalised by one basis whose eigenspaces
+    are indexed by subsets U (multiplicity ``prod_{i in U} (d_i - 1)``). Derived
+    here: with ``out(S) = prod_{i not in S} d_i``,
+
+        E_1 = (sum_S theta_S)^2 sum_U mult(U) g(U) / x(U),
+        x(U) = sum_{S ⊇ U} theta_S^2 out(S),   g(U) = sum_{T ⊇ U} w_T^2 out(T),
+
+    minimised by L-BFGS-B over theta >= 0 (2^d variables, zeta transforms) from four
+    starts: the workload's marginals, those plus the full table, the table alone
+    (the identity) and all subsets.
+    Returns ``(A, E_1, {subset: theta})`` or None if W is not a marginal workload
+    or has more than `MARGINALS_MAX_ATTRIBUTES` attributes.
+    """
+    from .baselines import marginal_attribute_sets
+
+    sets = marginal_attribute_sets(W)
+    domain = W.domain
+    d = len(domain)
+    if sets is None or d > MARGINALS_MAX_ATTRIBUTES or len(sets) != len(W.parts if isinstance(W, Union) else [W]):
+        return None
+    weights = W.weights if isinstance(W, Union) else np.ones(1)
+    masks = np.arange(2**d)
+    bits = (masks[:, None] >> np.arange(d)[::-1][None, :]) & 1  # bit for attribute i (most significant = attribute 0)
+    sizes = np.asarray(domain, dtype=float)
+    out = np.prod(np.where(bits == 1, 1.0, sizes[None, :]), axis=1)
+    mult = np.prod(np.where(bits == 1, sizes[None, :] - 1.0, 1.0), axis=1)
+    wt = np.zeros(2**d)
+    for w, T in zip(weights, sets):
+        wt[sum(1 << (d - 1 - i) for i in T)] += float(w) ** 2
+    g = _superset_sums(wt * out, d)
+    cost = mult * g
+    live = cost > 0
+
+    def fun(theta):
+        total = theta.sum()
+        x = _superset_sums(theta**2 * out, d)
+        if np.any(x[live] <= 0):
+            return math.inf, np.zeros_like(theta)
+        r = cost[live] / x[live]
+        e = float(r.sum())
+        b = np.zeros(2**d)
+        b[live] = r / x[live]
+        grad = 2.0 * total * e - total**2 * 2.0 * theta * out * _subset_sums(b, d)
+        return total**2 * e, grad
+
+    workload_only = np.where(wt > 0, 1.0, 1e-3)
+    with_table = workload_only.copy()
+    with_table[-1] = 1.0  # the full contingency table (the identity)
+    best = None
+    table_only = np.full(2**d, 1e-3)
+    table_only[-1] = 1.0
+    for theta0 in (workload_only, with_table, table_only, np.ones(2**d)):
+        with _THREADPOOLS.limit(limits=1, user_api="blas"):
+            res = so.minimize(fun, theta0, jac=True, method="L-BFGS-B", bounds=so.Bounds(0.0, np.inf), options={"maxiter": max_iters, "ftol": ftol, "gtol": 0.0})
+        if best is None or res.fun < best.fun:
+            best = res
+    theta = best.x / best.x.sum()
+    keep = theta > MARGINAL_WEIGHT_FLOOR * theta.max()
+    from ..bases import kron_all
+
+    blocks = []
+    for m in np.flatnonzero(keep):
+        factors = [np.eye(dd) if bits[m, i] else np.ones((1, dd)) for i, dd in enumerate(domain)]
+        blocks.append(theta[m] * kron_all(factors))
+    A = sp.vstack(blocks, format="csr")
+    chosen = {"".join(map(str, bits[m])): float(theta[m]) for m in np.flatnonzero(keep)}
+    return A, float(fun(np.where(keep, theta, 0.0))[0]), chosen
+
+
 @register_method(
     "p-identity",
     privacy=("pure",),
@@ -430,7 +546,15 @@ def p_identity(problem: Problem):
     if parts is not None:
         thetas, extra = _solve_kron(parts, opts, problem, problem.solver.time_limit)
         A = KroneckerMatrix([pidentity_matrix(T) for T in thetas])
-        extra["theta_rows"] = [int(T.shape[0]) for T in thetas]
+        extra.update(theta_rows=[int(T.shape[0]) for T in thetas], template="kronecker")
+        marg = marginals_strategy(W, max_iters=min(problem.solver.max_iters, MARGINALS_MAX_ITERS), ftol=problem.solver.tol)
+        if marg is not None:
+            from ..error import unit_error
+
+            extra["marginals_template_error"] = marg[1]
+            if marg[1] < unit_error(A, W, 1):
+                A = marg[0]
+                extra.update(template="marginals", marginal_weights=marg[2])
     else:
         res = _solve_1d(W.gram(), opts, problem, problem.solver.time_limit)
         A = pidentity_matrix(res.theta)
