@@ -75,7 +75,7 @@ from ..registry import register_method
 from ..solvers import SolverProfile
 from .baselines import marginal_attribute_sets
 
-__all__ = ["BASES", "L1WeightingResult", "design_basis", "weighting_costs", "dual_bound_l1", "solve_l1_weighting", "l1_weighting"]
+__all__ = ["BASES", "L1WeightingResult", "design_basis", "weighting_costs", "dual_bound_l1", "solve_l1_weighting", "weighted_basis", "l1_weighting"]
 
 log = logging.getLogger("strategy_opt")
 
@@ -357,6 +357,12 @@ def l1_weighting(problem: Problem):
     if problem.privacy != "pure":
         raise InputError("l1-weighting is the epsilon-DP weighting (L1 sensitivity); use --privacy pure")
     t0 = time.perf_counter()
+    A, res, extra = weighted_basis(problem)
+    return compile_strategy(A, problem, "l1-weighting", solver=res.backend, status=res.status, solve_seconds=time.perf_counter() - t0, extra=extra)
+
+
+def weighted_basis(problem: Problem):
+    """``A = diag(u) Q`` with the Program 5.1.3 weights, the solver result and metadata, without compiling."""
     W = problem.workload
     basis = problem.options.get("basis", "wavelet")
     branching = problem.options.get("branching", 2)
@@ -390,4 +396,4 @@ def l1_weighting(problem: Problem):
     }
     if basis == "hierarchical":
         extra["branching"] = int(branching)
-    return compile_strategy(A, problem, "l1-weighting", solver=res.backend, status=res.status, solve_seconds=time.perf_counter() - t0, extra=extra)
+    return A, res, extra

@@ -540,26 +540,30 @@ def p_identity(problem: Problem):
     if problem.privacy != "pure":
         raise InputError("p-identity is an epsilon-DP method (L1 sensitivity); use --privacy pure")
     t0 = time.perf_counter()
+    A, extra = pidentity_strategy(problem, problem.solver.time_limit)
+    return compile_strategy(A, problem, "p-identity", solver="native/L-BFGS-B", status="local-optimum", solve_seconds=time.perf_counter() - t0, extra=extra)
+
+
+def pidentity_strategy(problem: Problem, time_limit: float) -> tuple[object, dict]:
+    """The optimised strategy (dense, Kronecker or sparse marginals) and its metadata, without compiling it."""
+    from ..error import unit_error
+
     W = problem.workload
     opts = _options(problem)
     parts = _kron_parts(W)
-    if parts is not None:
-        thetas, extra = _solve_kron(parts, opts, problem, problem.solver.time_limit)
-        A = KroneckerMatrix([pidentity_matrix(T) for T in thetas])
-        extra.update(theta_rows=[int(T.shape[0]) for T in thetas], template="kronecker")
-        marg = marginals_strategy(W, max_iters=min(problem.solver.max_iters, MARGINALS_MAX_ITERS), ftol=problem.solver.tol)
-        if marg is not None:
-            from ..error import unit_error
-
-            extra["marginals_template_error"] = marg[1]
-            if marg[1] < unit_error(A, W, 1):
-                A = marg[0]
-                extra.update(template="marginals", marginal_weights=marg[2])
-    else:
-        res = _solve_1d(W.gram(), opts, problem, problem.solver.time_limit)
-        A = pidentity_matrix(res.theta)
-        extra = {"theta_rows": int(res.theta.shape[0]), "start": res.start, "starts": res.starts, "iterations": res.iterations}
-    return compile_strategy(A, problem, "p-identity", solver="native/L-BFGS-B", status="local-optimum", solve_seconds=time.perf_counter() - t0, extra=extra)
+    if parts is None:
+        res = _solve_1d(W.gram(), opts, problem, time_limit)
+        return pidentity_matrix(res.theta), {"theta_rows": int(res.theta.shape[0]), "start": res.start, "starts": res.starts, "iterations": res.iterations}
+    thetas, extra = _solve_kron(parts, opts, problem, time_limit)
+    A = KroneckerMatrix([pidentity_matrix(T) for T in thetas])
+    extra.update(theta_rows=[int(T.shape[0]) for T in thetas], template="kronecker")
+    marg = marginals_strategy(W, max_iters=min(problem.solver.max_iters, MARGINALS_MAX_ITERS), ftol=problem.solver.tol)
+    if marg is not None:
+        extra["marginals_template_error"] = marg[1]
+        if marg[1] < unit_error(A, W, 1):
+            A = marg[0]
+            extra.update(template="marginals", marginal_weights=marg[2])
+    return A, extra
 
 
 #: auto-pure's optimiser budget in seconds: ``AUTO_BASE_SECONDS + AUTO_SCALE_SECONDS (n / 4096)^2`` (then the profile's time_limit caps it).
@@ -634,11 +638,8 @@ def auto_pure(problem: Problem):
             best_b, cands["hierarchical"] = b, (A, E)
     cands["wavelet"] = _completed_error(_per_dimension(W.domain, wavelet_matrix), W)
     sub = problem.with_options(random_starts=problem.options.get("random_starts", 0))
-    left = float(budget) - (time.perf_counter() - t0)
-    from dataclasses import replace
-
-    pid = p_identity(replace(sub, solver=replace(problem.solver, time_limit=max(left, 1.0))))
-    cands["p-identity"] = (pid.matrix, pid.meta["unit_total_squared_error"])
+    A, pid_meta = pidentity_strategy(sub, max(float(budget) - (time.perf_counter() - t0), 1.0))
+    cands["p-identity"] = _completed_error(A, W)
     if n <= AUTO_SVD_MAX_N:
         from .svd_approx import svd_approx
 
@@ -647,11 +648,10 @@ def auto_pure(problem: Problem):
     sets = marginal_attribute_sets(W)
     if sets is not None:
         from ..bases import fourier_matrix
-        from .l1_weighting import l1_weighting
+        from .l1_weighting import weighted_basis
 
         cands["fourier"] = _completed_error(fourier_matrix(W.domain, sets), W)
-        s = l1_weighting(problem.with_options(basis="fourier"))
-        cands["l1-weighting/fourier"] = (s.matrix, s.meta["unit_total_squared_error"])
+        cands["l1-weighting/fourier"] = _completed_error(weighted_basis(problem.with_options(basis="fourier"))[0], W)
     choice = min(cands, key=lambda k: cands[k][1])
     spent = time.perf_counter() - t0
     bound, kind = pure_lower_bound(W, max(MIN_LOWER_BOUND_SECONDS, LOWER_BOUND_SHARE * spent))
@@ -662,7 +662,7 @@ def auto_pure(problem: Problem):
         "time_budget": float(budget),
     }
     if choice == "p-identity":
-        extra.update({k: pid.meta[k] for k in ("theta_rows", "start", "starts", "kronecker_rounds") if k in pid.meta})
+        extra.update({k: v for k, v in pid_meta.items() if k in ("theta_rows", "start", "starts", "kronecker_rounds", "template", "marginal_weights")})
     if bound is None:
         extra["lower_bound_note"] = kind
     return compile_strategy(
