@@ -116,6 +116,26 @@ def test_auto_pure_returns_the_best_candidate_with_a_lower_bound():
     assert s.meta["ratio_to_lower_bound"] == pytest.approx(E / s.meta["lower_bound"])
 
 
+@pytest.mark.parametrize(("method", "options"), [("p-identity", {}), ("svd-approx", {}), ("l1-weighting", {"basis": "hierarchical"})])
+def test_every_pure_method_reports_the_l2_optimum_bound(method, options):
+    W = all_range(24)
+    s = solve(W, privacy="pure", method=method, **options)
+    l2 = solve(W, privacy="approx", method="minerror-l2").meta["unit_total_squared_error"]
+    assert s.meta["lower_bound_kind"] == "l2-optimum"
+    assert s.meta["svd_bound"] <= s.meta["lower_bound"] <= l2 * (1 + 1e-9)
+    assert s.meta["lower_bound"] == pytest.approx(l2, rel=1e-3)
+    assert s.meta["ratio_to_lower_bound"] == pytest.approx(s.meta["unit_total_squared_error"] / s.meta["lower_bound"])
+
+
+def test_lower_bound_falls_back_to_the_svd_bound_without_the_l2_solver(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "strategy_opt.native_l2", None)  # import raises ImportError
+    s = solve("prefix:16", privacy="pure", method="p-identity")
+    assert s.meta["lower_bound_kind"] == "svd-bound"
+    assert "unavailable" in s.meta["lower_bound_note"]
+
+
 def test_options_are_validated():
     with pytest.raises(InputError, match="random_starts"):
         solve("prefix:8", privacy="pure", method="p-identity", random_starts=-1)

@@ -42,6 +42,9 @@ is optimal at the dual optimum (the analogue of Program 5.1.1's
 ``(sum_i sqrt(c_i (B^T y)_i))^2``). The reported status is ``optimal`` when the
 relative gap ``value / bound - 1`` is at most the profile's ``tol``.
 
+Lower bound (``meta``): the certified (epsilon, delta) optimum, kind
+``l2-optimum`` (`pidentity.lower_bound_facts`), else the SVD bound.
+
 Reported by Li 2013 (Sec. 5.1.5): re-weighting improves the wavelet strategy
 by factors 1.2 (all ranges) and 2.3 (random ranges) and Fourier by 2.7 on
 low-order marginals. Measured here (benchmarks/pure_dp.py, total squared
@@ -356,9 +359,13 @@ def l1_weighting(problem: Problem):
     """
     if problem.privacy != "pure":
         raise InputError("l1-weighting is the epsilon-DP weighting (L1 sensitivity); use --privacy pure")
+    from .pidentity import lower_bound_facts
+
     t0 = time.perf_counter()
     A, res, extra = weighted_basis(problem)
-    return compile_strategy(A, problem, "l1-weighting", solver=res.backend, status=res.status, solve_seconds=time.perf_counter() - t0, extra=extra)
+    bound = lower_bound_facts(problem.workload, time.perf_counter() - t0)
+    extra.update(bound.pop("extra"))
+    return compile_strategy(A, problem, "l1-weighting", solver=res.backend, status=res.status, solve_seconds=time.perf_counter() - t0, extra=extra, **bound)
 
 
 def weighted_basis(problem: Problem):

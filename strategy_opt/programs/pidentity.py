@@ -91,7 +91,7 @@ from ..problem import Problem
 from ..registry import register_method
 from ..workload import Kronecker, Union, Workload
 
-__all__ = ["pidentity_loss", "pidentity_matrix", "hat_rows", "hat_templates", "optimise_theta", "PIdentityResult", "solve_pidentity", "p_identity"]
+__all__ = ["pure_lower_bound", "lower_bound_facts", "pidentity_strategy", "marginals_strategy", "auto_pure", "pidentity_loss", "pidentity_matrix", "hat_rows", "hat_templates", "optimise_theta", "PIdentityResult", "solve_pidentity", "p_identity"]
 
 log = logging.getLogger("strategy_opt")
 
@@ -541,7 +541,9 @@ def p_identity(problem: Problem):
         raise InputError("p-identity is an epsilon-DP method (L1 sensitivity); use --privacy pure")
     t0 = time.perf_counter()
     A, extra = pidentity_strategy(problem, problem.solver.time_limit)
-    return compile_strategy(A, problem, "p-identity", solver="native/L-BFGS-B", status="local-optimum", solve_seconds=time.perf_counter() - t0, extra=extra)
+    bound = lower_bound_facts(problem.workload, time.perf_counter() - t0)
+    extra.update(bound.pop("extra"))
+    return compile_strategy(A, problem, "p-identity", solver="native/L-BFGS-B", status="local-optimum", solve_seconds=time.perf_counter() - t0, extra=extra, **bound)
 
 
 def pidentity_strategy(problem: Problem, time_limit: float) -> tuple[object, dict]:
@@ -572,8 +574,9 @@ AUTO_BASE_SECONDS, AUTO_SCALE_SECONDS = 60.0, 300.0
 AUTO_SVD_MAX_N = 64
 #: The (epsilon, delta) lower bound is computed up to this many cells ...
 LOWER_BOUND_MAX_N = 2048
-#: ... with this share of the time spent on the candidates (at least MIN_LOWER_BOUND_SECONDS).
-LOWER_BOUND_SHARE, MIN_LOWER_BOUND_SECONDS = 0.25, 0.5
+#: ... with this share of the time spent on the candidates (at least MIN_LOWER_BOUND_SECONDS),
+#: to this relative gap of the L2 program.
+LOWER_BOUND_SHARE, MIN_LOWER_BOUND_SECONDS, LOWER_BOUND_TOL = 0.25, 0.5, 1e-4
 #: Branching factors auto-pure tries for H_b.
 AUTO_BRANCHINGS = tuple(range(2, 17))
 
@@ -591,13 +594,28 @@ def _completed_error(A, W: Workload) -> tuple[object, float]:
 
 
 def pure_lower_bound(W: Workload, time_limit: float) -> tuple[float | None, str]:
-    """The certified (epsilon, delta) optimum bound (a lower bound on E_1), or (None, reason)."""
+    """The certified (epsilon, delta) optimum bound (a lower bound on E_1), or (None, why not).
+
+    The native L2 solver (`strategy_opt.native_l2`, imported lazily) certifies
+    every iterate, so stopping it at ``time_limit`` still gives a valid bound
+    (at least the SVD bound, its starting point). Above `LOWER_BOUND_MAX_N`
+    cells, or without the solver, the compiler's SVD bound stands.
+    """
     if W.n > LOWER_BOUND_MAX_N:
         return None, f"n > {LOWER_BOUND_MAX_N}: SVD bound only"
-    from .minerror_l1 import l2_optimum_bound
+    try:
+        from ..native_l2 import solve_total_l2
+    except ImportError:
+        return None, "strategy_opt.native_l2 unavailable: SVD bound only"
+    return solve_total_l2(W.gram(), time_limit=time_limit, tol=LOWER_BOUND_TOL).dual, "l2-optimum"
 
-    bound, _ = l2_optimum_bound(W.gram(), time_limit=time_limit)
-    return bound, "l2-optimum"
+
+def lower_bound_facts(W: Workload, seconds_spent: float) -> dict:
+    """Keyword arguments for `compile_strategy`: the l2-optimum bound in a share of the time spent."""
+    bound, kind = pure_lower_bound(W, max(MIN_LOWER_BOUND_SECONDS, LOWER_BOUND_SHARE * seconds_spent))
+    if bound is None:
+        return {"extra": {"lower_bound_note": kind}}
+    return {"lower_bound": bound, "lower_bound_kind": kind, "extra": {}}
 
 
 @register_method(
@@ -653,26 +671,14 @@ def auto_pure(problem: Problem):
         cands["fourier"] = _completed_error(fourier_matrix(W.domain, sets), W)
         cands["l1-weighting/fourier"] = _completed_error(weighted_basis(problem.with_options(basis="fourier"))[0], W)
     choice = min(cands, key=lambda k: cands[k][1])
-    spent = time.perf_counter() - t0
-    bound, kind = pure_lower_bound(W, max(MIN_LOWER_BOUND_SECONDS, LOWER_BOUND_SHARE * spent))
-    extra = {
-        "auto_pure_choice": choice,
-        "auto_pure_candidates": {k: float(v[1]) for k, v in cands.items()},
-        "hierarchical_branching": best_b,
-        "time_budget": float(budget),
-    }
+    bound = lower_bound_facts(W, time.perf_counter() - t0)
+    extra = bound.pop("extra")
+    extra.update(
+        auto_pure_choice=choice,
+        auto_pure_candidates={k: float(v[1]) for k, v in cands.items()},
+        hierarchical_branching=best_b,
+        time_budget=float(budget),
+    )
     if choice == "p-identity":
         extra.update({k: v for k, v in pid_meta.items() if k in ("theta_rows", "start", "starts", "kronecker_rounds", "template", "marginal_weights")})
-    if bound is None:
-        extra["lower_bound_note"] = kind
-    return compile_strategy(
-        cands[choice][0],
-        problem,
-        "auto-pure",
-        solver="native",
-        status="best-of-candidates",
-        solve_seconds=time.perf_counter() - t0,
-        lower_bound=bound,
-        lower_bound_kind="l2-optimum" if bound is not None else None,
-        extra=extra,
-    )
+    return compile_strategy(cands[choice][0], problem, "auto-pure", solver="native", status="best-of-candidates", solve_seconds=time.perf_counter() - t0, extra=extra, **bound)

@@ -33,6 +33,9 @@ refine : bool
 rows : int
     Rows of the refined factor (``>= rank(G)``; default n).
 
+Lower bound (``meta``): the certified (epsilon, delta) optimum, kind
+``l2-optimum`` (`pidentity.lower_bound_facts`), else the SVD bound.
+
 Limits: one n x n eigendecomposition plus ``O(rows * rank * n)`` per descent
 step; the descent is skipped above `REFINE_MAX_N` cells unless asked for.
 """
@@ -204,4 +207,8 @@ def svd_approx(problem: Problem):
     if refine:
         A, facts = min_l1_factor(A, int(rows), V, time_limit=problem.solver.time_limit)
         extra.update(facts)
-    return compile_strategy(A, problem, "svd-approx", solver="closed-form+stiefel-descent" if refine else "closed-form", solve_seconds=time.perf_counter() - t0, extra=extra)
+    from .pidentity import lower_bound_facts
+
+    bound = lower_bound_facts(W, time.perf_counter() - t0)
+    extra.update(bound.pop("extra"))
+    return compile_strategy(A, problem, "svd-approx", solver="closed-form+stiefel-descent" if refine else "closed-form", solve_seconds=time.perf_counter() - t0, extra=extra, **bound)
