@@ -99,3 +99,26 @@ def test_options_are_validated():
         solve("prefix:8", privacy="pure", method="l1-weighting", basis="haar")
     with pytest.raises(InputError, match="branching"):
         solve("prefix:8", privacy="pure", method="l1-weighting", basis="hierarchical", branching=1)
+
+
+def _brute_e1(A, W) -> float:
+    """||A||_1^2 trace(W^T W (A^T A)^+) by dense NumPy, independent of the library's error code."""
+    A = A.toarray() if sp.issparse(A) else np.asarray(A)
+    G = W.gram()
+    return float(np.abs(A).sum(axis=0).max() ** 2 * np.trace(G @ np.linalg.pinv(A.T @ A)))
+
+
+@pytest.mark.parametrize("spec", ["marginals:3x5x7:2", "marginals:8x4x4:2"])
+def test_completion_line_search_never_loses_to_the_plain_basis(spec):
+    """Non-binary Fourier bases load columns unequally: the completed result beats neither end point's completion."""
+    from strategy_opt.spec import parse_spec
+
+    W = parse_spec(spec)
+    plain = solve(spec, privacy="pure", method="fourier")
+    weighted = solve(spec, privacy="pure", method="l1-weighting", basis="fourier")
+    search = weighted.meta["completion_line_search"]
+    e_plain, e_weighted = _brute_e1(plain.matrix, W), _brute_e1(weighted.matrix, W)
+    assert e_weighted == pytest.approx(weighted.meta["unit_total_squared_error"], rel=1e-8)
+    assert e_weighted <= e_plain * (1 + 1e-9)
+    assert e_weighted == pytest.approx(min(search["points"].values()), rel=1e-8)
+    assert search["points"]["0.0"] == pytest.approx(e_plain, rel=1e-8)

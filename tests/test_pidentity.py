@@ -6,7 +6,7 @@ import pytest
 from strategy_opt.api import solve
 from strategy_opt.error import KroneckerMatrix, unit_error
 from strategy_opt.exceptions import InputError
-from strategy_opt.programs.pidentity import hat_rows, hat_templates, marginals_strategy, pidentity_loss, pidentity_loss_on_support, hat_support, pidentity_matrix
+from strategy_opt.programs.pidentity import COARSEST_DIVISOR, hat_rows, hat_templates, marginals_strategy, pidentity_loss, pidentity_loss_on_support, hat_support, pidentity_matrix
 from strategy_opt.workload import all_range, kronecker, marginals, prefix, random_range
 
 
@@ -50,7 +50,7 @@ def test_hats_are_a_partition_of_unity():
         R = hat_rows(n, h)
         assert R.min() >= 0
         np.testing.assert_allclose(R.sum(axis=0), 1.0)
-    assert all(t[-1] <= 1024 / 4 and list(t) == sorted(t) for t in hat_templates(1024))
+    assert all(t[-1] <= 1024 / COARSEST_DIVISOR and list(t) == sorted(t) for t in hat_templates(1024))
 
 
 def test_identity_is_kept_where_it_is_optimal():

@@ -53,7 +53,9 @@ ranges, 1.76 on 2-way marginals of 11 binary attributes. The program weighs
 the queries *before* the compiler's column completion: on bases whose columns
 have unequal ``|Q|`` sums (the real Fourier basis of non-binary attributes)
 the completed plain basis can win (8 x 16 x 16, 2-way marginals: factor
-0.88); ``auto-pure`` compares both.
+0.88 before completion-aware search); `completion_line_search` therefore
+evaluates the completed error along the segment from uniform to optimal
+weights and keeps the best point (``meta.completion_line_search``).
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ from ..registry import register_method
 from ..solvers import SolverProfile
 from .baselines import marginal_attribute_sets
 
-__all__ = ["BASES", "L1WeightingResult", "design_basis", "weighting_costs", "dual_bound_l1", "solve_l1_weighting", "weighted_basis", "l1_weighting"]
+__all__ = ["BASES", "L1WeightingResult", "design_basis", "weighting_costs", "dual_bound_l1", "solve_l1_weighting", "weighted_basis", "completion_line_search", "LINE_SEARCH_POINTS", "l1_weighting"]
 
 log = logging.getLogger("strategy_opt")
 
@@ -368,6 +370,46 @@ def l1_weighting(problem: Problem):
     return compile_strategy(A, problem, "l1-weighting", solver=res.backend, status=res.status, solve_seconds=time.perf_counter() - t0, extra=extra, **bound)
 
 
+#: Points ``t`` of the completion-aware search on the segment from the uniform weights (t = 0) to the Program 5.1.3 optimum (t = 1).
+LINE_SEARCH_POINTS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def _equal_loads(loads: np.ndarray) -> bool:
+    return bool(loads.max() - loads.min() <= 1e-9 * loads.max())
+
+
+def completion_line_search(u: np.ndarray, Q, B, W) -> tuple[np.ndarray, dict]:
+    """Weights on the segment from uniform to ``u`` whose *completed* strategy has the least ``E_1``.
+
+    Program 5.1.3 prices the design queries before the compiler's column
+    completion (`strategy_opt.augment`). When the basis's columns carry unequal
+    loads ``|Q|^T 1`` (the real Fourier basis of non-binary attributes, eigen
+    bases), the completion rows of the plain basis can be worth more than the
+    re-weighting (8 x 16 x 16, 2-way marginals: the weighted basis alone is 0.88x
+    the completed plain one). Every point ``t u + (1 - t) u_0`` of the segment
+    from the uniform weights ``u_0 = 1 / max(|Q|^T 1)`` is feasible (the
+    constraint is convex), so the completed ``E_1`` is evaluated at
+    `LINE_SEARCH_POINTS` and the best point is returned: never worse than the
+    completed plain basis nor than the completed optimum of the program.
+    Nothing is searched when both end points load every column equally
+    (completion adds nothing, e.g. Haar wavelets): returns ``(u, {})``.
+    """
+    from ..augment import complete_columns_l1
+    from ..error import unit_error
+
+    u0 = np.full(u.size, 1.0 / float(np.asarray(B @ np.ones(u.size)).max()))
+    if _equal_loads(np.asarray(B @ u0)) and _equal_loads(np.asarray(B @ u)):
+        return u, {}
+    errors = {}
+    for t in LINE_SEARCH_POINTS:
+        ut = t * u + (1.0 - t) * u0
+        At = sp.diags(ut) @ Q if sp.issparse(Q) else ut[:, None] * Q
+        errors[t] = unit_error(complete_columns_l1(At)[0], W, 1)
+    best = min(errors, key=errors.get)
+    log.info("l1-weighting: completed E_1 along uniform -> optimal weights %s; t = %g chosen", {t: f"{e:.6g}" for t, e in errors.items()}, best)
+    return best * u + (1.0 - best) * u0, {"points": {str(t): float(e) for t, e in errors.items()}, "chosen_t": float(best)}
+
+
 def weighted_basis(problem: Problem):
     """``A = diag(u) Q`` with the Program 5.1.3 weights, the solver result and metadata, without compiling."""
     W = problem.workload
@@ -391,7 +433,8 @@ def weighted_basis(problem: Problem):
         Q = np.asarray(Q)[keep]
         B = np.abs(Q).T
     res = solve_l1_weighting(c[keep], B, problem.solver)
-    A = sp.diags(res.u) @ Q if sp.issparse(Q) else res.u[:, None] * Q
+    u, search = completion_line_search(res.u, Q, B, W)
+    A = sp.diags(u) @ Q if sp.issparse(Q) else u[:, None] * Q
     extra = {
         "basis": basis,
         "design_queries": int(keep.sum()),
@@ -401,6 +444,8 @@ def weighted_basis(problem: Problem):
         "weighting_exact": bool(exact),
         "iterations": res.iterations,
     }
+    if search:
+        extra["completion_line_search"] = search
     if basis == "hierarchical":
         extra["branching"] = int(branching)
     return A, res, extra

@@ -99,8 +99,10 @@ log = logging.getLogger("strategy_opt")
 BASE_SPACINGS = (14, 20, 28)
 #: Ratios between the spacings of consecutive levels.
 LEVEL_RATIOS = (6, 9, 12)
-#: The coarsest level's spacing is at most ``n / COARSEST_DIVISOR``.
-COARSEST_DIVISOR = 4
+#: The coarsest level's spacing is at most ``n / COARSEST_DIVISOR`` (2: prefix workloads
+#: want a level of half-domain hats; prefix:256 reaches 6914 from (14, 126) against 6992
+#: with the coarsest level capped at n / 4; all ranges are unchanged).
+COARSEST_DIVISOR = 2
 #: Hat templates refined by L-BFGS-B (the best ones by E_1 at the start).
 REFINED_STARTS = 2
 #: Hat starts are optimised on their rows' supports widened by this multiple of the row width per side.
@@ -211,7 +213,7 @@ def hat_rows(n: int, spacing: float) -> np.ndarray:
 
 
 def hat_templates(n: int) -> list[tuple[float, ...]]:
-    """Candidate level spacings ``(h_1, h_2, ...)``: geometric in a ratio, finest first, coarsest <= n / 4."""
+    """Candidate level spacings ``(h_1, h_2, ...)``: geometric in a ratio, finest first, coarsest <= n / COARSEST_DIVISOR."""
     out = set()
     for base, ratio in itertools.product(BASE_SPACINGS, LEVEL_RATIOS):
         levels, h = [], float(base)
