@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 from strategy_opt.api import solve
-from strategy_opt.bases import hierarchical_matrix, wavelet_matrix
+from strategy_opt.bases import wavelet_matrix
 from strategy_opt.error import unit_error
 from strategy_opt.exceptions import InputError
 from strategy_opt.programs.l1_weighting import design_basis, dual_bound_l1, solve_l1_weighting, weighting_costs

@@ -7,7 +7,7 @@ from strategy_opt.api import solve
 from strategy_opt.error import unit_error
 from strategy_opt.exceptions import InputError
 from strategy_opt.programs.minerror_l1 import l1_error
-from strategy_opt.workload import all_range, from_matrix, prefix, random_range
+from strategy_opt.workload import all_range, prefix, random_range
 
 
 def _e1(A, G):

@@ -73,7 +73,6 @@ import scipy.sparse.linalg as spla
 
 from ..bases import fourier_matrix, hierarchical_matrix, kron_all, wavelet_matrix
 from ..compiler import compile_strategy
-from ..defaults import EIG_RTOL
 from ..exceptions import InputError, SolverError
 from ..problem import Problem
 from ..registry import register_method

@@ -36,12 +36,18 @@ support only: O(nnz n + p^2 n) per evaluation instead of O(p n^2)
 (`pidentity_loss_on_support`); with p ~ n/14 and nnz ~ 6n at n = 4096 about
 ten times cheaper.
 
-Measured here (one BLAS thread, same run; benchmarks/pure_dp.py has the full
-table): all ranges n = 256: E_1 1067782 in 0.3 s against OPT_0's 1066912 in
-3.4 s; n = 1024: 31767765 against 31919622 at 0.94 of OPT_0's time. The
-local optima of this template (and of signed general strategies started from
-them) lie within about 1% of each other; we found no start that beats OPT_0 by
-more than ~0.5-1%.
+Measured here (one BLAS thread, same run as our re-implementation of OPT_0;
+benchmarks/results/pure_dp.md has the table): all ranges n = 256: E_1 1067782
+in 0.6 s against OPT_0's 1066912 in 1.9 s; n = 1024: 31767940 in 35 s against
+31919622 in 61 s (the issue's reference OPT_0 values are 1075312 and 32721311:
+0.7% and 2.9% below them); prefix n = 256: 6914.6 (OPT_0 6980.7, reference
+6918.3), n = 1024: 46456 (OPT_0 46499, reference 47391). The local optima of
+this template lie within about 1% of each other: on all ranges n = 256 every
+start we tried (one- to three-level hats, quadratic B-splines, shifted
+duplicate levels, random starts with p = 16 ... 128, uniform or sparse) ends at
+1.0669e6-1.087e6, and general signed strategies optimised from them (and from
+random signed starts, the L2 optimum and svd-approx) gain at most 0.03% at
+n = 64. We found no strategy 5% below OPT_0 at n = 256.
 
 Multi-dimensional domains: for a Kronecker workload or a weighted union of
 Kronecker workloads over the same factor domains (e.g. marginals), the
