@@ -154,10 +154,11 @@ class ErrorProfile:
         return self._pinv
 
     def solve_normal(self, b: np.ndarray) -> np.ndarray:
-        """Minimum-norm solution of ``A^T A x = b`` (b in the row space of A)."""
+        """Minimum-norm solution of ``A^T A x = b`` (b in the row space of A; a vector or an n x k block of right-hand sides)."""
         if self._chol is not None:
             return la.cho_solve(self._chol, b, check_finite=False)
-        return self._V @ (self._inv_eig * (self._V.T @ b))
+        coef = self._V.T @ b
+        return self._V @ (self._inv_eig.reshape((-1,) + (1,) * (coef.ndim - 1)) * coef)
 
     def trace_with(self, G: np.ndarray) -> float:
         """``trace(G (A^T A)^+)`` for a symmetric n x n G."""

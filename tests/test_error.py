@@ -120,3 +120,15 @@ def test_table_4_1_all_range_2048(strategy, expected):
     W = all_range(n)
     A = {"identity": np.eye(n), "hierarchical": hierarchical_matrix(n, 2), "wavelet": wavelet_matrix(n)}[strategy]
     assert unit_error(A, W, 2) / svd_bound(W) == pytest.approx(expected, abs=6e-4)
+
+
+def test_solve_normal_takes_blocks_of_right_hand_sides_on_rank_deficient_strategies():
+    """Regression: a rank-deficient A with k right-hand sides (k = rank made it silently wrong)."""
+    from strategy_opt.error import ErrorProfile
+
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((3, 5))  # rank 3 on 5 cells: eigendecomposition path
+    B = A.T @ rng.standard_normal((3, 3))  # three right-hand sides in the row space
+    X = ErrorProfile(A).solve_normal(B)
+    np.testing.assert_allclose(X, np.linalg.pinv(A.T @ A) @ B, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(ErrorProfile(A).solve_normal(B[:, 0]), X[:, 0], rtol=1e-10, atol=1e-12)
