@@ -6,8 +6,8 @@ import pytest
 from strategy_opt.api import solve
 from strategy_opt.error import KroneckerMatrix, unit_error
 from strategy_opt.exceptions import InputError
-from strategy_opt.programs.pidentity import COARSEST_DIVISOR, hat_rows, hat_templates, marginals_strategy, pidentity_loss, pidentity_loss_on_support, hat_support, pidentity_matrix
-from strategy_opt.workload import all_range, kronecker, marginals, prefix, random_range
+from strategy_opt.programs.pidentity import COARSEST_DIVISOR, merged_cells, hat_rows, hat_templates, marginals_strategy, pidentity_loss, pidentity_loss_on_support, hat_support, pidentity_matrix
+from strategy_opt.workload import all_range, from_matrix, kronecker, marginals, prefix, random_range
 
 
 def _e1(A, G):
@@ -143,3 +143,46 @@ def test_options_are_validated():
         solve("prefix:8", privacy="pure", method="auto-pure", time_budget=0)
     with pytest.raises(InputError, match="privacy"):
         solve("prefix:8", privacy="approx", method="p-identity")
+
+
+def _duplicated_workload():
+    """Ranges over 12 blocks of 3 equal cells, and 6 cells no query touches (42 cells)."""
+    rng = np.random.default_rng(7)
+    Wb = np.zeros((25, 12))
+    for i in range(25):
+        a, b = sorted(rng.integers(0, 12, 2))
+        Wb[i, a : b + 1] = 1.0
+    W = np.zeros((25, 42))
+    W[:, :36] = np.repeat(Wb, 3, axis=1)
+    return Wb, W
+
+
+def test_merged_cells_from_the_gram():
+    Wb, W = _duplicated_workload()
+    cell_of, reps = merged_cells(W.T @ W)
+    assert reps.size == 12 and np.all(cell_of[36:] == -1)
+    np.testing.assert_array_equal(W[:, reps], Wb)
+    np.testing.assert_array_equal(W[:, cell_of >= 0], Wb[:, cell_of[cell_of >= 0]])
+
+
+def test_p_identity_on_merged_cells_keeps_sensitivity_and_error():
+    """Optimising on the minimized workload and expanding gives the minimized workload's E_1 on the full one."""
+    Wb, W = _duplicated_workload()
+    full = solve(from_matrix(W), privacy="pure", method="p-identity", random_starts=0)
+    small = solve(from_matrix(Wb), privacy="pure", method="p-identity", random_starts=0)
+    assert full.meta["merged_cells"] == 12
+    E = full.meta["unit_total_squared_error"]
+    assert E == pytest.approx(_e1(full.dense(), W.T @ W), rel=1e-8)
+    assert E == pytest.approx(small.meta["unit_total_squared_error"], rel=1e-6)
+    assert E < np.trace(W.T @ W)
+
+
+def test_auto_pure_adds_greedy_h_and_a_random_start_off_ranges():
+    rng = np.random.default_rng(0)
+    W = from_matrix((rng.random((20, 60)) < 0.3) * rng.random((20, 60)))
+    s = solve(W, privacy="pure", method="auto-pure", time_budget=20)
+    cands = s.meta["auto_pure_candidates"]
+    assert "greedy-h" in cands
+    assert s.meta["auto_pure_random_start"] >= cands["p-identity"]  # tried (the hat starts cannot model these queries)
+    assert s.meta["unit_total_squared_error"] == pytest.approx(min(cands.values()), rel=1e-9)
+    assert s.meta["unit_total_squared_error"] == pytest.approx(_e1(s.dense(), W.gram()), rel=1e-8)

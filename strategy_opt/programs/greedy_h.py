@@ -56,7 +56,7 @@ from ..problem import Problem
 from ..registry import register_method
 from ..workload import IntervalWorkload, Kronecker, Union, Workload
 
-__all__ = ["MappedWorkload", "Hierarchy", "build_hierarchy", "greedy_hierarchy", "greedy_h", "LAMBDA_MAX"]
+__all__ = ["MappedWorkload", "Hierarchy", "build_hierarchy", "greedy_hierarchy", "greedy_h", "greedy_h_matrix", "LAMBDA_MAX"]
 
 #: Largest node weight lambda the greedy search may choose.
 LAMBDA_MAX = 0.99
@@ -480,11 +480,15 @@ def greedy_h(problem: Problem):
     Options: ``branching`` (default 2).
     """
     t0 = time.perf_counter()
-    W = problem.workload
     branching = check_branching(problem.options.get("branching", 2))
+    A, tree = greedy_h_matrix(problem.workload, branching)
+    extra = {"branching": branching, "greedy_unit_error": tree.unit_error, "internal_nodes_asked": int(np.count_nonzero(tree.weight[tree.k :]))}
+    return compile_strategy(A, problem, "greedy-h", solver="greedy", solve_seconds=time.perf_counter() - t0, extra=extra)
+
+
+def greedy_h_matrix(W: Workload, branching: int = 2) -> tuple[sp.csr_matrix, Hierarchy]:
+    """GreedyH's strategy over single cells (columns in the workload's cell order) and its hierarchy, without compiling."""
     order = domain_order(W.domain)
     tree = greedy_hierarchy(MappedWorkload(W, order, np.arange(W.n + 1)), branching)
     A = tree.strategy().tocoo()
-    A = sp.csr_matrix((A.data, (A.row, order[A.col])), shape=(A.shape[0], W.n))
-    extra = {"branching": branching, "greedy_unit_error": tree.unit_error, "internal_nodes_asked": int(np.count_nonzero(tree.weight[tree.k :]))}
-    return compile_strategy(A, problem, "greedy-h", solver="greedy", solve_seconds=time.perf_counter() - t0, extra=extra)
+    return sp.csr_matrix((A.data, (A.row, order[A.col])), shape=(A.shape[0], W.n)), tree

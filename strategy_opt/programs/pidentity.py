@@ -60,11 +60,21 @@ For marginal workloads HDMM's marginals template (weighted marginals,
 `marginals_strategy`) is solved too and the better of the two is returned
 (``meta.template``).
 
+On a 1-D (non-Kronecker) workload the optimiser runs on the minimized
+workload (Li 2013, Def. 2.6: cells no query tells apart merged, untouched cells
+dropped; `merged_cells`, read off the Gram) and the strategy is expanded back
+(`expand_cells`), with the same sensitivity and error: random query workloads
+over 1000 cells often have far fewer distinguishable cells, which is what makes
+the Orthogonal Mechanism competitive there.
+
 ``auto-pure`` (registered here; ``auto`` calls it under epsilon-DP) returns the
-best of identity, the best H_b (b = 2..16), the Haar wavelet, ``p-identity``,
-``svd-approx`` (n <= 64) and, for marginal workloads, the Fourier strategy and
-its L1 re-weighting, all after column completion, in a default time budget
-(option ``time_budget``; 60 s + 300 s (n/4096)^2). Its ``meta.lower_bound`` is the
+best of identity, the best H_b (b = 2..16), the Haar wavelet, GreedyH (1-D and
+2-D domains), ``p-identity``, ``svd-approx`` (n <= 64) and, for marginal
+workloads, the Fourier strategy and its L1 re-weighting, all after column
+completion, in a default time budget (option ``time_budget``; 60 s + 300 s
+(n/4096)^2). When the hat starts leave p-identity above `RANDOM_START_ABOVE`
+times the identity's error (workloads that are not range-like) it adds an
+OPT_0-style random start in the remaining budget. Its ``meta.lower_bound`` is the
 certified (epsilon, delta) optimum bound (kind ``l2-optimum``; valid for E_1
 since ``||A||_1 >= ||A||_2``) for n <= `LOWER_BOUND_MAX_N`, computed in a quarter
 of the time the candidates took; above that the compiler's SVD bound.
@@ -97,7 +107,7 @@ from ..problem import Problem
 from ..registry import register_method
 from ..workload import Kronecker, Union, Workload
 
-__all__ = ["pure_lower_bound", "lower_bound_facts", "pidentity_strategy", "marginals_strategy", "auto_pure", "pidentity_loss", "pidentity_matrix", "hat_rows", "hat_templates", "optimise_theta", "PIdentityResult", "solve_pidentity", "p_identity"]
+__all__ = ["pure_lower_bound", "lower_bound_facts", "merged_cells", "expand_cells", "pidentity_strategy", "marginals_strategy", "auto_pure", "pidentity_loss", "pidentity_matrix", "hat_rows", "hat_templates", "optimise_theta", "PIdentityResult", "solve_pidentity", "p_identity"]
 
 log = logging.getLogger("strategy_opt")
 
@@ -363,6 +373,58 @@ def solve_pidentity(G: np.ndarray, *, p_random: int, random_starts: int, seed: i
     return best
 
 
+def merged_cells(G: np.ndarray, rtol: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:
+    """The minimized workload's cells (Li 2013, Def. 2.6) from the Gram ``G = W^T W``.
+
+    Columns j and k of W are equal exactly when ``G_jj + G_kk - 2 G_jk = 0``
+    (``||w_j - w_k||^2``), and column j is zero when ``G_jj = 0``; both are read
+    off G (up to ``rtol`` times its largest diagonal entry) without W.
+
+    Returns
+    -------
+    cell_of : ndarray of int, shape (n,)
+        Merged cell of each cell, -1 for cells no query touches.
+    reps : ndarray of int, shape (n',)
+        One representative cell per merged cell, in domain order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> W = np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]])
+    >>> cell_of, reps = merged_cells(W.T @ W)
+    >>> cell_of.tolist(), reps.tolist()
+    ([0, 0, 1, -1], [0, 2])
+    """
+    d = np.diag(G)
+    tol = rtol * max(float(d.max()), 1e-300)
+    cell_of = np.full(G.shape[0], -1)
+    reps: list[int] = []
+    for j in np.flatnonzero(d > tol):
+        if cell_of[j] >= 0:
+            continue
+        same = np.flatnonzero((d + d[j] - 2.0 * G[j] <= tol) & (cell_of < 0) & (d > tol))
+        cell_of[same] = len(reps)
+        reps.append(int(j))
+    return cell_of, np.asarray(reps, dtype=int)
+
+
+def expand_cells(A: np.ndarray, cell_of: np.ndarray) -> np.ndarray:
+    """A strategy on merged cells as one on the original cells: each cell gets its merged cell's column.
+
+    The sensitivity is unchanged (the same columns) and, for a workload whose
+    columns agree within merged cells, so is the error: with ``W = W' P`` and
+    ``A = A' P`` (P the 0/1 cell-to-merged-cell matrix, full row rank),
+    ``W A^+ = W' A'^+``. Untouched cells (``cell_of = -1``) get zero columns;
+    the compiler's column completion measures them.
+    """
+    if np.all(cell_of == np.arange(cell_of.size)):
+        return A
+    out = np.zeros((A.shape[0], cell_of.size))
+    live = cell_of >= 0
+    out[:, live] = A[:, cell_of[live]]
+    return out
+
+
 def _kron_parts(W: Workload) -> list[tuple[float, list[Workload]]] | None:
     """``[(weight^2, factors)]`` for a Kronecker workload or a union of them over the same factor domains."""
     parts = W.parts if isinstance(W, Union) else [W]
@@ -562,8 +624,13 @@ def pidentity_strategy(problem: Problem, time_limit: float) -> tuple[object, dic
     opts = _options(problem)
     parts = _kron_parts(W)
     if parts is None:
-        res = _solve_1d(W.gram(), opts, problem, time_limit)
-        return pidentity_matrix(res.theta), {"theta_rows": int(res.theta.shape[0]), "start": res.start, "starts": res.starts, "iterations": res.iterations}
+        G = W.gram()
+        cell_of, reps = merged_cells(G)
+        if reps.size < W.n:
+            log.info("p-identity: %d cells, %d after merging cells no query tells apart (and dropping untouched ones)", W.n, reps.size)
+        res = _solve_1d(G[np.ix_(reps, reps)], opts, problem, time_limit)
+        A = expand_cells(pidentity_matrix(res.theta), cell_of)
+        return A, {"theta_rows": int(res.theta.shape[0]), "start": res.start, "starts": res.starts, "iterations": res.iterations, "merged_cells": int(reps.size)}
     thetas, extra = _solve_kron(parts, opts, problem, time_limit)
     A = KroneckerMatrix([pidentity_matrix(T) for T in thetas])
     extra.update(theta_rows=[int(T.shape[0]) for T in thetas], template="kronecker")
@@ -585,6 +652,8 @@ LOWER_BOUND_MAX_N = 2048
 #: ... with this share of the time spent on the candidates (at least MIN_LOWER_BOUND_SECONDS),
 #: to this relative gap of the L2 program.
 LOWER_BOUND_SHARE, MIN_LOWER_BOUND_SECONDS, LOWER_BOUND_TOL = 0.25, 0.5, 1e-4
+#: auto-pure adds a random p-Identity start when the hat starts leave E_1 above this share of the identity's.
+RANDOM_START_ABOVE = 0.9
 #: Branching factors auto-pure tries for H_b.
 AUTO_BRANCHINGS = tuple(range(2, 17))
 
@@ -630,7 +699,7 @@ def lower_bound_facts(W: Workload, seconds_spent: float) -> dict:
     "auto-pure",
     privacy=("pure",),
     source="strategy_opt",
-    summary="epsilon-DP: best of identity, best H_b, wavelet, p-identity (and svd-approx for n <= 64, Fourier and l1-weighted Fourier for marginals) in a default budget; (eps,delta) optimum as lower bound",
+    summary="epsilon-DP: best of identity, best H_b, wavelet, GreedyH (1-D/2-D), p-identity on merged cells (and svd-approx for n <= 64, Fourier and l1-weighted Fourier for marginals) in a default budget; (eps,delta) optimum as lower bound",
 )
 def auto_pure(problem: Problem):
     """The best epsilon-DP strategy among the library's candidates (option ``time_budget`` in seconds).
@@ -663,9 +732,24 @@ def auto_pure(problem: Problem):
         if best_b is None or E < cands["hierarchical"][1]:
             best_b, cands["hierarchical"] = b, (A, E)
     cands["wavelet"] = _completed_error(_per_dimension(W.domain, wavelet_matrix), W)
+    if len(W.domain) <= 2:
+        from .greedy_h import greedy_h_matrix
+
+        cands["greedy-h"] = _completed_error(greedy_h_matrix(W)[0], W)
     sub = problem.with_options(random_starts=problem.options.get("random_starts", 0))
     A, pid_meta = pidentity_strategy(sub, max(float(budget) - (time.perf_counter() - t0), 1.0))
     cands["p-identity"] = _completed_error(A, W)
+    random_start = None
+    if "random_starts" not in problem.options and cands["p-identity"][1] > RANDOM_START_ABOVE * cands["identity"][1]:
+        # the hat templates model range-like workloads; elsewhere try HDMM's random start
+        left = float(budget) - (time.perf_counter() - t0)
+        if left > 1.0:
+            log.info("auto-pure: hat starts within %.0f%% of the identity; adding a random p-Identity start (%.0f s left)", 100 * (1 - RANDOM_START_ABOVE), left)
+            A2, meta2 = pidentity_strategy(problem.with_options(random_starts=1), left)
+            second = _completed_error(A2, W)
+            random_start = float(second[1])
+            if second[1] < cands["p-identity"][1]:
+                cands["p-identity"], pid_meta = second, meta2
     if n <= AUTO_SVD_MAX_N:
         from .svd_approx import svd_approx
 
@@ -685,8 +769,9 @@ def auto_pure(problem: Problem):
         auto_pure_choice=choice,
         auto_pure_candidates={k: float(v[1]) for k, v in cands.items()},
         hierarchical_branching=best_b,
+        auto_pure_random_start=random_start,
         time_budget=float(budget),
     )
     if choice == "p-identity":
-        extra.update({k: v for k, v in pid_meta.items() if k in ("theta_rows", "start", "starts", "kronecker_rounds", "template", "marginal_weights")})
+        extra.update({k: v for k, v in pid_meta.items() if k in ("theta_rows", "start", "starts", "kronecker_rounds", "template", "marginal_weights", "merged_cells")})
     return compile_strategy(cands[choice][0], problem, "auto-pure", solver="native", status="best-of-candidates", solve_seconds=time.perf_counter() - t0, extra=extra, **bound)
