@@ -51,6 +51,7 @@ def test_hats_are_a_partition_of_unity():
         assert R.min() >= 0
         np.testing.assert_allclose(R.sum(axis=0), 1.0)
     assert all(t[-1] <= 1024 / COARSEST_DIVISOR and list(t) == sorted(t) for t in hat_templates(1024))
+    assert (8.0,) in hat_templates(32)
 
 
 def test_identity_is_kept_where_it_is_optimal():

@@ -238,8 +238,7 @@ def hat_templates(n: int) -> list[tuple[float, ...]]:
             h *= ratio
         for k in range(1, len(levels) + 1):
             out.add(tuple(levels[:k]))
-    if not out:
-        out.add((max(1.0, n / COARSEST_DIVISOR),))
+    out.add((max(1.0, n / 4),))  # one level at a quarter of the domain: the small domains' optimum (all ranges on 32 cells)
     return sorted(out)
 
 
