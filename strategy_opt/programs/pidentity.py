@@ -43,9 +43,9 @@ in 0.6 s against OPT_0's 1066912 in 1.9 s; n = 1024: 31767940 in 35 s against
 0.7% and 2.9% below them); prefix n = 256: 6914.6 (OPT_0 6980.7, reference
 6918.3), n = 1024: 46456 (OPT_0 46499, reference 47391). The local optima of
 this template lie within about 1% of each other: on all ranges n = 256 every
-start we tried (one- to three-level hats, quadratic B-splines, shifted
+start we tried (one- and two-level hats, quadratic B-splines, shifted
 duplicate levels, random starts with p = 16 ... 128, uniform or sparse) ends at
-1.0669e6-1.087e6, and general signed strategies optimised from them (and from
+1.0669e6-1.095e6, and general signed strategies optimised from them (and from
 random signed starts, the L2 optimum and svd-approx) gain at most 0.03% at
 n = 64. We found no strategy 5% below OPT_0 at n = 256.
 
