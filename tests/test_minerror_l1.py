@@ -53,3 +53,10 @@ def test_refuses_large_domains_and_bad_options():
         solve("prefix:64", privacy="pure", method="minerror-l1")
     with pytest.raises(InputError, match="rows"):
         solve("prefix:6", privacy="pure", method="minerror-l1", rows=2)
+
+
+def test_no_worse_than_the_p_identity_method():
+    W = prefix(12)
+    s = solve(W, privacy="pure", method="minerror-l1", iterations=2)
+    pid = solve(W, privacy="pure", method="p-identity").meta["unit_total_squared_error"]
+    assert s.meta["unit_total_squared_error"] <= pid * (1 + 1e-9)

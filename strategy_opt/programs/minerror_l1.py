@@ -147,7 +147,11 @@ def _candidates(G: np.ndarray, n: int, budget: float) -> tuple[dict, float | Non
     A, _, V = svd_factor(G)
     out["svd-approx"], _ = min_l1_factor(A, n, V, time_limit=budget)
     bound, out["l2-route"] = l2_optimum_bound(G, time_limit=budget)
-    res = solve_pidentity(G, p_random=max(1, n // 4), random_starts=1, seed=0, max_iters=10_000, time_limit=budget, ftol=1e-10)
+    # the p-identity method's own start (p = n/16) and a wider random start (p = n/4); the better one
+    res = min(
+        (solve_pidentity(G, p_random=max(1, n // d), random_starts=1, seed=0, max_iters=10_000, time_limit=budget / 2, ftol=1e-10) for d in (16, 4)),
+        key=lambda r: r.value,
+    )
     out["p-identity"] = pidentity_matrix(res.theta)
     return out, bound
 
