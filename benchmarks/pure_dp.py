@@ -1,0 +1,405 @@
+"""Benchmark the epsilon-DP strategies (issue 4): unit error E_1 and time, OPT_0, L1 weighting factors.
+
+Sections (each cached in ``results/pure_dp.json``; ``--sections`` picks some):
+
+``methods``
+    E_1 = ||A||_1^2 trace(G (A^T A)^+) and wall time of every epsilon-DP method on all-range,
+    prefix, random-range (m = n, seed 0) and 2-way marginal workloads for n = 64 ... 4096,
+    beside identity / hierarchical (best H_b) / wavelet. Skipped where too slow (rules in
+    `SKIP`; the table says why).
+``opt0``
+    Our ``auto-pure`` against HDMM's OPT_0 (McKenna et al., PVLDB 2018), re-implemented here from
+    the paper (p-Identity, p = n/16, Theta uniform on [0, 1), L-BFGS-B with SciPy's default
+    tolerances, bounds Theta >= 0), on all-range and prefix, n = 256 and 1024 (4096 with a cap),
+    under 1 and then 2 BLAS threads (threadpoolctl), in the same run; ratios of errors and times
+    and the issue's reference values. Both optimisers run SciPy's L-BFGS-B internals on one BLAS
+    thread (see `strategy_opt.programs.pidentity.optimise_theta`: OpenBLAS threads make its
+    vector operations ~20x slower on this shared machine); the loss evaluations use the setting.
+``weighting``
+    L1 weighting (Program 5.1.3) factors: plain wavelet / re-weighted wavelet on all ranges and
+    random ranges, plain Fourier / re-weighted Fourier on 2-way marginals, 2048 cells (the
+    dissertation's setting), next to the dissertation's 1.2 / 2.3 / 2.7.
+``minerror``
+    minerror-l1 (Program 3.4.1, convex iteration) on n <= 16 beside svd-approx, the L2 route,
+    identity and p-identity; seconds per SDP round.
+
+Usage: ``python benchmarks/pure_dp.py [--sections methods opt0 weighting minerror] [--render]``.
+Writes ``benchmarks/results/pure_dp.{md,json,png}``. Timings on a shared 2-core machine are
+noisy: compare only within a section (same run, same thread setting); medians of ``--repeats``
+runs where n <= 256.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.linalg as la
+import scipy.optimize as so
+from threadpoolctl import ThreadpoolController, threadpool_limits
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import RESULTS, markdown_table, median_time, thread_settings, write_result  # noqa: E402
+
+from strategy_opt.api import solve  # noqa: E402
+from strategy_opt.bases import wavelet_matrix  # noqa: E402
+from strategy_opt.error import unit_error  # noqa: E402
+from strategy_opt.spec import parse_spec  # noqa: E402
+from strategy_opt.workload import IntervalWorkload  # noqa: E402
+
+NAME = "pure_dp"
+SIZES = (64, 256, 1024, 4096)
+WORKLOADS = {
+    "all-range": lambda n: f"all-range:{n}",
+    "prefix": lambda n: f"prefix:{n}",
+    "random-range": lambda n: f"random-range:{n}:{n}:0",
+    "marginals": lambda n: {64: "marginals:2x2x2x2x2x2:2", 256: "marginals:4x4x4x4:2", 1024: "marginals:2x2x2x2x2x2x2x2x2x2:2", 4096: "marginals:8x8x8x8:2"}[n],
+}
+#: (label, method, options)
+METHODS = [
+    ("identity", "identity", {}),
+    ("hierarchical", "hierarchical", {}),
+    ("wavelet", "wavelet", {}),
+    ("svd-approx", "svd-approx", {}),
+    ("l1-weighting/wavelet", "l1-weighting", {"basis": "wavelet"}),
+    ("l1-weighting/hierarchical", "l1-weighting", {"basis": "hierarchical"}),
+    ("l1-weighting/eigen", "l1-weighting", {"basis": "eigen"}),
+    ("l1-weighting/fourier", "l1-weighting", {"basis": "fourier"}),
+    ("p-identity", "p-identity", {}),
+    ("auto-pure", "auto-pure", {}),
+]
+#: Reasons for not running a (method, n) pair.
+SKIP = {
+    "svd-approx": (lambda n, w: n > 256, "Program 3.4.3 search is O(n^3) per step: > 256 cells"),
+    "l1-weighting/eigen": (lambda n, w: n > 1024, "dense n x n Newton system of the eigen basis: > 1024 cells"),
+    "l1-weighting/hierarchical": (lambda n, w: n > 1024, "Newton system on 2n design queries: > 1024 cells"),
+    "l1-weighting/fourier": (lambda n, w: w != "marginals", "Fourier basis is for marginal workloads"),
+    "hierarchical": (lambda n, w: False, ""),
+    "p-identity": (lambda n, w: n > 1024 or (n > 256 and w != "all-range"), "its default random start alone takes ~5 min at 1024 cells; auto-pure runs its hat starts (auto-pure column, OPT_0 table)"),
+    "auto-pure": (lambda n, w: n > 1024 and w not in ("all-range", "prefix"), "4096 cells timed on all-range and prefix only (session time)"),
+}
+#: Solves taking longer than this are timed once.
+REPEAT_BELOW_SECONDS = 5.0
+#: OPT_0 / auto comparison: (workload, n) pairs and the issue's reference values (single-threaded).
+OPT0_CASES = [("all-range", 256), ("prefix", 256), ("all-range", 1024), ("prefix", 1024), ("all-range", 4096)]
+OPT0_REFERENCE = {("all-range", 256): (1075312.0, 0.27), ("all-range", 1024): (32721311.0, 10.4), ("prefix", 256): (6918.30, 0.64), ("prefix", 1024): (47391.48, 14.2), ("all-range", 64): (32299.68, 0.02), ("prefix", 64): (916.88, None)}
+#: OPT_0 at n = 4096 is stopped after this many seconds (the issue: it did not finish in 300 s).
+OPT0_CAP_4096 = 300.0
+#: Dissertation factors (Li 2013, Sec. 5.1.5).
+DISSERTATION_FACTORS = {"wavelet, all ranges": 1.2, "wavelet, random ranges": 2.3, "Fourier, low-order marginals": 2.7}
+_THREADPOOLS = ThreadpoolController()
+
+
+# --------------------------------------------------------------------------------------------
+# HDMM's OPT_0, re-implemented from the paper (McKenna et al. 2018, Sec. 5): reference only.
+
+
+def opt0_loss(x: np.ndarray, G: np.ndarray, p: int, threads: int):
+    """||W A^+||_F^2 of A = [I; Theta] D, D = diag(1 / (1 + 1^T Theta)), and its gradient, O(p n^2).
+
+    From the paper's formulation: (A^T A)^{-1} = D^{-1} (I + Theta^T Theta)^{-1} D^{-1}, the inverse
+    by the Woodbury identity through K = (I + Theta Theta^T)^{-1} (p x p).
+    """
+    with _THREADPOOLS.limit(limits=threads, user_api="blas"):
+        n = G.shape[0]
+        T = x.reshape(p, n)
+        s = 1.0 + T.sum(axis=0)  # 1 / diag(D)
+        Gs = G * np.outer(s, s)  # D^{-1} G D^{-1}
+        K = np.linalg.inv(np.eye(p) + T @ T.T)
+        KT = K @ T  # = Theta (I + Theta^T Theta)^{-1} (push-through)
+        TG = T @ Gs
+        f = float(np.trace(Gs) - np.sum(KT * TG))
+        KTG = K @ TG  # Theta M^{-1} Gs
+        grad_T = -2.0 * (KTG - (KTG @ T.T) @ KT)  # -2 Theta M^{-1} Gs M^{-1}
+        grad_s = 2.0 * (np.diag(Gs) - np.sum(TG * KT, axis=0)) / s  # through D^{-1}
+        return f, (grad_T + grad_s[None, :]).ravel()
+
+
+def opt0(G: np.ndarray, seed: int, threads: int, cap: float | None = None):
+    """OPT_0: random p-Identity start (p = n/16), L-BFGS-B with SciPy defaults; returns (E_1, seconds, iterations)."""
+    n = G.shape[0]
+    p = max(1, n // 16)
+    x0 = np.random.default_rng(seed).random(p * n)
+    t0 = time.perf_counter()
+
+    def stop(_):
+        if cap is not None and time.perf_counter() - t0 > cap:
+            raise StopIteration
+
+    with _THREADPOOLS.limit(limits=1, user_api="blas"):
+        res = so.minimize(opt0_loss, x0, args=(G, p, threads), jac=True, method="L-BFGS-B", bounds=so.Bounds(0.0, np.inf), callback=stop)
+    seconds = time.perf_counter() - t0
+    T = res.x.reshape(p, n)
+    A = np.vstack([np.eye(n), T]) / (1.0 + T.sum(axis=0))
+    L = la.cholesky(A.T @ A, lower=True)
+    Y = la.solve_triangular(L, G, lower=True)
+    E = float(np.trace(la.solve_triangular(L, Y.T, lower=True)))  # ||A||_1 = 1
+    return E, seconds, int(res.nit)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _run(spec: str, method: str, options: dict, repeats: int):
+    """The strategy and the median time of ``repeats`` solves (one solve when the first takes over `REPEAT_BELOW_SECONDS`)."""
+    t0 = time.perf_counter()
+    s = solve(spec, privacy="pure", method=method, **options)
+    first = time.perf_counter() - t0
+    if repeats <= 1 or first > REPEAT_BELOW_SECONDS:
+        return s, first
+    seconds, s = median_time(lambda: solve(spec, privacy="pure", method=method, **options), repeats)
+    return s, seconds
+
+
+def section_methods(cache: dict, sizes, repeats: int) -> None:
+    for wname, spec_of in WORKLOADS.items():
+        for n in sizes:
+            spec = spec_of(n)
+            for label, method, opts in METHODS:
+                key = f"methods|{spec}|{label}"
+                if key in cache:
+                    continue
+                rule = SKIP.get(label)
+                if rule and rule[0](n, wname):
+                    cache[key] = {"skipped": rule[1]}
+                    continue
+                try:
+                    s, sec = _run(spec, method, opts, repeats if n <= 256 else 1)
+                except Exception as exc:  # record and go on: one failing pair must not stop the table
+                    cache[key] = {"skipped": f"{type(exc).__name__}: {exc}"}
+                    print(key, "FAILED", exc, flush=True)
+                    _save(cache)
+                    continue
+                m = s.meta
+                cache[key] = {"E1": m["unit_total_squared_error"], "seconds": sec, "lower_bound": m["lower_bound"], "lower_bound_kind": m["lower_bound_kind"], "svd_bound": m["svd_bound"], "shape": m["shape"], "choice": m.get("auto_pure_choice")}
+                print(key, cache[key], flush=True)
+                _save(cache)
+
+
+def section_opt0(cache: dict, cases) -> None:
+    for threads in (1, 2):
+        with threadpool_limits(threads):
+            for wname, n in cases:
+                key = f"opt0|{wname}:{n}|threads={threads}"
+                if key in cache:
+                    continue
+                if n >= 4096 and threads == 2:
+                    continue
+                spec = WORKLOADS[wname](n)
+                G = parse_spec(spec).gram()
+                E0, t_opt0, it0 = opt0(G, seed=0, threads=threads, cap=OPT0_CAP_4096 if n >= 4096 else None)
+                s, t_auto = _run(spec, "auto-pure", {}, 1)
+                E = s.meta["unit_total_squared_error"]
+                ref = OPT0_REFERENCE.get((wname, n))
+                cache[key] = {
+                    "opt0_E1": E0, "opt0_seconds": t_opt0, "opt0_iterations": it0, "opt0_capped": bool(n >= 4096 and t_opt0 >= OPT0_CAP_4096),
+                    "auto_E1": E, "auto_seconds": t_auto, "auto_choice": s.meta["auto_pure_choice"],
+                    "error_ratio": E / E0, "time_ratio": t_auto / t_opt0,
+                    "reference_E1": ref[0] if ref else None, "ratio_to_reference": E / ref[0] if ref else None,
+                    "lower_bound": s.meta["lower_bound"], "lower_bound_kind": s.meta["lower_bound_kind"],
+                    "threads": thread_settings(),
+                }
+                print(key, cache[key], flush=True)
+                _save(cache)
+
+
+def two_step_ranges(n: int, m: int, seed: int) -> IntervalWorkload:
+    """Random ranges by our reading of Xiao et al.'s two-step sampling: length uniform on 1..n, then start uniform."""
+    rng = np.random.default_rng(seed)
+    length = rng.integers(1, n + 1, size=m)
+    lo = (rng.random(m) * (n - length + 1)).astype(np.int64)
+    return IntervalWorkload(n, lo, lo + length - 1, f"random-range-2step:{n}:{m}:{seed}")
+
+
+def section_weighting(cache: dict) -> None:
+    cases = [
+        ("wavelet, all ranges", "all-range:2048", "wavelet"),
+        ("wavelet, random ranges", "random-range:2048:2048:0", "wavelet"),
+        ("Fourier, low-order marginals", "marginals:2x2x2x2x2x2x2x2x2x2x2:2", "fourier"),
+        ("Fourier, low-order marginals", "marginals:8x16x16:2", "fourier"),
+        ("wavelet, all ranges", "all-range:1024", "wavelet"),
+        ("wavelet, random ranges", "random-range:1024:1024:0", "wavelet"),
+        ("wavelet, random ranges", "random-range-2step:2048:2048:0", "wavelet"),
+    ]
+    for label, spec, basis in cases:
+        key = f"weighting|{spec}|{basis}"
+        if key in cache:
+            continue
+        W = two_step_ranges(2048, 2048, 0) if spec.startswith("random-range-2step") else parse_spec(spec)
+        plain = unit_error(wavelet_matrix(W.n), W, 1) if basis == "wavelet" else solve(W, privacy="pure", method="fourier").meta["unit_total_squared_error"]
+        t0 = time.perf_counter()
+        s = solve(W, privacy="pure", method="l1-weighting", basis=basis)
+        cache[key] = {"label": label, "plain_E1": plain, "weighted_E1": s.meta["unit_total_squared_error"], "seconds": time.perf_counter() - t0,
+                      "factor": plain / s.meta["unit_total_squared_error"], "gap": s.meta["weighting_relative_gap"], "dissertation": DISSERTATION_FACTORS[label]}
+        print(key, cache[key], flush=True)
+        _save(cache)
+
+
+def section_minerror(cache: dict) -> None:
+    for spec in ("prefix:4", "all-range:4", "prefix:8", "all-range:8", "random-range:8:8:0", "prefix:12", "prefix:16", "all-range:16"):
+        key = f"minerror|{spec}"
+        if key in cache:
+            continue
+        t0 = time.perf_counter()
+        s = solve(spec, privacy="pure", method="minerror-l1", iterations=10)
+        sec = time.perf_counter() - t0
+        rounds = sum(len(h) for h in s.meta["history"].values())
+        pid = solve(spec, privacy="pure", method="p-identity").meta["unit_total_squared_error"]
+        cache[key] = {"E1": s.meta["unit_total_squared_error"], "seconds": sec, "rounds": rounds, "seconds_per_round": sec / max(rounds, 1),
+                      "winner": s.meta["winner"], "candidates": s.meta["candidate_errors"], "p_identity": pid, "lower_bound": s.meta["lower_bound"]}
+        print(key, cache[key], flush=True)
+        _save(cache)
+
+
+def _save(cache: dict) -> None:
+    (RESULTS / f"{NAME}.json").write_text(json.dumps(cache, indent=1, sort_keys=True))
+
+
+def _fmt(v, digits=6):
+    return f"{v:.{digits}g}" if isinstance(v, (int, float)) and v is not None else ("—" if v is None else str(v))
+
+
+def findings(cache: dict) -> str:
+    """The issue's acceptance checks, read off the cache, in plain words."""
+    lines = ["## Findings (issue 4 acceptance, from the tables below)", ""]
+    for key in sorted(k for k in cache if k.startswith("opt0|") and k.endswith("threads=1")):
+        r = cache[key]
+        case = key.split("|")[1]
+        ref = r["ratio_to_reference"]
+        target = "meets" if ref is not None and ref <= 0.95 else "misses"
+        ref_txt = f"{ref:.4f} x the issue's OPT_0 reference ({target} the 0.95 target)" if ref is not None else "no reference value"
+        lines.append(
+            f"- {case}: auto-pure E_1 {r['auto_E1']:.7g} = {ref_txt}; {r['error_ratio']:.4f} x our OPT_0 re-implementation "
+            f"({r['opt0_E1']:.7g}{', capped at ' + format(r['opt0_seconds'], '.0f') + ' s' if r['opt0_capped'] else ''}); "
+            f"time {r['auto_seconds']:.3g} s vs {r['opt0_seconds']:.3g} s (ratio {r['time_ratio']:.2f}, target <= 2)."
+        )
+    lines += [
+        "",
+        "The 5% target is not met at n = 256 (all ranges 0.7%, prefix 0.05% below the references) and not at "
+        "n = 1024 (2.9% and 2.0%). What we measured while looking for it (all ranges, n = 256, one BLAS thread): "
+        "every p-Identity start we tried -- one- and two-level hat templates, quadratic B-splines, shifted duplicate "
+        "levels, random starts with p = 16, 32, 64, 128 (uniform or sparse) -- ends between 1.0669e6 and 1.095e6; "
+        "general signed strategies (Theta free in sign, no identity block, L1-normalised columns, L-BFGS-B) started "
+        "from the p-Identity optimum, the L2 optimum, svd-approx or random sparse signed matrices gain at most 0.03% "
+        "at n = 64; minerror-l1 (Program 3.4.1) on n <= 16 finds nothing better than its p-identity start (prefix:16: 105.81, "
+        "the iterations from identity, svd-approx and the L2 route end higher). The best lower bound we can certify, the (eps, delta) optimum, is 3.9x below (276927): it does not "
+        "decide whether 5% is reachable, but no method we have gets there.",
+        "",
+        "Provenance: the OPT_0 table was measured at commit a8bb087, before GreedyH, merged cells and the random-start "
+        "fallback joined auto-pure (none changes E_1 on ranges or prefixes; GreedyH adds about 2 s at 1024 cells and "
+        "8 s at 4096); the auto-pure column of the method tables at ac91737, the minerror-l1 table after its "
+        "p-identity candidate gained the n/16 start.",
+    ]
+    return "\n".join(lines)
+
+
+def render(cache: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    parts = []
+    # methods
+    labels = [m[0] for m in METHODS]
+    for wname, spec_of in WORKLOADS.items():
+        rows = []
+        for n in SIZES:
+            spec = spec_of(n)
+            row = [spec]
+            for label in labels:
+                r = cache.get(f"methods|{spec}|{label}")
+                row.append("—" if r is None else ("skip" if "skipped" in r else f"{r['E1']:.5g} ({r['seconds']:.3g} s)"))
+            lb = next((cache[f"methods|{spec}|{lab}"] for lab in ("auto-pure", "identity") if "E1" in cache.get(f"methods|{spec}|{lab}", {})), None)
+            row.append("—" if lb is None else f"{lb['lower_bound']:.5g} ({lb['lower_bound_kind']})")
+            rows.append(row)
+        parts.append(f"### {wname}\n\nE_1 (median seconds of `solve`, program + compiler)\n\n" + markdown_table(["workload", *labels, "lower bound"], rows))
+    skips = sorted({(k.split("|")[2], v["skipped"]) for k, v in cache.items() if k.startswith("methods|") and "skipped" in v})
+    if skips:
+        parts.append("Skipped:\n\n" + "\n".join(f"- {m}: {why}" for m, why in skips))
+    # opt0
+    rows = []
+    for key in sorted(k for k in cache if k.startswith("opt0|")):
+        r = cache[key]
+        _, case, thr = key.split("|")
+        rows.append([case, thr.split("=")[1], _fmt(r["opt0_E1"]), f"{r['opt0_seconds']:.3g}" + (" (capped)" if r["opt0_capped"] else ""), r["opt0_iterations"], _fmt(r["auto_E1"]), f"{r['auto_seconds']:.3g}", r["auto_choice"], f"{r['error_ratio']:.4f}", f"{r['time_ratio']:.3g}", _fmt(r["reference_E1"]), _fmt(r["ratio_to_reference"], 4), _fmt(r["lower_bound"])])
+    parts.append("### auto-pure vs HDMM's OPT_0 (re-implemented), same run and thread setting\n\n" + markdown_table(["workload", "BLAS threads", "OPT_0 E_1", "OPT_0 s", "OPT_0 iters", "auto E_1", "auto s", "auto choice", "E ratio auto/OPT_0", "time ratio", "issue reference E_1", "auto / reference", "lower bound (l2-optimum)"], rows))
+    # weighting
+    rows = [[r["label"], k.split("|")[1], _fmt(r["plain_E1"]), _fmt(r["weighted_E1"]), f"{r['factor']:.3f}", f"{np.sqrt(r['factor']):.3f}", r["dissertation"], f"{r['gap']:.1e}", f"{r['seconds']:.3g}"] for k, r in sorted(cache.items()) if k.startswith("weighting|")]
+    parts.append("### L1 weighting (Program 5.1.3) improvement factors\n\nFactor = E_1(plain basis) / E_1(re-weighted), total squared error; its square root is the factor in workload error sqrt(total). The dissertation does not say which of the two it reports.\n\n" + markdown_table(["case", "workload", "plain E_1", "weighted E_1", "factor (total sq.)", "factor (sqrt)", "dissertation", "certified gap", "seconds"], rows))
+    # minerror
+    rows = []
+    for k, r in sorted(cache.items()):
+        if k.startswith("minerror|"):
+            c = r["candidates"]
+            rows.append([k.split("|")[1], _fmt(r["E1"]), r["winner"], _fmt(c.get("identity")), _fmt(c.get("svd-approx")), _fmt(c.get("l2-route")), _fmt(r["p_identity"]), _fmt(r["lower_bound"]), r["rounds"], f"{r['seconds_per_round']:.3g}", f"{r['seconds']:.3g}"])
+    parts.append("### minerror-l1 (Program 3.4.1, convex iteration, 10 rounds per start)\n\n" + markdown_table(["workload", "E_1", "winner", "identity", "svd-approx", "L2 route", "p-identity", "lower bound", "SDP rounds", "s / round", "total s"], rows))
+    parts.insert(0, findings(cache))
+    write_result(NAME, "epsilon-DP strategies: unit error E_1 = ||A||_1^2 trace(G (A^T A)^+), time", "\n\n".join(parts))
+    _save(cache)
+
+    fig, axes = plt.subplots(2, 3, figsize=(16, 9))
+    for ax, (wname, spec_of) in zip(axes.ravel()[:4], WORKLOADS.items()):
+        for label in labels:
+            xs, ys = [], []
+            for n in SIZES:
+                r = cache.get(f"methods|{spec_of(n)}|{label}", {})
+                base = cache.get(f"methods|{spec_of(n)}|identity", {})
+                if "E1" in r and "E1" in base:
+                    xs.append(n)
+                    ys.append(r["E1"] / base["E1"])
+            if xs:
+                ax.plot(xs, ys, marker="o", label=label)
+        ax.set(xscale="log", yscale="log", title=wname, xlabel="n (cells)", ylabel="E_1 / E_1(identity)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0, 0].legend(fontsize=7)
+    ax = axes[1, 1]
+    for label in labels:
+        xs, ys = [], []
+        for n in SIZES:
+            r = cache.get(f"methods|{WORKLOADS['all-range'](n)}|{label}", {})
+            if "seconds" in r:
+                xs.append(n)
+                ys.append(r["seconds"])
+        if xs:
+            ax.plot(xs, ys, marker="o", label=label)
+    ax.set(xscale="log", yscale="log", title="all-range: seconds", xlabel="n (cells)", ylabel="seconds")
+    ax.grid(True, which="both", alpha=0.3)
+    ax = axes[1, 2]
+    keys = sorted(k for k in cache if k.startswith("opt0|"))
+    if keys:
+        x = np.arange(len(keys))
+        ax.bar(x - 0.2, [cache[k]["error_ratio"] for k in keys], 0.4, label="E_1 auto / OPT_0")
+        ax.bar(x + 0.2, [cache[k]["time_ratio"] for k in keys], 0.4, label="time auto / OPT_0")
+        ax.axhline(0.95, color="k", lw=0.8, ls="--")
+        ax.axhline(2.0, color="r", lw=0.8, ls=":")
+        ax.set_xticks(x, [k.split("|", 1)[1].replace("|threads=", " t=") for k in keys], fontsize=7, rotation=35, ha="right")
+        ax.set(title="auto-pure vs OPT_0 (same run)", yscale="log")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(RESULTS / f"{NAME}.png", dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sections", nargs="+", default=["methods", "opt0", "weighting", "minerror"])
+    ap.add_argument("--sizes", nargs="+", type=int, default=list(SIZES))
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--fresh", action="store_true", help="ignore cached results")
+    ap.add_argument("--render", action="store_true", help="only write the Markdown and the plot from the cache")
+    args = ap.parse_args()
+    path = RESULTS / f"{NAME}.json"
+    cache = {} if args.fresh or not path.exists() else json.loads(path.read_text())
+    if not args.render:
+        for name in args.sections:
+            {"methods": lambda: section_methods(cache, args.sizes, args.repeats), "opt0": lambda: section_opt0(cache, OPT0_CASES),
+             "weighting": lambda: section_weighting(cache), "minerror": lambda: section_minerror(cache)}[name]()
+    render(cache)
+
+
+if __name__ == "__main__":
+    main()
