@@ -373,6 +373,11 @@ def l1_weighting(problem: Problem):
 LINE_SEARCH_POINTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
+def _weighted(Q, u: np.ndarray):
+    """``diag(u) Q`` for a dense or sparse design basis."""
+    return sp.diags(u) @ Q if sp.issparse(Q) else u[:, None] * Q
+
+
 def _equal_loads(loads: np.ndarray) -> bool:
     return bool(loads.max() - loads.min() <= 1e-9 * loads.max())
 
@@ -402,8 +407,7 @@ def completion_line_search(u: np.ndarray, Q, B, W) -> tuple[np.ndarray, dict]:
     errors = {}
     for t in LINE_SEARCH_POINTS:
         ut = t * u + (1.0 - t) * u0
-        At = sp.diags(ut) @ Q if sp.issparse(Q) else ut[:, None] * Q
-        errors[t] = unit_error(complete_columns_l1(At)[0], W, 1)
+        errors[t] = unit_error(complete_columns_l1(_weighted(Q, ut))[0], W, 1)
     best = min(errors, key=errors.get)
     log.info("l1-weighting: completed E_1 along uniform -> optimal weights %s; t = %g chosen", {t: f"{e:.6g}" for t, e in errors.items()}, best)
     return best * u + (1.0 - best) * u0, {"points": {str(t): float(e) for t, e in errors.items()}, "chosen_t": float(best)}
@@ -433,7 +437,7 @@ def weighted_basis(problem: Problem):
         B = np.abs(Q).T
     res = solve_l1_weighting(c[keep], B, problem.solver)
     u, search = completion_line_search(res.u, Q, B, W)
-    A = sp.diags(u) @ Q if sp.issparse(Q) else u[:, None] * Q
+    A = _weighted(Q, u)
     extra = {
         "basis": basis,
         "design_queries": int(keep.sum()),

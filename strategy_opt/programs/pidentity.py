@@ -72,9 +72,10 @@ best of identity, the best H_b (b = 2..16), the Haar wavelet, GreedyH (1-D and
 2-D domains), ``p-identity``, ``svd-approx`` (n <= 64) and, for marginal
 workloads, the Fourier strategy and its L1 re-weighting, all after column
 completion, in a default time budget (option ``time_budget``; 60 s + 300 s
-(n/4096)^2). When the hat starts leave p-identity above `RANDOM_START_ABOVE`
-times the identity's error (workloads that are not range-like) it adds an
-OPT_0-style random start in the remaining budget. Its ``meta.lower_bound`` is the
+(n/4096)^2). p-identity runs there without random starts unless the hat
+starts leave it above `RANDOM_START_ABOVE` times the identity's error
+(workloads that are not range-like): then one OPT_0-style random start gets
+the remaining budget (``meta.auto_pure_random_start``). Its ``meta.lower_bound`` is the
 certified (epsilon, delta) optimum bound (kind ``l2-optimum``; valid for E_1
 since ``||A||_1 >= ||A||_2``) for n <= `LOWER_BOUND_MAX_N`, computed in a quarter
 of the time the candidates took; above that the compiler's SVD bound.
@@ -125,6 +126,8 @@ REFINED_STARTS = 2
 SUPPORT_MARGIN = 1.0
 #: A later start must beat the best so far by this relative margin (ties keep the simpler, earlier start).
 TIE_RTOL = 1e-9
+#: Fallback random starts run when the other starts leave E_1 above this share of the identity's.
+RANDOM_START_ABOVE = 0.9
 #: Upper bound on the entries of Theta. Larger entries only turn a cell's identity
 #: row off (weight below 1 / THETA_MAX); they make the Woodbury form cancel.
 THETA_MAX = 100.0
@@ -333,13 +336,27 @@ class PIdentityResult:
     starts: dict
 
 
-def solve_pidentity(G: np.ndarray, *, p_random: int, random_starts: int, seed: int, max_iters: int, time_limit: float, ftol: float, warm: np.ndarray | None = None) -> PIdentityResult:
+def solve_pidentity(
+    G: np.ndarray,
+    *,
+    p_random: int,
+    random_starts: int,
+    seed: int,
+    max_iters: int,
+    time_limit: float,
+    ftol: float,
+    warm: np.ndarray | None = None,
+    fallback_random_starts: int = 0,
+) -> PIdentityResult:
     """Minimise ``trace(G (A^T A)^{-1})`` over p-Identity strategies (1-D domain).
 
     Starts: the identity (Theta = 0; optimal for all ranges on up to ~16
     cells), the warm start (if any), the `REFINED_STARTS` best hat templates,
     then ``random_starts`` random OPT_0-style starts (uniform [0, 1), p_random
-    rows) while time remains. Returns the best.
+    rows) while time remains. If the best of these is still above
+    `RANDOM_START_ABOVE` times the identity's error (the hat templates model
+    range-like workloads), ``fallback_random_starts`` further random starts get
+    the remaining time. Returns the best.
     """
     t0 = time.perf_counter()
     deadline = t0 + time_limit
@@ -358,16 +375,24 @@ def solve_pidentity(G: np.ndarray, *, p_random: int, random_starts: int, seed: i
     starts += [(f"random{i}", rng.random((p_random, n)), None) for i in range(random_starts)]
     best = None
     record = {}
-    for i, (name, T0, support) in enumerate(starts):
-        now = time.perf_counter()
-        if now >= deadline and best is not None:
-            break
-        share = (deadline - now) / (len(starts) - i)
-        T, f, it = optimise_theta(G, T0, max_iters=max_iters, deadline=now + share, ftol=ftol, label=name, support=support)
-        record[name] = {"unit_error": f, "iterations": it, "seconds": time.perf_counter() - now}
-        log.info("p-identity: start %s -> E_1 %.10g after %d iterations", name, f, it)
-        if best is None or f < best.value * (1 - TIE_RTOL):
-            best = PIdentityResult(T, f, name, it, record)
+
+    def run(starts) -> None:
+        nonlocal best
+        for i, (name, T0, support) in enumerate(starts):
+            now = time.perf_counter()
+            if now >= deadline and best is not None:
+                break
+            share = (deadline - now) / (len(starts) - i)
+            T, f, it = optimise_theta(G, T0, max_iters=max_iters, deadline=now + share, ftol=ftol, label=name, support=support)
+            record[name] = {"unit_error": f, "iterations": it, "seconds": time.perf_counter() - now}
+            log.info("p-identity: start %s -> E_1 %.10g after %d iterations", name, f, it)
+            if best is None or f < best.value * (1 - TIE_RTOL):
+                best = PIdentityResult(T, f, name, it, record)
+
+    run(starts)
+    if fallback_random_starts and best.value > RANDOM_START_ABOVE * record["identity"]["unit_error"] and time.perf_counter() < deadline:
+        log.info("p-identity: the starts stay within %.0f%% of the identity; adding %d random start(s)", 100 * (1 - RANDOM_START_ABOVE), fallback_random_starts)
+        run([(f"random{i}", rng.random((p_random, n)), None) for i in range(random_starts, random_starts + fallback_random_starts)])
     best.starts = record
     return best
 
@@ -396,12 +421,13 @@ def merged_cells(G: np.ndarray, rtol: float = 1e-12) -> tuple[np.ndarray, np.nda
     """
     d = np.diag(G)
     tol = rtol * max(float(d.max()), 1e-300)
+    live = d > tol
     cell_of = np.full(G.shape[0], -1)
     reps: list[int] = []
-    for j in np.flatnonzero(d > tol):
+    for j in np.flatnonzero(live):
         if cell_of[j] >= 0:
             continue
-        same = np.flatnonzero((d + d[j] - 2.0 * G[j] <= tol) & (cell_of < 0) & (d > tol))
+        same = np.flatnonzero((d + d[j] - 2.0 * G[j] <= tol) & (cell_of < 0) & live)
         cell_of[same] = len(reps)
         reps.append(int(j))
     return cell_of, np.asarray(reps, dtype=int)
@@ -450,7 +476,7 @@ def _options(problem: Problem) -> dict:
     return opts
 
 
-def _solve_1d(G: np.ndarray, opts: dict, problem: Problem, time_limit: float, warm=None) -> PIdentityResult:
+def _solve_1d(G: np.ndarray, opts: dict, problem: Problem, time_limit: float, warm=None, fallback_random_starts: int = 0) -> PIdentityResult:
     n = G.shape[0]
     return solve_pidentity(
         G,
@@ -461,6 +487,7 @@ def _solve_1d(G: np.ndarray, opts: dict, problem: Problem, time_limit: float, wa
         time_limit=time_limit,
         ftol=problem.solver.tol,
         warm=warm,
+        fallback_random_starts=fallback_random_starts,
     )
 
 
@@ -615,8 +642,11 @@ def p_identity(problem: Problem):
     return compile_strategy(A, problem, "p-identity", solver="native/L-BFGS-B", status="local-optimum", solve_seconds=time.perf_counter() - t0, extra=extra, **bound)
 
 
-def pidentity_strategy(problem: Problem, time_limit: float) -> tuple[object, dict]:
-    """The optimised strategy (dense, Kronecker or sparse marginals) and its metadata, without compiling it."""
+def pidentity_strategy(problem: Problem, time_limit: float, fallback_random_starts: int = 0) -> tuple[object, dict]:
+    """The optimised strategy (dense, Kronecker or sparse marginals) and its metadata, without compiling it.
+
+    ``fallback_random_starts`` is passed to `solve_pidentity` on 1-D domains.
+    """
     from ..error import unit_error
 
     W = problem.workload
@@ -627,7 +657,7 @@ def pidentity_strategy(problem: Problem, time_limit: float) -> tuple[object, dic
         cell_of, reps = merged_cells(G)
         if reps.size < W.n:
             log.info("p-identity: %d cells, %d after merging cells no query tells apart (and dropping untouched ones)", W.n, reps.size)
-        res = _solve_1d(G[np.ix_(reps, reps)], opts, problem, time_limit)
+        res = _solve_1d(G[np.ix_(reps, reps)], opts, problem, time_limit, fallback_random_starts=fallback_random_starts)
         A = expand_cells(pidentity_matrix(res.theta), cell_of)
         return A, {"theta_rows": int(res.theta.shape[0]), "start": res.start, "starts": res.starts, "iterations": res.iterations, "merged_cells": int(reps.size)}
     thetas, extra = _solve_kron(parts, opts, problem, time_limit)
@@ -651,8 +681,6 @@ LOWER_BOUND_MAX_N = 2048
 #: ... with this share of the time spent on the candidates (at least MIN_LOWER_BOUND_SECONDS),
 #: to this relative gap of the L2 program.
 LOWER_BOUND_SHARE, MIN_LOWER_BOUND_SECONDS, LOWER_BOUND_TOL = 0.25, 0.5, 1e-4
-#: auto-pure adds a random p-Identity start when the hat starts leave E_1 above this share of the identity's.
-RANDOM_START_ABOVE = 0.9
 #: Branching factors auto-pure tries for H_b.
 AUTO_BRANCHINGS = tuple(range(2, 17))
 
@@ -736,19 +764,10 @@ def auto_pure(problem: Problem):
 
         cands["greedy-h"] = _completed_error(greedy_h_matrix(W)[0], W)
     sub = problem.with_options(random_starts=problem.options.get("random_starts", 0))
-    A, pid_meta = pidentity_strategy(sub, max(float(budget) - (time.perf_counter() - t0), 1.0))
+    fallback = 0 if "random_starts" in problem.options else 1
+    A, pid_meta = pidentity_strategy(sub, max(float(budget) - (time.perf_counter() - t0), 1.0), fallback_random_starts=fallback)
     cands["p-identity"] = _completed_error(A, W)
-    random_start = None
-    if "random_starts" not in problem.options and cands["p-identity"][1] > RANDOM_START_ABOVE * cands["identity"][1]:
-        # the hat templates model range-like workloads; elsewhere try HDMM's random start
-        left = float(budget) - (time.perf_counter() - t0)
-        if left > 1.0:
-            log.info("auto-pure: hat starts within %.0f%% of the identity; adding a random p-Identity start (%.0f s left)", 100 * (1 - RANDOM_START_ABOVE), left)
-            A2, meta2 = pidentity_strategy(problem.with_options(random_starts=1), left)
-            second = _completed_error(A2, W)
-            random_start = float(second[1])
-            if second[1] < cands["p-identity"][1]:
-                cands["p-identity"], pid_meta = second, meta2
+    random_start = pid_meta.get("starts", {}).get("random0", {}).get("unit_error") if fallback else None
     if n <= AUTO_SVD_MAX_N:
         from .svd_approx import svd_approx
 
