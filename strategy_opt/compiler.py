@@ -30,6 +30,9 @@ from .strategy import Strategy
 
 __all__ = ["compile_strategy", "strategy_from_gram", "finite_or_none"]
 
+#: A program's lower bound within this relative distance (in logs) of the SVD bound ties it.
+BOUND_TIE_RTOL = 1e-9
+
 
 def finite_or_none(v: float | None) -> float | None:
     """``v`` as a float, or None when it is None, infinite or NaN (JSON has no inf)."""
@@ -109,8 +112,9 @@ def compile_strategy(
     true_E = E if log_scale == 0 else (math.exp(log_E) if log_E < 709 else None)
     log_svdb = log_svd_bound(W)
     lb_log, lb_kind = log_svdb, "svd-bound"
-    if lower_bound is not None and lower_bound > 0 and math.log(lower_bound) + log_scale > log_svdb:
-        lb_log, lb_kind = math.log(lower_bound) + log_scale, lower_bound_kind or "program"
+    if lower_bound is not None and lower_bound > 0 and math.log(lower_bound) + log_scale > log_svdb - BOUND_TIE_RTOL:
+        # a program's bound that ties the SVD bound names itself (it certifies the SVD bound is the optimum)
+        lb_log, lb_kind = max(math.log(lower_bound) + log_scale, log_svdb), lower_bound_kind or "program"
     gap = (math.exp(log_E - lb_log) - 1.0) if math.isfinite(log_E) and math.isfinite(lb_log) else None
     meta = {
         "format_version": FILE_FORMAT_VERSION,

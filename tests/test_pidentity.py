@@ -187,3 +187,13 @@ def test_auto_pure_adds_greedy_h_and_a_random_start_off_ranges():
     assert s.meta["auto_pure_random_start"] >= cands["p-identity"]  # tried (the hat starts cannot model these queries)
     assert s.meta["unit_total_squared_error"] == pytest.approx(min(cands.values()), rel=1e-9)
     assert s.meta["unit_total_squared_error"] == pytest.approx(_e1(s.dense(), W.gram()), rel=1e-8)
+
+
+def test_an_l2_optimum_that_ties_the_svd_bound_is_named_as_such():
+    # On 2-way marginals of 4x4x4x4 the (eps, delta) optimum equals the SVD bound
+    # (sum_i sqrt(sigma_i))^2 / n; the certificate names the program that proved it.
+    s = solve("marginals:4x4x4x4:2", privacy="pure", method="auto-pure")
+    sig = np.linalg.eigvalsh(marginals((4, 4, 4, 4), 2).gram())
+    svd_bound = np.sum(np.sqrt(sig[sig > 1e-9 * sig.max()])) ** 2 / 256
+    assert s.meta["lower_bound"] == pytest.approx(svd_bound, rel=1e-9)
+    assert s.meta["lower_bound_kind"] == "l2-optimum"
