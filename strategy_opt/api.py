@@ -72,6 +72,7 @@ def solve(
     if privacy not in info.privacy:
         raise InputError(f"method {method!r} supports privacy {'/'.join(info.privacy)}, not {privacy!r}")
     get_objective(objective)
+    info.check(objective, options)
     profile = solver if isinstance(solver, SolverProfile) else load_profile(solver)
     problem = Problem(workload, privacy, objective, profile, options)
     t0 = time.perf_counter()

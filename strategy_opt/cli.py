@@ -32,7 +32,7 @@ svd-approx, eigen-design, l1-weighting, greedy-h, orthogonal, workload-division,
 
 examples:
   strategy-opt solve --workload all-range:256 --privacy approx --method eigen-design --out s.npz
-  strategy-opt solve problems/allrange_2048.toml --method wavelet --out y.mtx
+  strategy-opt solve table41_allrange_2048 --method wavelet --out y.mtx   (a bundled problem, or any PROBLEM.toml)
   strategy-opt solve --workload prefix:64 --privacy pure --method hierarchical --branching 4 --out h.csv
 """
 

@@ -30,7 +30,7 @@ from .strategy import Strategy
 
 __all__ = ["compile_strategy", "strategy_from_gram", "finite_or_none"]
 
-#: A program's lower bound within this relative distance (in logs) of the SVD bound ties it.
+#: Bounds closer than this (relative, in logs) tie: a program's bound and the SVD bound, a bound and the error.
 BOUND_TIE_RTOL = 1e-9
 
 
@@ -115,6 +115,10 @@ def compile_strategy(
     if lower_bound is not None and lower_bound > 0 and math.log(lower_bound) + log_scale > log_svdb - BOUND_TIE_RTOL:
         # a program's bound that ties the SVD bound names itself (it certifies the SVD bound is the optimum)
         lb_log, lb_kind = max(math.log(lower_bound) + log_scale, log_svdb), lower_bound_kind or "program"
+    lb_value = math.exp(lb_log) if lb_log < 709 else None
+    if math.isfinite(log_E) and log_E <= lb_log <= log_E + BOUND_TIE_RTOL:
+        # a bound that meets the error exceeds it only by rounding (identity, total)
+        lb_log, lb_value = log_E, true_E
     gap = (math.exp(log_E - lb_log) - 1.0) if math.isfinite(log_E) and math.isfinite(lb_log) else None
     meta = {
         "format_version": FILE_FORMAT_VERSION,
@@ -129,7 +133,7 @@ def compile_strategy(
         "objective_value": finite_or_none(objective_value if objective_value is not None else true_E),
         "unit_total_squared_error": finite_or_none(true_E),
         "unit_total_squared_error_log10": log_E / math.log(10) if math.isfinite(log_E) else None,
-        "lower_bound": finite_or_none(math.exp(lb_log)) if lb_log < 709 else None,
+        "lower_bound": finite_or_none(lb_value),
         "lower_bound_log10": lb_log / math.log(10),
         "lower_bound_kind": lb_kind,
         "svd_bound": finite_or_none(math.exp(log_svdb)) if log_svdb < 709 else None,

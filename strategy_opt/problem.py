@@ -16,6 +16,8 @@ Data-driven problems may also give ``data``, ``epsilon``, ``delta``.
 
 from __future__ import annotations
 
+import math
+
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -82,7 +84,8 @@ def read_problem_file(path: str | Path) -> dict:
     """Read and validate a problem TOML file (path or bundled problem name) into a dict."""
     p = Path(path)
     if not p.exists():
-        named = list_problems().get(str(path))
+        # a bundled name, or a path to a bundled file given from another directory (problems/NAME.toml)
+        named = list_problems().get(str(path)) or (list_problems().get(p.stem) if p.suffix == ".toml" and p.parent.name == "problems" else None)
         if named is None:
             raise InputError(f"problem file not found: {path} (bundled problems: {', '.join(list_problems())})")
         p = named
@@ -100,6 +103,10 @@ def read_problem_file(path: str | Path) -> dict:
     for key in sorted(set(data) & {"description", "workload", "privacy", "method", "objective", "solver", "data"}):
         if not isinstance(data[key], str):
             raise InputError(f"problem file {p}: '{key}' must be a string, got {data[key]!r}")
+    for key, lo, hi in (("epsilon", 0.0, math.inf), ("delta", 0.0, 1.0)):
+        v = data.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not lo < v < hi):
+            raise InputError(f"problem file {p}: '{key}' must be a number in ({lo:g}, {hi:g}), got {v!r}")
     return data
 
 

@@ -34,13 +34,38 @@ __all__ = [
 
 @dataclass(frozen=True)
 class MethodInfo:
-    """A registered method."""
+    """A registered method.
+
+    Attributes
+    ----------
+    name, func, privacy, source, summary
+        As given to `register_method`.
+    objectives : tuple of str or None
+        The objectives the method minimises (None: any registered objective).
+    options : frozenset of str or None
+        The option names it reads (None: not declared, nothing is checked).
+    """
 
     name: str
     func: Callable
     privacy: tuple[str, ...]
     source: str
     summary: str
+    objectives: tuple[str, ...] | None = ("total",)
+    options: frozenset | None = None
+
+    def check(self, objective: str, options) -> None:
+        """`InputError` if the method does not minimise ``objective`` or does not know an option."""
+        if self.objectives is not None and objective not in self.objectives:
+            able = sorted(m.name for m in methods().values() if m.objectives is None or objective in m.objectives)
+            raise InputError(
+                f"method {self.name!r} minimises the {'/'.join(self.objectives)} objective, not {objective!r}; "
+                f"methods for {objective!r}: {', '.join(able)} (per-query errors of any strategy: strategy-opt error)"
+            )
+        unknown = sorted(set(options) - self.options) if self.options is not None else []
+        if unknown:
+            known = ", ".join(sorted(self.options)) or "none"
+            raise InputError(f"method {self.name!r}: unknown option(s) {', '.join(map(repr, unknown))}; its options: {known}")
 
 
 _METHODS: dict[str, MethodInfo] = {}
@@ -48,17 +73,31 @@ _RELEASES: dict[str, MethodInfo] = {}
 _SUBCOMMANDS: list[Callable] = []
 
 
-def _register(table, name, privacy, source, summary):
+def _register(table, name, privacy, source, summary, objectives=("total",), options=None):
     def deco(func):
-        table[name] = MethodInfo(name, func, tuple(privacy), source, summary)
+        opts = None if options is None else frozenset(options)
+        table[name] = MethodInfo(name, func, tuple(privacy), source, summary, None if objectives is None else tuple(objectives), opts)
         return func
 
     return deco
 
 
-def register_method(name: str, *, privacy=("pure", "approx"), source: str = "", summary: str = ""):
-    """Decorator registering a strategy method ``func(problem) -> Strategy``."""
-    return _register(_METHODS, name, privacy, source, summary)
+def register_method(
+    name: str,
+    *,
+    privacy=("pure", "approx"),
+    source: str = "",
+    summary: str = "",
+    objectives: tuple[str, ...] | None = ("total",),
+    options: tuple[str, ...] | None = None,
+):
+    """Decorator registering a strategy method ``func(problem) -> Strategy``.
+
+    ``objectives`` names the objectives the method minimises (None: any
+    registered one); ``options`` the option names it reads (None: undeclared,
+    not checked). `strategy_opt.api.solve` refuses the others.
+    """
+    return _register(_METHODS, name, privacy, source, summary, objectives, options)
 
 
 def register_release(name: str, *, privacy=("pure",), source: str = "", summary: str = ""):

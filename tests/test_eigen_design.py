@@ -345,7 +345,7 @@ def test_bad_options(options, match):
 def test_refuses_pure_dp_and_max_objective():
     with pytest.raises(InputError, match="approx"):
         solve(all_range(8), method="eigen-design", privacy="pure")
-    with pytest.raises(InputError, match="not supported"):
+    with pytest.raises(InputError, match="minimises the total/relative/weighted objective, not 'max'"):
         solve(all_range(8), method="eigen-design", objective="max")
     with pytest.raises(InputError, match="weights"):
         solve(all_range(8), method="eigen-design", objective="weighted")

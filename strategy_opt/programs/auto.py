@@ -3,13 +3,15 @@
 (epsilon, delta)-DP: the exact optimum ``minerror-l2`` with the native solver
 (certified by its dual bound) where the domain is small enough to finish in the
 budget, and Eigen-Design otherwise; the baselines are evaluated too and the
-lowest unit error wins. epsilon-DP: ``auto-pure`` (the scalable epsilon-DP
-optimiser, which itself compares against identity, H_b and wavelet) when it is
-available, else the best baseline.
+lowest objective value (the unit error, for the total objective) wins. Only
+methods that minimise the problem's objective take part, each with the options
+it knows. epsilon-DP: ``auto-pure`` (the scalable epsilon-DP optimiser, which
+itself compares against identity, H_b and wavelet) when it is available, else
+the best baseline.
 
 The chosen strategy keeps the metadata of the method that produced it, with
 ``method = 'auto'``, ``auto_choice`` naming the winner and ``auto_candidates``
-giving every candidate's unit error.
+giving every candidate's objective value.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ..exceptions import InputError, SolverError
 from ..problem import Problem
 from ..registry import methods, register_method
 from ..solvers import load_profile
+from .minerror_l2 import LINEAR_OBJECTIVES
 
 log = logging.getLogger("strategy_opt")
 
@@ -32,47 +35,70 @@ GENERIC_SDP_MAX_N = 64
 
 
 def _candidates(problem: Problem) -> list[str]:
+    """The methods auto runs for the problem: those for its privacy notion that minimise its objective."""
     table = methods()
     n = problem.workload.n
     if problem.privacy == "pure":
-        if "auto-pure" in table:
-            return ["auto-pure"]
-        return ["identity", "hierarchical", "wavelet"]
-    names = ["identity", "wavelet", "hierarchical"]
-    if "eigen-design" in table:
-        names.append("eigen-design")
-    if "minerror-l2" in table and n <= EXACT_L2_MAX_N and problem.objective == "total":
-        names.append("minerror-l2")
-    return names
+        names = ["auto-pure"] if "auto-pure" in table else ["identity", "hierarchical", "wavelet"]
+    else:
+        names = ["identity", "wavelet", "hierarchical"]
+        if "eigen-design" in table:
+            names.append("eigen-design")
+        if "minerror-l2" in table and n <= EXACT_L2_MAX_N:
+            names.append("minerror-l2")
+    return [k for k in names if problem.privacy in table[k].privacy and (table[k].objectives is None or problem.objective in table[k].objectives)]
+
+
+def _candidate_problem(problem: Problem, name: str) -> Problem | None:
+    """The problem as candidate ``name`` receives it (its own options, a solver that can run it), or None to skip it."""
+    info = methods()[name]
+    options = {k: v for k, v in problem.options.items() if info.options is None or k in info.options}
+    candidate = replace(problem, options=options)
+    if name == "minerror-l2":
+        linear = problem.objective in LINEAR_OBJECTIVES
+        if problem.solver.backend != "native" and problem.workload.n > GENERIC_SDP_MAX_N and linear:
+            # generic SDP solvers do not finish on larger domains; the native solver is certified
+            candidate = replace(candidate, solver=load_profile("native"))
+        elif problem.solver.backend == "native" and not linear:
+            if problem.workload.n > GENERIC_SDP_MAX_N:
+                return None
+            candidate = replace(candidate, solver=load_profile("scs"))  # the native solver has linear objectives only
+    return candidate
 
 
 @register_method(
     "auto",
     source="strategy_opt",
     summary="best certified strategy within the default budget (minerror-l2 / eigen-design / auto-pure / baselines)",
+    objectives=None,
 )
 def auto(problem: Problem):
-    """Run the candidate methods for the problem and keep the lowest unit error."""
+    """Run the candidate methods for the problem and keep the lowest objective value (unit error for ``total``)."""
     t0 = time.perf_counter()
     table = methods()
+    names = _candidates(problem)
+    if not names:
+        raise InputError(f"auto: no {problem.privacy} method minimises objective {problem.objective!r}; try a specific --method")
+    known = set().union(*(table[k].options or () for k in names))
+    unknown = sorted(set(problem.options) - known)
+    if unknown:
+        raise InputError(f"method 'auto': unknown option(s) {', '.join(map(repr, unknown))}; its candidates' options: {', '.join(sorted(known)) or 'none'}")
     best, errors = None, {}
-    for name in _candidates(problem):
-        if problem.privacy not in table[name].privacy:
+    for name in names:
+        candidate = _candidate_problem(problem, name)
+        if candidate is None:
+            log.info("auto: %s skipped (objective %r needs a generic SDP solver, > %d cells)", name, problem.objective, GENERIC_SDP_MAX_N)
             continue
-        candidate = problem
-        if name == "minerror-l2" and problem.solver.backend != "native" and problem.workload.n > GENERIC_SDP_MAX_N:
-            # generic SDP solvers do not finish on larger domains; the native solver is certified
-            candidate = replace(problem, solver=load_profile("native"))
         try:
             strategy = table[name].func(candidate)
         except (InputError, SolverError) as exc:
             log.info("auto: %s skipped (%s)", name, exc)
             continue
-        E = strategy.meta.get("unit_total_squared_error")
+        E = strategy.meta.get("objective_value")
         if E is None:
-            E = 10 ** strategy.meta.get("unit_total_squared_error_log10", float("inf"))
+            E = 10 ** strategy.meta.get("objective_value_log10", strategy.meta.get("unit_total_squared_error_log10", float("inf")))
         errors[name] = E
-        log.info("auto: %s gives unit error %.8g", name, E)
+        log.info("auto: %s gives %s objective %.8g", name, problem.objective, E)
         if best is None or E < errors[best[0]]:
             best = (name, strategy)
     if best is None:

@@ -33,7 +33,7 @@ def _per_dimension(domain, build):
     return KroneckerMatrix([build(d) for d in domain])
 
 
-@register_method("identity", source="Li 2013, Sec. 6.1", summary="ask every cell once (A = I)")
+@register_method("identity", options=(), source="Li 2013, Sec. 6.1", summary="ask every cell once (A = I)")
 def identity(problem: Problem):
     """The identity strategy: E_p = trace(W^T W) for both privacy notions."""
     t0 = time.perf_counter()
@@ -43,6 +43,7 @@ def identity(problem: Problem):
 
 @register_method(
     "hierarchical",
+    options=("branching",),
     source="Hay et al. 2010; Li 2013, Sec. 6.2",
     summary="tree of interval sums, branching B (option branching; default: best B of 2,3,4,5,6,8,10,12,16)",
 )
@@ -70,7 +71,7 @@ def hierarchical(problem: Problem):
     return compile_strategy(A, problem, "hierarchical", solve_seconds=time.perf_counter() - t0, extra=extra)
 
 
-@register_method("wavelet", source="Xiao et al. 2010 (Privelet); Li 2013, Sec. 6.3", summary="Haar wavelet (any n)")
+@register_method("wavelet", options=(), source="Xiao et al. 2010 (Privelet); Li 2013, Sec. 6.3", summary="Haar wavelet (any n)")
 def wavelet(problem: Problem):
     """Haar wavelet strategy Y_n (unbalanced Haar tree when n is not a power of two)."""
     t0 = time.perf_counter()
@@ -92,6 +93,7 @@ def marginal_attribute_sets(workload) -> list[tuple[int, ...]] | None:
 
 @register_method(
     "fourier",
+    options=(),
     source="Barak et al. 2007; Li 2013, Sec. 6.6",
     summary="Fourier characters needed by a marginal workload (complete basis otherwise)",
 )

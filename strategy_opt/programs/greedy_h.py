@@ -470,6 +470,7 @@ def domain_order(domain) -> np.ndarray:
 
 @register_method(
     "greedy-h",
+    options=("branching",),
     privacy=("pure",),
     source="Li 2013, Sec. 6.4, Program 6.4.1; Li et al. PVLDB 2014, Algorithm 2",
     summary="workload-aware weighted hierarchy over single cells, greedy bottom-up (option branching, default 2; 2-D in Hilbert order)",

@@ -209,6 +209,7 @@ def _convex_iteration(sdp, A_start: np.ndarray, G: np.ndarray, rows: int, max_ro
 
 @register_method(
     "minerror-l1",
+    options=("rows", "iterations"),
     privacy=("pure",),
     source="Li 2013, Program 3.4.1, Sec. 3.4.1 (Dattorro's convex iteration, reconstructed)",
     summary="epsilon-DP optimum by the rank-constraint convex iteration of SDPs; small domains only (n <= 16 practical, 32 max), option rows (default 2n)",

@@ -51,6 +51,7 @@ from ..threads import factorization_threads
 from ..objectives import get_objective
 from ..problem import Problem
 from ..registry import register_method
+from ..resources import psd_solver_bytes, require_memory
 from ..workload import Workload
 
 __all__ = ["minerror_l2", "query_weights", "SCHUR_MAX_ENTRIES", "LINEAR_OBJECTIVES"]
@@ -115,13 +116,23 @@ def _solver_kwargs(profile) -> dict:
     return kw
 
 
-def _solve_cvxpy(prob, X, problem: Problem) -> tuple[np.ndarray, str, int]:
-    """Solve a cvxpy problem with the profile; returns (X value, status, iterations)."""
+def _solve_cvxpy(prob, X, problem: Problem, psd_sizes: list[int]) -> tuple[np.ndarray, str, int]:
+    """Solve a cvxpy problem with the profile; returns (X value, status, iterations).
+
+    ``psd_sizes`` are the sizes of the problem's PSD cones, for the memory
+    estimate made before the solver allocates (Clarabel aborts the process when
+    an allocation fails).
+    """
     import cvxpy as cp
 
     profile = problem.solver
     if not profile.solver:
         raise InputError(f"solver profile {profile.name!r} has backend 'cvxpy' but names no solver; add solver = \"SCS\" or \"CLARABEL\"")
+    require_memory(
+        psd_solver_bytes(profile.solver, psd_sizes),
+        f"minerror-l2 with solver profile {profile.name!r} ({profile.solver}) on {problem.workload.n} cells",
+        "use --solver native (total and weighted objectives) or --solver scs",
+    )
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
@@ -152,7 +163,7 @@ def _total_cvxpy(G: np.ndarray, L: np.ndarray, problem: Problem) -> tuple[np.nda
     X = cp.Variable((n, n), PSD=True)
     unit = cp.diag(X) <= 1
     prob = cp.Problem(cp.Minimize(cp.matrix_frac(L / scale, X)), [unit])
-    Xv, status, iters = _solve_cvxpy(prob, X, problem)
+    Xv, status, iters = _solve_cvxpy(prob, X, problem, [n, n + L.shape[1]])
     bounds = [dual_bound(G, kkt_weights(G, Xv), factor=L)]
     y = np.clip(np.asarray(unit.dual_value, dtype=float).ravel(), 0.0, None) if unit.dual_value is not None else np.zeros(n)
     if y.sum() > 0:
@@ -185,7 +196,7 @@ def _schur_cvxpy(W: Workload, objective, weights, problem: Problem) -> tuple[np.
         raise InputError(f"objective {problem.objective!r}: its cvx form failed ({exc}); it must be a convex, non-decreasing cvxpy expression of u") from None
     if not prob.is_dcp():
         raise InputError(f"objective {problem.objective!r} is not DCP-convex in cvxpy; register a convex, non-decreasing cvx form")
-    Xv, status, iters = _solve_cvxpy(prob, X, problem)
+    Xv, status, iters = _solve_cvxpy(prob, X, problem, [n] + [n + 1] * m)
     return Xv, status, iters, float(prob.value)
 
 
@@ -196,6 +207,8 @@ def _factor(W: Workload, G: np.ndarray, from_workload: bool) -> np.ndarray:
 
 @register_method(
     "minerror-l2",
+    options=("weights",),
+    objectives=None,
     privacy=("approx",),
     source="Li 2013, Program 3.4.2 (Sec. 3.4.1, Thm 3.5)",
     summary="exact (eps,delta) optimum: SDP via cvxpy (scs/clarabel) or the certified native solver (total/weighted)",

@@ -218,6 +218,7 @@ def _check_decomposition(W: sp.csr_matrix, blocks) -> float:
 
 @register_method(
     "orthogonal",
+    options=("seed",),
     privacy=("pure",),
     source="Huang, Han, Li, Yu: Orthogonal Mechanism, Algs. 1-2 (B by least squares)",
     summary="OM: cells grouped by query-support pattern, one normalised basis per block (option seed)",

@@ -619,6 +619,7 @@ def marginals_strategy(W: Workload, *, max_iters: int, ftol: float):
 
 @register_method(
     "p-identity",
+    options=("random_starts", "seed", "p"),
     privacy=("pure",),
     source="template: McKenna et al. PVLDB 2018 (p-Identity, OPT_0); multi-level hat starts and Kronecker block descent: strategy_opt",
     summary="epsilon-DP optimiser: p-Identity [I; Theta]D by L-BFGS-B from multi-level hat templates and random starts; Kronecker factors on product domains; n up to ~4096",
@@ -724,6 +725,7 @@ def lower_bound_facts(W: Workload, seconds_spent: float) -> dict:
 
 @register_method(
     "auto-pure",
+    options=("time_budget", "random_starts", "seed", "p"),
     privacy=("pure",),
     source="strategy_opt",
     summary="epsilon-DP: best of identity, best H_b, wavelet, GreedyH (1-D/2-D), p-identity on merged cells (and svd-approx for n <= 64, Fourier and l1-weighted Fourier for marginals) in a default budget; (eps,delta) optimum as lower bound",

@@ -231,6 +231,7 @@ def _option(problem: Problem, name: str, default, check, what: str):
 
 @register_method(
     "workload-division",
+    options=("g", "split", "metric", "seed"),
     privacy=("pure",),
     source="Li et al., ICCS 2020: Workload Division, Alg. 1 (optimal budget split)",
     summary="WD: recursive division around the most-queried cell, budget split optimally (options g, split, metric, seed)",

@@ -1,0 +1,94 @@
+"""Contract checks found by a black-box audit of the CLI: objectives and options a method
+does not know are refused, auto honours the objective, conic-solver memory is estimated
+before the solver allocates, problem files are validated, bounds never exceed the error."""
+
+import numpy as np
+import pytest
+
+from strategy_opt.api import solve
+from strategy_opt.cli import main
+from strategy_opt.error import per_query_variances
+from strategy_opt.exceptions import InputError
+from strategy_opt.registry import methods
+from strategy_opt.resources import psd_solver_bytes
+from strategy_opt.workload import all_range
+
+
+def cli(*args):
+    return main([str(a) for a in args])
+
+
+def _privacy(info):
+    return "approx" if "approx" in info.privacy else "pure"
+
+
+@pytest.mark.parametrize("name", sorted(k for k, v in methods().items() if v.objectives is not None and "max" not in v.objectives))
+def test_a_method_refuses_an_objective_it_does_not_minimise(name, capsys, tmp_path):
+    info = methods()[name]
+    with pytest.raises(InputError, match=f"method {name!r} minimises"):
+        solve("prefix:8", privacy=_privacy(info), method=name, objective="max")
+    assert cli("-q", "solve", "--workload", "prefix:8", "--privacy", _privacy(info), "--method", name, "--objective", "max", "--out", tmp_path / "s.npz") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'max'" in err[0]
+    assert not (tmp_path / "s.npz").exists()
+
+
+@pytest.mark.parametrize("name", sorted(k for k, v in methods().items() if v.options is not None) + ["auto"])
+def test_a_method_refuses_an_unknown_option(name, capsys):
+    info = methods()[name]
+    with pytest.raises(InputError, match="unknown option.*'brnaching'"):
+        solve("prefix:8", privacy=_privacy(info), method=name, brnaching=4)
+    assert cli("-q", "solve", "--workload", "prefix:8", "--privacy", _privacy(info), "--method", name, "--option", "brnaching=4") == 2
+    assert "brnaching" in capsys.readouterr().err
+
+
+def test_auto_minimises_the_max_objective_and_reports_its_value():
+    W = all_range(7)
+    s = solve(W, privacy="approx", method="auto", objective="max")
+    u = per_query_variances(s.matrix, W, 2)  # unit per-query variances, recomputed
+    assert s.meta["objective"] == "max"
+    assert s.meta["objective_value"] == pytest.approx(u.max(), rel=1e-9)
+    for name in ("identity", "wavelet", "hierarchical"):  # the baselines' max variance, computed here
+        B = solve(W, privacy="approx", method=name).matrix
+        assert u.max() <= per_query_variances(B, W, 2).max() * (1 + 1e-9)
+    assert s.meta["auto_choice"] == "minerror-l2"
+
+
+def test_auto_gives_each_candidate_only_its_own_options():
+    s = solve("all-range:16", privacy="approx", method="auto", branching=4, group_size=2)
+    assert s.meta["auto_candidates"]["eigen-design"] > 0  # eigen-design ran although it has no 'branching'
+    assert "hierarchical" in s.meta["auto_candidates"]
+
+
+def test_clarabel_memory_is_estimated_before_it_allocates(monkeypatch, capsys):
+    # measured: 8.6 GB for n = 128 (PSD cone of size 2n = 256) and 138 GB for n = 256
+    assert psd_solver_bytes("CLARABEL", [256]) == pytest.approx(8.6e9, rel=0.01)
+    assert psd_solver_bytes("CLARABEL", [512]) == pytest.approx(138e9, rel=0.01)
+    assert psd_solver_bytes("SCS", [512]) == 0.0
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", "1G")
+    assert cli("-q", "solve", "--workload", "prefix:128", "--privacy", "approx", "--method", "minerror-l2", "--solver", "clarabel") == 2
+    err = capsys.readouterr().err
+    assert "needs about" in err and "--solver native" in err
+
+
+@pytest.mark.parametrize("line, bad", [('epsilon = "one"', "epsilon"), ("epsilon = -1", "epsilon"), ("delta = 2", "delta"), ("delta = true", "delta")])
+def test_problem_file_values_are_checked(tmp_path, capsys, line, bad):
+    f = tmp_path / "p.toml"
+    f.write_text(f'workload = "prefix:16"\nprivacy = "pure"\n{line}\n')
+    assert cli("-q", "solve", f) == 2
+    assert f"'{bad}'" in capsys.readouterr().err
+
+
+def test_a_bundled_problem_path_works_from_any_directory(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli("-q", "solve", "problems/quickstart.toml", "--method", "identity", "--json") == 0
+    assert '"workload": "all-range:256"' in capsys.readouterr().out
+    assert cli("-q", "solve", "problems/no_such_problem.toml") == 2
+
+
+@pytest.mark.parametrize("spec", ["identity:3", "total:5", "marginals:3x2:1"])
+def test_the_lower_bound_never_exceeds_the_error(spec):
+    for privacy in ("pure", "approx"):
+        m = solve(spec, privacy=privacy, method="auto").meta
+        assert m["lower_bound"] <= m["unit_total_squared_error"]
+        assert m["ratio_to_lower_bound"] >= 1.0
