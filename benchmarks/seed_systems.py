@@ -844,7 +844,7 @@ def write_report(c: dict) -> str:
     b = [best_other(wd[p], "l1") for p in wd]
     L.append("Best eps-DP strategy (L1) per p: " + ", ".join(f"p {p}: {bn} ({pretty(bv)})" for p, (bn, bv) in zip(wd, b)) + ".\n")
     if c["wd_p_sweep"]:
-        L.append(f"### All eight p of the paper: WD's direct answers vs identity and LM (average L1 error per query, eps = 1)\n")
+        L.append("### All eight p of the paper: WD's direct answers vs identity and LM (average L1 error per query, eps = 1)\n")
         L.append(markdown_table(["p", "queries on the hot cell", "LM (= Delta_W)", "identity (A = I)", "WD optimal split", "parts", "WD equal split", "parts",
                                  "WD vs identity", "WD vs LM"],
                                 [[r["p"], r["hot_queries"], pretty(r["LM"]), pretty(r["identity"]), pretty(r["WD optimal"]), r["WD optimal parts"],
