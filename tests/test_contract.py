@@ -2,7 +2,6 @@
 does not know are refused, auto honours the objective, conic-solver memory is estimated
 before the solver allocates, problem files are validated, bounds never exceed the error."""
 
-import numpy as np
 import pytest
 
 from strategy_opt.api import solve
