@@ -20,10 +20,13 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
-from .defaults import CONFIDENCE
+from .defaults import CONFIDENCE, DEFAULT_DELTA
 from .exceptions import InputError, SolverError
 
 log = logging.getLogger("strategy_opt")
+
+#: `error`/`run` accept a workload whose Gram matrix equals the recorded one up to this many cells.
+SAME_GRAM_MAX_N = 4096
 
 EPILOG_SOLVE = """
 methods (strategy-opt list methods): identity, hierarchical, wavelet, fourier, minerror-l2,
@@ -189,6 +192,30 @@ def _same_workload(recorded: str, given: str) -> bool:
         return recorded.strip() == given.strip()
 
 
+def _same_gram(recorded: str, workload) -> bool:
+    """Whether the recorded SPEC's workload has the given workload's Gram matrix (Def. 4.1: equivalent workloads).
+
+    Compared only up to `SAME_GRAM_MAX_N` cells (two dense Gram matrices); a
+    recorded SPEC that no longer parses (a moved file) never matches.
+    """
+    from .spec import parse_spec
+
+    if workload.n > SAME_GRAM_MAX_N:
+        return False
+    try:
+        other = parse_spec(recorded, operation=None)
+    except InputError:
+        return False
+    if other.n != workload.n or other.domain != workload.domain:
+        return False
+    if not math.isclose(other.log_scale, workload.log_scale, rel_tol=1e-12, abs_tol=1e-12):
+        return False
+    same = bool(np.allclose(np.asarray(other.gram()), np.asarray(workload.gram()), rtol=1e-12, atol=0.0))
+    if same:
+        log.info("workload %r has the Gram matrix of the strategy's recorded workload %r (equivalent workloads)", workload.spec, recorded)
+    return same
+
+
 def _check_recorded_workload(strategy, workload, given: str, force: bool) -> None:
     """Refuse a strategy made for another workload or domain unless ``--force``."""
     rec = strategy.meta.get("workload")
@@ -196,7 +223,7 @@ def _check_recorded_workload(strategy, workload, given: str, force: bool) -> Non
         raise InputError(f"strategy has {strategy.shape[1]} columns but workload {given!r} has {workload.n} cells")
     if force:
         return
-    if rec is not None and (not isinstance(rec, str) or not _same_workload(rec, given)):
+    if rec is not None and (not isinstance(rec, str) or not (_same_workload(rec, given) or _same_gram(rec, workload))):
         raise InputError(f"strategy was computed for workload {rec!r}, not {given!r}; pass --force to use it anyway")
     domain = strategy.meta.get("domain")
     if domain is not None and domain != [int(d) for d in workload.domain]:
@@ -305,6 +332,8 @@ def _cmd_run(args) -> int:
     strategy = read_strategy(args.strategy)
     _check_recorded_workload(strategy, workload, args.workload, args.force)
     notion = args.privacy or strategy.meta.get("privacy") or ("approx" if args.delta is not None else "pure")
+    if notion == "pure" and args.delta is not None and args.privacy is None:
+        raise InputError(f"{args.strategy} is an epsilon-DP (pure) strategy: --delta does not apply (add --privacy approx to run it under Gaussian noise)")
     privacy = privacy_from_args(notion, args.epsilon, args.delta)
     x = _load_data(args, workload)
     sampler, seed = _sampler(args)
@@ -312,6 +341,8 @@ def _cmd_run(args) -> int:
     intervals = Path(args.out).suffix.lower() == ".csv"  # only the CSV answer format has intervals
     release = run(strategy, x, workload, privacy, estimator=args.estimator, rng=seed, sampler=sampler, intervals=intervals)
     log.info("answered %d queries in %.3g s (noise scale %.6g)", len(release.answers), time.perf_counter() - t0, release.noise_scale)
+    if notion == "approx" and args.delta is None:
+        log.info("--delta not given: (epsilon, delta)-DP with the default delta = %g", DEFAULT_DELTA)
     provenance = _provenance(args, workload, privacy, sampler, release)
     provenance["strategy"] = {
         "file": str(args.strategy),
@@ -397,14 +428,14 @@ def _cmd_list(args) -> int:
 
 
 # ----------------------------------------------------------------------------------------- parser
-def _add_data_args(p) -> None:
+def _add_data_args(p, privacy_default: str) -> None:
     p.add_argument("--data", required=True, help="histogram (.npy any shape, or .csv one count per line), or raw CSV records with --column/--bins")
     p.add_argument("--column", action="append", help="column of raw CSV records to histogram (repeat for product domains)")
     p.add_argument("--bins", action="append", help="LO:HI[:WIDTH] bins for the matching --column (width 1 by default)")
     p.add_argument("--workload", required=True, metavar="SPEC", help="workload SPEC (see CLI.md)")
     p.add_argument("--epsilon", required=True, type=_positive_float("--epsilon"), help="privacy budget epsilon > 0")
-    p.add_argument("--delta", type=_positive_float("--delta"), help="delta in (0, 1): (epsilon, delta)-DP with Gaussian noise")
-    p.add_argument("--privacy", choices=["pure", "approx"], help="default: approx if --delta is given, else pure")
+    p.add_argument("--delta", type=_positive_float("--delta"), help=f"delta in (0, 1): (epsilon, delta)-DP with Gaussian noise (default {DEFAULT_DELTA:g} under approx)")
+    p.add_argument("--privacy", choices=["pure", "approx"], help=f"default: {privacy_default}")
     p.add_argument("--seed", type=_nonneg_int, help="seed for reproducible noise (implies --sampler simulate: not for real releases)")
     p.add_argument("--sampler", choices=["opendp", "simulate"], help="noise sampler: opendp (vetted; the default without --seed) or simulate (seeded NumPy, for simulations only); see below")
     p.add_argument("--estimator", choices=["ls", "nnls", "hybrid"], default="ls", help="reconstruction: least squares (with 95%% intervals), NNLS, or hybrid (Li 2013 Sec. 3.5.2)")
@@ -452,13 +483,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", parents=[common], help="answer a workload on data through a strategy", description="Add calibrated noise to the strategy answers, reconstruct, and write the workload answers.", epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("strategy", metavar="STRATEGY")
-    _add_data_args(p)
+    _add_data_args(p, "the strategy file's privacy")
     p.add_argument("--force", action="store_true", help="run even if the strategy was computed for another workload")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("release", parents=[common], help="data-dependent release (dawa, mwem, or any strategy method)", description="Release workload answers with a data-dependent method or a strategy method.", epilog=EPILOG_RELEASE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--method", required=True, help="dawa, mwem, identity, hierarchical, ... (see 'list methods')")
-    _add_data_args(p)
+    _add_data_args(p, "approx if --delta is given, else pure")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="method option (repeatable), e.g. --option rounds=20")
     p.set_defaults(func=_cmd_release)
 

@@ -43,3 +43,6 @@ WORKLOAD_OBJECT_BYTES = 2_000
 #: Longest workload SPEC accepted, in characters, and deepest parenthesis nesting.
 MAX_SPEC_LENGTH = 10_000
 MAX_SPEC_DEPTH = 50
+
+#: delta of (epsilon, delta)-DP when a release under ``approx`` gives none.
+DEFAULT_DELTA = 1e-6

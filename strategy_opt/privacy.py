@@ -43,6 +43,7 @@ from functools import lru_cache
 
 from scipy.special import ndtr
 
+from .defaults import DEFAULT_DELTA
 from .exceptions import InputError
 
 __all__ = ["Privacy", "PureDP", "ApproxDP", "privacy_from_args", "analytic_gaussian_sigma", "dissertation_sigma"]
@@ -211,12 +212,12 @@ def privacy_from_args(notion: str, epsilon=1.0, delta=None) -> Privacy:
     notion : {'pure', 'approx'}
     epsilon : float
     delta : float, optional
-        Required (and only allowed) for ``'approx'``; default 1e-6.
+        Only allowed for ``'approx'``; default `DEFAULT_DELTA` (1e-6).
     """
     if notion == "pure":
         if delta is not None:
             raise InputError("--delta applies only to --privacy approx")
         return PureDP(epsilon)
     if notion == "approx":
-        return ApproxDP(epsilon, 1e-6 if delta is None else delta)
+        return ApproxDP(epsilon, DEFAULT_DELTA if delta is None else delta)
     raise InputError(f"privacy must be 'pure' or 'approx', got {notion!r}")

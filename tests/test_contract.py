@@ -2,6 +2,7 @@
 does not know are refused, auto honours the objective, conic-solver memory is estimated
 before the solver allocates, problem files are validated, bounds never exceed the error."""
 
+import numpy as np
 import pytest
 
 from strategy_opt.api import solve
@@ -91,3 +92,22 @@ def test_the_lower_bound_never_exceeds_the_error(spec):
         m = solve(spec, privacy=privacy, method="auto").meta
         assert m["lower_bound"] <= m["unit_total_squared_error"]
         assert m["ratio_to_lower_bound"] >= 1.0
+
+
+def test_error_accepts_the_recorded_workload_given_as_a_matrix_file(tmp_path, capsys):
+    np.save(tmp_path / "P8.npy", np.tril(np.ones((8, 8))))
+    assert cli("-q", "solve", "--workload", "prefix:8", "--privacy", "pure", "--method", "hierarchical", "--out", tmp_path / "s.npz") == 0
+    assert cli("-q", "error", tmp_path / "s.npz", "--workload", f"file:{tmp_path / 'P8.npy'}", "--json") == 0
+    capsys.readouterr()
+    assert cli("-q", "error", tmp_path / "s.npz", "--workload", "all-range:8") == 2  # another workload: refused
+    assert "--force" in capsys.readouterr().err
+    assert cli("-q", "error", tmp_path / "s.npz", "--workload", "all-range:8", "--force") == 0
+
+
+def test_run_names_the_pure_strategy_when_delta_is_given(tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.arange(8.0))
+    assert cli("-q", "solve", "--workload", "prefix:8", "--privacy", "pure", "--method", "identity", "--out", tmp_path / "s.npz") == 0
+    args = ["run", tmp_path / "s.npz", "--data", tmp_path / "x.npy", "--workload", "prefix:8", "--epsilon", 1, "--seed", 0]
+    assert cli("-q", *args, "--delta", 1e-6, "--out", tmp_path / "a.npy") == 2
+    assert "epsilon-DP (pure) strategy" in capsys.readouterr().err
+    assert cli("-q", *args, "--delta", 1e-6, "--privacy", "approx", "--out", tmp_path / "a.npy") == 0

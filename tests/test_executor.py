@@ -9,7 +9,7 @@ from strategy_opt.error import unit_error
 from strategy_opt.exceptions import InputError
 from strategy_opt.executor import reconstruct, run
 from strategy_opt.privacy import ApproxDP, PureDP
-from strategy_opt.workload import all_range, identity, prefix, random_range
+from strategy_opt.workload import all_range, identity, prefix, random_range, total
 
 
 def test_huge_epsilon_gives_exact_answers():
@@ -41,6 +41,35 @@ def test_interval_coverage_gaussian():
         rel = run(A, x, W, ApproxDP(1.0, 1e-6), rng=s)
         hits.append(np.mean((rel.lower <= truth) & (truth <= rel.upper)))
     assert np.mean(hits) == pytest.approx(0.95, abs=0.02)
+
+
+def test_laplace_intervals_are_exact_for_the_identity():
+    # one Laplace count per answer: P(|L| > t) = exp(-t / b) = 5% at t = b ln 20
+    W = identity(64)
+    x = np.full(64, 5.0)
+    rel = run(np.eye(64), x, W, PureDP(0.5), rng=0)
+    np.testing.assert_allclose(rel.upper - rel.answers, np.log(20) / 0.5)
+    hits = [np.mean((r.lower <= x) & (x <= r.upper)) for r in (run(np.eye(64), x, W, PureDP(0.5), rng=s) for s in range(300))]
+    assert np.mean(hits) == pytest.approx(0.95, abs=0.006)  # the normal quantile gives 93.7%
+
+
+@pytest.mark.parametrize("c", [[1.0, 1.0], [1.0, 0.2], [1.0, 0.1, 0.1], [1.0] * 5, [0.3, 1.0, 0.7, 0.2]])
+def test_laplace_interval_width_is_conservative_for_sums_of_laplace_noise(c):
+    # the exact two-sided tail of sum_k c_k L_k at the interval's half-width, by Gil-Pelaez
+    # inversion of the characteristic function prod_k 1 / (1 + c_k^2 u^2), is at most 5%
+    from scipy import integrate
+
+    from strategy_opt.executor import answer_intervals
+
+    c = np.asarray(c)
+    A = np.diag(1.0 / c)  # answering x_1 + ... + x_k from counts x_k / c_k: error sum_k c_k L_k / eps
+    W = total(len(c))
+    lo, hi = answer_intervals(A, W, PureDP(1.0), np.zeros(1))
+    t = hi[0] * 1.0 / np.abs(1.0 / c).max()  # noise scale b = Delta / eps with Delta = max 1/c_k
+    phi = lambda u: np.prod(1.0 / (1.0 + (c * u) ** 2))  # noqa: E731
+    val, _ = integrate.quad(lambda u: np.sin(u * t) * phi(u) / u, 0, np.inf, limit=2000)
+    tail = 1.0 - 2.0 * val / np.pi
+    assert 0.035 < tail <= 0.05 + 1e-6
 
 
 def test_lsmr_agrees_with_dense_lstsq():
