@@ -404,14 +404,18 @@ def _cmd_list(args) -> int:
         from .registry import methods, releases
 
         for name, info in sorted(methods().items()):
-            print(f"{name:20s} {'/'.join(info.privacy):12s} {info.summary}  [{info.source}]")
+            objs = "any" if info.objectives is None else "/".join(info.objectives)
+            print(f"{name:20s} {'/'.join(info.privacy):12s} {objs:24s} {info.summary}  [{info.source}]")
         for name, info in sorted(releases().items()):
-            print(f"{name:20s} {'/'.join(info.privacy):12s} (release only) {info.summary}  [{info.source}]")
+            print(f"{name:20s} {'/'.join(info.privacy):12s} {'-':24s} (release only) {info.summary}  [{info.source}]")
     elif what == "objectives":
         from .objectives import objectives
+        from .registry import methods
 
+        table = methods()
         for name, obj in sorted(objectives().items()):
-            print(f"{name:20s} {obj.description}")
+            able = ", ".join(k for k, v in sorted(table.items()) if v.objectives is None or name in v.objectives)
+            print(f"{name:20s} {obj.description} (methods: {able})")
     elif what == "solvers":
         from .solvers import list_profiles, load_profile
 
