@@ -122,10 +122,10 @@ def _requirements(args, m: int) -> tuple[np.ndarray, np.ndarray]:
         raise InputError("no accuracy requirement: give --half-width H [--confidence C] or --requirements REQ.csv")
     bad = np.flatnonzero(~(np.isfinite(hw) & (hw > 0)))
     if bad.size:
-        raise InputError(f"half_width must be > 0; query {bad[0]} has {hw[bad[0]]!r}")
+        raise InputError(f"half_width must be > 0; query {bad[0]} has {float(hw[bad[0]])!r}")
     bad = np.flatnonzero(~((conf > 0) & (conf < 1)))
     if bad.size:
-        raise InputError(f"confidence must be in (0, 1); query {bad[0]} has {conf[bad[0]]!r}")
+        raise InputError(f"confidence must be in (0, 1); query {bad[0]} has {float(conf[bad[0]])!r}")
     return hw, conf
 
 
