@@ -197,3 +197,17 @@ def test_an_l2_optimum_that_ties_the_svd_bound_is_named_as_such():
     svd_bound = np.sum(np.sqrt(sig[sig > 1e-9 * sig.max()])) ** 2 / 256
     assert s.meta["lower_bound"] == pytest.approx(svd_bound, rel=1e-9)
     assert s.meta["lower_bound_kind"] == "l2-optimum"
+
+
+def test_a_start_runs_to_convergence():
+    # prefix:96 from two-level hats (spacings 8 and 48): a strict L-BFGS-B run (ftol 1e-15,
+    # gtol 1e-12, 14999 iterations) ends at 1667.9180; L-BFGS-B's one-step ftol = 1e-8 test
+    # stopped at 1673.56 after 3542 iterations; the windowed test must end within 1e-4.
+    import math
+
+    from strategy_opt.programs.pidentity import optimise_theta
+
+    n = 96
+    T0 = np.vstack([hat_rows(n, 8), hat_rows(n, 48)])
+    _, f, _ = optimise_theta(prefix(n).gram(), T0, max_iters=50_000, deadline=math.inf, ftol=1e-8)
+    assert f <= 1667.9180 * (1 + 1e-4)
