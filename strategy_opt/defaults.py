@@ -26,8 +26,9 @@ DENSE_LSTSQ_ENTRIES = 4_000_000
 CONFIDENCE = 0.95
 
 #: Format version of files written by this library. Version 2 adds ``meta_sha256``
-#: (hash of the metadata itself) to strategy files; version 1 files are still read.
-FILE_FORMAT_VERSION = 2
+#: (hash of the metadata itself) to strategy files; version 3 seals the whole file
+#: (`strategy_opt.io`); files of versions 1 and 2 are still read.
+FILE_FORMAT_VERSION = 3
 
 #: Dense n x n float64 matrices held at the peak of an analysis or a solve (Gram matrix,
 #: ``A^T A``, its factorisation, the pseudo-inverse); measured 5.1-5.3 at n = 3000-4000.

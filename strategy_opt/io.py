@@ -25,6 +25,13 @@ Integrity:
   written by strategy_opt (it has ``format_version``) must carry its hashes,
   so a flipped byte cannot silently drop them. Hand-written files without
   ``format_version`` and hashes are accepted.
+* Format version 3 also seals the whole file, so that a flipped byte anywhere
+  (zip headers, timestamps, number formatting) is refused, not only one that
+  changes the matrix or the metadata: ``.npz`` files end in a zip archive
+  comment ``strategy_opt-sha256:<hex>`` (the SHA-256 of every byte before
+  it); ``.mtx`` files carry a third header line ``%strategy_opt-sha256:<hex>``
+  (of the file without that line); the ``.json`` beside a ``.csv`` records
+  ``csv_sha256``. NumPy, SciPy and any zip reader ignore the seals.
 * Nothing is ever unpickled (``allow_pickle=False``); object, string,
   complex and date arrays are refused; NaN and infinities are refused.
 * Sizes are read from file headers first and files that would need more
@@ -147,6 +154,73 @@ def file_sha256(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+#: Start of the whole-file seal (npz archive comment, mtx header line).
+SEAL_PREFIX = b"strategy_opt-sha256:"
+_SEAL_LENGTH = len(SEAL_PREFIX) + 64
+#: Metadata keys that describe one file, not the strategy (dropped when it is written again).
+_FILE_KEYS = ("csv_sha256",)
+
+
+def _seal(digest_of: bytes) -> bytes:
+    return SEAL_PREFIX + hashlib.sha256(digest_of).hexdigest().encode()
+
+
+def _sealed_npz(raw: bytes) -> bytes:
+    """The npz archive ``raw`` with the seal as its zip comment (hash of every byte before the comment)."""
+    buf = _io.BytesIO(raw)
+    with zipfile.ZipFile(buf, "a") as z:
+        z.comment = b"0" * _SEAL_LENGTH
+    data = buf.getvalue()
+    return data[:-_SEAL_LENGTH] + _seal(data[:-_SEAL_LENGTH])
+
+
+def _sealed_mtx(raw: bytes) -> bytes:
+    """The Matrix Market text ``raw`` (banner, metadata comment, ...) with the seal as its third line."""
+    banner_end = raw.index(b"\n") + 1
+    meta_end = raw.index(b"\n", banner_end) + 1
+    return raw[:meta_end] + b"%" + _seal(raw) + b"\n" + raw[meta_end:]
+
+
+def _check_seal(path: Path, suffix: str, meta: dict, json_text: str | None = None) -> None:
+    """Refuse a file whose whole-file seal is wrong, or missing where its format version requires one.
+
+    For a ``.csv`` the ``.json`` beside it (``json_text``) must also be exactly
+    the canonical JSON it was written as: a flipped last digit can parse to the
+    same float, which the metadata hash cannot see.
+    """
+    version = meta.get("format_version")
+    required = isinstance(version, int) and not isinstance(version, bool) and version >= 3
+    if suffix == ".npz":
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            fh.seek(max(0, size - _SEAL_LENGTH))
+            tail = fh.read()
+            found = tail.startswith(SEAL_PREFIX) and len(tail) == _SEAL_LENGTH
+            if found:
+                fh.seek(0)
+                h = hashlib.sha256()
+                left = size - _SEAL_LENGTH
+                while left > 0:
+                    block = fh.read(min(1 << 20, left))
+                    h.update(block)
+                    left -= len(block)
+                ok = tail[len(SEAL_PREFIX):] == h.hexdigest().encode()
+    elif suffix == ".mtx":
+        raw = path.read_bytes()
+        lines = raw.split(b"\n", 3)
+        found = len(lines) > 3 and lines[2].startswith(b"%" + SEAL_PREFIX)
+        if found:
+            unsealed = b"\n".join(lines[:2] + lines[3:])
+            ok = lines[2][1:] == _seal(unsealed)
+    else:
+        found = "csv_sha256" in meta
+        ok = found and meta["csv_sha256"] == file_sha256(path) and json_text == json.dumps(meta, sort_keys=True, allow_nan=False) + "\n"
+    if found and not ok:
+        raise InputError(f"strategy file {path} is corrupted: its bytes do not match the seal recorded when it was written")
+    if required and not found:
+        raise InputError(f"strategy file {path} is corrupted: format version {version} requires a whole-file seal and it has none")
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike):
     """Yield a temporary path beside ``path``; rename it over ``path`` on success.
@@ -191,7 +265,7 @@ def _version() -> str:
 
 
 def _meta_for_write(strategy: Strategy) -> dict:
-    meta = dict(strategy.meta)
+    meta = {k: v for k, v in strategy.meta.items() if k not in _FILE_KEYS}
     meta["format_version"] = FILE_FORMAT_VERSION
     meta["content_sha256"] = content_hash(strategy.matrix)
     meta.setdefault("shape", list(strategy.shape))
@@ -220,33 +294,29 @@ def write_strategy(strategy: Strategy, path: str | os.PathLike) -> Path:
     meta = _meta_for_write(strategy)
     meta_json = json.dumps(meta, sort_keys=True, allow_nan=False)
     if suffix == ".npz":
+        buf = _io.BytesIO()
+        if strategy.is_sparse:
+            M = strategy.sparse()
+            M.sort_indices()
+            np.savez_compressed(buf, data=M.data, indices=M.indices, indptr=M.indptr, shape=np.asarray(M.shape), format=np.asarray(b"csr"), meta=np.asarray(meta_json))
+        else:
+            np.savez_compressed(buf, A=np.asarray(strategy.matrix, dtype=float), meta=np.asarray(meta_json))
         with atomic_path(path) as tmp:
-            with open(tmp, "wb") as fh:
-                if strategy.is_sparse:
-                    M = strategy.sparse()
-                    M.sort_indices()
-                    np.savez_compressed(
-                        fh,
-                        data=M.data,
-                        indices=M.indices,
-                        indptr=M.indptr,
-                        shape=np.asarray(M.shape),
-                        format=np.asarray(b"csr"),
-                        meta=np.asarray(meta_json),
-                    )
-                else:
-                    np.savez_compressed(fh, A=np.asarray(strategy.matrix, dtype=float), meta=np.asarray(meta_json))
+            tmp.write_bytes(_sealed_npz(buf.getvalue()))
     elif suffix == ".mtx":
         M = strategy.sparse() if strategy.is_sparse else np.asarray(strategy.matrix, dtype=float)
+        buf = _io.BytesIO()
+        scipy.io.mmwrite(buf, M, comment=meta_json, precision=17)
         with atomic_path(path) as tmp:
-            with open(tmp, "wb") as fh:
-                scipy.io.mmwrite(fh, M, comment=meta_json, precision=17)
+            tmp.write_bytes(_sealed_mtx(buf.getvalue()))
     else:
         A = strategy.dense()
         json_path = path.with_suffix(".json")
         with atomic_path(json_path) as tmp_json, atomic_path(path) as tmp_csv:
             np.savetxt(tmp_csv, A, delimiter=",", fmt="%.17g")
-            tmp_json.write_text(meta_json + "\n")
+            meta["csv_sha256"] = file_sha256(tmp_csv)
+            meta["meta_sha256"] = _meta_hash(meta)
+            tmp_json.write_text(json.dumps(meta, sort_keys=True, allow_nan=False) + "\n")
     return path
 
 
@@ -547,15 +617,18 @@ def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
     else:
         A = _read_csv_matrix(path, what)
         json_path = path.with_suffix(".json")
+        json_text = None
         if json_path.is_file():
             try:
-                meta = _parse_meta(json_path.read_text(), json_path)
+                json_text = json_path.read_text()
             except (OSError, UnicodeDecodeError) as exc:
                 raise InputError(f"cannot read {json_path}: {exc}") from None
+            meta = _parse_meta(json_text, json_path)
         else:
             meta = {}
     A = _validate_matrix(A, path, what)
     if verify:
+        _check_seal(path, suffix, meta, json_text if suffix == ".csv" else None)
         _verify_hashes(A, meta, path)
     return Strategy(A, meta)
 
