@@ -7,9 +7,11 @@ naming the bad value), 1 when a solver fails. Progress goes to stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
+import os
 import signal
 import sys
 import threading
@@ -549,6 +551,12 @@ def main(argv=None) -> int:
     except _Terminated:
         print("strategy-opt: terminated", file=sys.stderr)
         return 143
+    except BrokenPipeError:
+        # the reader of stdout went away (strategy-opt error ... | head): stop quietly, as
+        # a process killed by SIGPIPE would; stdout goes to /dev/null so the final flush cannot raise
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     finally:
         if in_main_thread:
             signal.signal(signal.SIGTERM, previous)

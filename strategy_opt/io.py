@@ -239,6 +239,9 @@ def atomic_path(path: str | os.PathLike):
     except OSError as exc:
         raise InputError(f"cannot write in {directory}: {exc.strerror}") from None
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private (0600); the output gets the usual permissions
     try:
         yield Path(tmp)
         try:

@@ -111,3 +111,24 @@ def test_run_names_the_pure_strategy_when_delta_is_given(tmp_path, capsys):
     assert cli("-q", *args, "--delta", 1e-6, "--out", tmp_path / "a.npy") == 2
     assert "epsilon-DP (pure) strategy" in capsys.readouterr().err
     assert cli("-q", *args, "--delta", 1e-6, "--privacy", "approx", "--out", tmp_path / "a.npy") == 0
+
+
+def test_written_files_get_the_usual_permissions(tmp_path):
+    import os
+
+    umask = os.umask(0)
+    os.umask(umask)
+    for ext in (".npz", ".mtx", ".csv"):
+        assert cli("-q", "solve", "--workload", "prefix:8", "--method", "identity", "--out", tmp_path / f"s{ext}") == 0
+    for f in tmp_path.iterdir():  # mkstemp's private 0600 is not what a user expects of an output file
+        assert f.stat().st_mode & 0o777 == 0o666 & ~umask, f.name
+
+
+def test_a_closed_stdout_stops_quietly():
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-m", "strategy_opt.cli", "-q", "list", "methods"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # the reader went away, as with '| head'
+    assert p.wait(timeout=60) == 141
+    assert p.stderr.read() == b""
