@@ -145,12 +145,17 @@ def _meta_hash(meta: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def file_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 of a file's bytes."""
+def file_sha256(path: str | os.PathLike, length: int | None = None) -> str:
+    """SHA-256 of a file's bytes (of its first ``length`` bytes, if given)."""
     h = hashlib.sha256()
+    left = math.inf if length is None else length
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
+        while left > 0:
+            block = fh.read(int(min(1 << 20, left)))
+            if not block:
+                break
             h.update(block)
+            left -= len(block)
     return h.hexdigest()
 
 
@@ -195,16 +200,9 @@ def _check_seal(path: Path, suffix: str, meta: dict, json_text: str | None = Non
         with open(path, "rb") as fh:
             fh.seek(max(0, size - _SEAL_LENGTH))
             tail = fh.read()
-            found = tail.startswith(SEAL_PREFIX) and len(tail) == _SEAL_LENGTH
-            if found:
-                fh.seek(0)
-                h = hashlib.sha256()
-                left = size - _SEAL_LENGTH
-                while left > 0:
-                    block = fh.read(min(1 << 20, left))
-                    h.update(block)
-                    left -= len(block)
-                ok = tail[len(SEAL_PREFIX):] == h.hexdigest().encode()
+        found = tail.startswith(SEAL_PREFIX) and len(tail) == _SEAL_LENGTH
+        if found:
+            ok = tail[len(SEAL_PREFIX):] == file_sha256(path, size - _SEAL_LENGTH).encode()
     elif suffix == ".mtx":
         raw = path.read_bytes()
         lines = raw.split(b"\n", 3)
