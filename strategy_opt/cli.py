@@ -1,4 +1,4 @@
-"""The ``strategy-opt`` command line (contract: CLI.md).
+"""The ``strategy-opt`` command line (the contract of the design's CLI.md; usage in README.md).
 
 Exit status: 0 on success, 2 on a usage or input error (one line on stderr
 naming the bad value), 1 when a solver fails. Progress goes to stderr.
@@ -27,13 +27,17 @@ from .exceptions import InputError, SolverError
 
 log = logging.getLogger("strategy_opt")
 
+#: Reconstruction of `run` and of strategy methods under `release` when --estimator is not given.
+DEFAULT_ESTIMATOR = "ls"
+
 #: `error`/`run` accept a workload whose Gram matrix equals the recorded one up to this many cells.
 SAME_GRAM_MAX_N = 4096
 
 EPILOG_SOLVE = """
 methods (strategy-opt list methods): identity, hierarchical, wavelet, fourier, minerror-l2,
 minerror-l1 (small n only: an SDP on (m'+n)^2 variables per iteration; n <= ~16 in practice),
-svd-approx, eigen-design, l1-weighting, greedy-h, orthogonal, workload-division, auto.
+svd-approx, eigen-design, l1-weighting, greedy-h, orthogonal, workload-division, p-identity,
+auto-pure, auto (under --privacy pure it runs auto-pure).
 
 examples:
   strategy-opt solve --workload all-range:256 --privacy approx --method eigen-design --out s.npz
@@ -278,7 +282,7 @@ def _sampler(args) -> tuple[str, object]:
     return sampler, args.seed
 
 
-def _provenance(args, workload, privacy, sampler, release) -> dict:
+def _provenance(args, workload, privacy, sampler, release, estimator: str) -> dict:
     """What the answer sidecar records about how the answers were made."""
     return {
         "command": args.command,
@@ -288,7 +292,7 @@ def _provenance(args, workload, privacy, sampler, release) -> dict:
         "privacy": {"notion": privacy.notion, "epsilon": privacy.epsilon, "delta": getattr(privacy, "delta", None)},
         "sampler": sampler,
         "seed": args.seed,
-        "estimator": args.estimator,
+        "estimator": estimator,
         "noise_scale": float(release.noise_scale),
         "confidence": CONFIDENCE if release.lower is not None else None,
     }
@@ -341,11 +345,12 @@ def _cmd_run(args) -> int:
     sampler, seed = _sampler(args)
     t0 = time.perf_counter()
     intervals = Path(args.out).suffix.lower() == ".csv"  # only the CSV answer format has intervals
-    release = run(strategy, x, workload, privacy, estimator=args.estimator, rng=seed, sampler=sampler, intervals=intervals)
+    estimator = args.estimator or DEFAULT_ESTIMATOR
+    release = run(strategy, x, workload, privacy, estimator=estimator, rng=seed, sampler=sampler, intervals=intervals)
     log.info("answered %d queries in %.3g s (noise scale %.6g)", len(release.answers), time.perf_counter() - t0, release.noise_scale)
     if notion == "approx" and args.delta is None:
         log.info("--delta not given: (epsilon, delta)-DP with the default delta = %g", DEFAULT_DELTA)
-    provenance = _provenance(args, workload, privacy, sampler, release)
+    provenance = _provenance(args, workload, privacy, sampler, release, estimator)
     provenance["strategy"] = {
         "file": str(args.strategy),
         "content_sha256": strategy.meta.get("content_sha256"),
@@ -375,12 +380,16 @@ def _cmd_release(args) -> int:
         raise InputError(f"method {args.method!r} supports privacy {'/'.join(info.privacy)}, not {privacy.notion!r}")
     t0 = time.perf_counter()
     if args.method in methods() and info.func is methods()[args.method].func:
+        estimator = args.estimator or DEFAULT_ESTIMATOR
         strategy = solve(workload, privacy=privacy.notion, method=args.method, **options)
-        release = run(strategy, x, workload, privacy, estimator=args.estimator, rng=seed, sampler=sampler, intervals=Path(args.out).suffix.lower() == ".csv")
+        release = run(strategy, x, workload, privacy, estimator=estimator, rng=seed, sampler=sampler, intervals=Path(args.out).suffix.lower() == ".csv")
     else:
+        if args.estimator is not None:
+            raise InputError(f"--estimator applies to strategy methods; {args.method} reconstructs the answers its own way")
+        estimator = args.method
         release = info.func(x, workload, privacy, rng=seed, sampler=sampler, **options)
     log.info("released %d answers in %.3g s", len(release.answers), time.perf_counter() - t0)
-    provenance = _provenance(args, workload, privacy, sampler, release)
+    provenance = _provenance(args, workload, privacy, sampler, release, estimator)
     provenance["method"] = args.method
     provenance["options"] = options
     _write_release(args, release, provenance)
@@ -400,8 +409,20 @@ def _cmd_export(args) -> int:
     return 0
 
 
+LISTINGS = ("methods", "objectives", "solvers", "problems")
+
+
 def _cmd_list(args) -> int:
-    what = args.what
+    if args.what is not None:
+        _print_listing(args.what)
+        return 0
+    for i, what in enumerate(LISTINGS):  # no argument: every listing, each under a heading
+        print(f"{'' if i == 0 else chr(10)}{what}:")
+        _print_listing(what)
+    return 0
+
+
+def _print_listing(what: str) -> None:
     if what == "methods":
         from .registry import methods, releases
 
@@ -430,21 +451,25 @@ def _cmd_list(args) -> int:
         for name, path in sorted(list_problems().items()):
             data = read_problem_file(path)
             print(f"{name:28s} {data.get('workload', ''):36s} {data.get('description', '')}")
-    return 0
 
 
 # ----------------------------------------------------------------------------------------- parser
 def _add_data_args(p, privacy_default: str) -> None:
     p.add_argument("--data", required=True, help="histogram (.npy any shape, or .csv one count per line), or raw CSV records with --column/--bins")
     p.add_argument("--column", action="append", help="column of raw CSV records to histogram (repeat for product domains)")
-    p.add_argument("--bins", action="append", help="LO:HI[:WIDTH] bins for the matching --column (width 1 by default)")
-    p.add_argument("--workload", required=True, metavar="SPEC", help="workload SPEC (see CLI.md)")
+    p.add_argument("--bins", action="append", help="LO:HI[:WIDTH] bins for the matching --column (width 1 by default); records outside [LO, HI) are dropped silently (their number depends on the data, so it is not reported)")
+    p.add_argument("--workload", required=True, metavar="SPEC", help="workload SPEC (see 'strategy-opt --help')")
     p.add_argument("--epsilon", required=True, type=_positive_float("--epsilon"), help="privacy budget epsilon > 0")
     p.add_argument("--delta", type=_positive_float("--delta"), help=f"delta in (0, 1): (epsilon, delta)-DP with Gaussian noise (default {DEFAULT_DELTA:g} under approx)")
     p.add_argument("--privacy", choices=["pure", "approx"], help=f"default: {privacy_default}")
     p.add_argument("--seed", type=_nonneg_int, help="seed for reproducible noise (implies --sampler simulate: not for real releases)")
     p.add_argument("--sampler", choices=["opendp", "simulate"], help="noise sampler: opendp (vetted; the default without --seed) or simulate (seeded NumPy, for simulations only); see below")
-    p.add_argument("--estimator", choices=["ls", "nnls", "hybrid"], default="ls", help="reconstruction: least squares (with 95%% intervals), NNLS, or hybrid (Li 2013 Sec. 3.5.2)")
+    p.add_argument(
+        "--estimator",
+        choices=["ls", "nnls", "hybrid"],
+        help="reconstruction through the strategy: least squares (the default; 95%% intervals in .csv output), NNLS, or hybrid (Li 2013 Sec. 3.5.2). "
+        "dawa and mwem reconstruct their own way and give no intervals",
+    )
     p.add_argument("--out", required=True, help="answers file: .npy (vector) or .csv (query,answer,lower,upper); plus OUT.json (hash, version, provenance)")
 
 
@@ -453,8 +478,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="strategy-opt",
         description="Optimal query strategies for linear counting queries under differential privacy.",
-        epilog="Workload SPECs: identity:N total:N prefix:N all-range:N random-range:N:M[:SEED] "
-        "marginals:D1xD2x..:K SPEC*SPEC (Kronecker) SPEC+SPEC (union) file:PATH. See README.md.",
+        epilog="Workload SPECs: identity:N total:N prefix:N all-range:N all-predicate:N random-range:N:M[:SEED] "
+        "marginals:D1xD2x..:K SPEC*SPEC (Kronecker) SPEC+SPEC (union) file:PATH (.npy .npz .mtx .csv). See README.md.",
     )
     parser.add_argument("--version", action="version", version=f"strategy-opt {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress output on stderr")
@@ -504,8 +529,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.set_defaults(func=_cmd_export)
 
-    p = sub.add_parser("list", parents=[common], help="list methods, objectives, solver profiles or problems")
-    p.add_argument("what", choices=["methods", "objectives", "solvers", "problems"])
+    p = sub.add_parser("list", parents=[common], help="list methods, objectives, solver profiles or problems", description="List methods, objectives, solver profiles or bundled problems (all four without an argument).")
+    p.add_argument("what", nargs="?", choices=LISTINGS, help="what to list (default: everything)")
     p.set_defaults(func=_cmd_list)
 
     from .registry import subcommands

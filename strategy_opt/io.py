@@ -610,26 +610,29 @@ def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
                 fh.readline()
                 second = fh.readline().decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot read {path}: {exc}") from None
+            raise InputError(f"cannot read {path}: {exc} (corrupted, or not a strategy file)") from None
         body = second.lstrip("%").strip() if second.startswith("%") else ""
         if body.startswith("{") or any(f'"{k}"' in body for k in ("format_version", "content_sha256", "meta_sha256")):
             meta = _parse_meta(body, path)
+        if verify:  # before parsing, so that a damaged file is named as such rather than as malformed text
+            _check_seal(path, suffix, meta)
         A = _read_mtx(path, what)
     else:
-        A = _read_csv_matrix(path, what)
         json_path = path.with_suffix(".json")
-        json_text = None
+        meta = {}
         if json_path.is_file():
             try:
                 json_text = json_path.read_text()
             except (OSError, UnicodeDecodeError) as exc:
-                raise InputError(f"cannot read {json_path}: {exc}") from None
+                raise InputError(f"cannot read {json_path}: {exc} (corrupted, or not a strategy file)") from None
             meta = _parse_meta(json_text, json_path)
-        else:
-            meta = {}
+            if verify:
+                _check_seal(path, suffix, meta, json_text)
+        A = _read_csv_matrix(path, what)
     A = _validate_matrix(A, path, what)
     if verify:
-        _check_seal(path, suffix, meta, json_text if suffix == ".csv" else None)
+        if suffix == ".npz":
+            _check_seal(path, suffix, meta)
         _verify_hashes(A, meta, path)
     return Strategy(A, meta)
 

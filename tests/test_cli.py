@@ -98,6 +98,10 @@ def test_list(capsys):
     out = capsys.readouterr().out
     for name in ("hierarchical", "wavelet", "total", "scs", "clarabel", "quickstart"):
         assert name in out
+    assert cli("list") == 0  # no argument: all four listings under headings
+    everything = capsys.readouterr().out
+    assert [line for line in everything.splitlines() if line.endswith(":")] == ["methods:", "objectives:", "solvers:", "problems:"]
+    assert all(line in everything for line in out.splitlines())
 
 
 def test_problem_file_with_override(tmp_path, capsys):

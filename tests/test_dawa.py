@@ -1,5 +1,6 @@
 """DAWA end to end (strategy_opt.programs.dawa): calibration, edge cases, 2-D, CLI."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -158,11 +159,16 @@ def test_cli_release(tmp_path, capsys):
     try:
         assert main(args("b.npy")) == 0
         assert main(args("c.npy", "--option", "bogus=1")) == 2
+        assert "bogus" in capsys.readouterr().err
+        assert main(args("d.npy", "--estimator", "nnls")) == 2  # DAWA reconstructs its own way: the flag is refused, not ignored
+        assert "--estimator applies to strategy methods" in capsys.readouterr().err
     finally:
         logger.handlers[:], logger.level, logger.propagate = saved
-    assert "bogus" in capsys.readouterr().err
+    assert not (tmp_path / "c.npy").exists() and not (tmp_path / "d.npy").exists()
     a, b = np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy")
     assert a.shape == (20,) and np.array_equal(a, b)
+    sidecar = json.loads((tmp_path / "a.npy.json").read_text())
+    assert sidecar["estimator"] == "dawa" and sidecar["confidence"] is None
 
 
 DPBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "dpbench"

@@ -380,7 +380,7 @@ def test_every_flipped_byte_is_detected(tmp_path, fmt):
     f = tmp_path / f"s{fmt}"
     raw = f.read_bytes()
     read_strategy(target)  # intact: loads
-    undetected = []
+    undetected, unnamed = [], []
     for offset in range(len(raw)):
         for mask in (0x01, 0xFF):
             b = bytearray(raw)
@@ -389,10 +389,11 @@ def test_every_flipped_byte_is_detected(tmp_path, fmt):
             try:
                 read_strategy(target)
                 undetected.append((offset, mask))
-            except InputError:
-                pass
+            except InputError as exc:
+                if fmt == ".csv" and "corrupted" not in str(exc):  # the seal is checked before the text is parsed
+                    unnamed.append((offset, mask, str(exc)))
     f.write_bytes(raw)
-    assert undetected == []
+    assert undetected == [] and unnamed == []
 
 
 # --------------------------------------------------------------------------- interrupted writes

@@ -60,3 +60,11 @@ def test_no_worse_than_the_p_identity_method():
     s = solve(W, privacy="pure", method="minerror-l1", iterations=2)
     pid = solve(W, privacy="pure", method="p-identity").meta["unit_total_squared_error"]
     assert s.meta["unit_total_squared_error"] <= pid * (1 + 1e-9)
+
+
+def test_equal_start_matrices_are_iterated_once():
+    # on all ranges of 8 cells p-identity's optimum is the identity itself: one iteration run, not two
+    s = solve("all-range:8", privacy="pure", method="minerror-l1", iterations=2)
+    errors = s.meta["candidate_errors"]
+    assert errors["p-identity"] == errors["identity"] == 120.0  # trace(G) of all ranges on 8 cells
+    assert len({"identity", "p-identity"} & set(s.meta["history"])) == 1

@@ -141,18 +141,17 @@ def _solver(profile) -> tuple[str, dict]:
 
 def _candidates(G: np.ndarray, n: int, budget: float) -> tuple[dict, float | None]:
     """Identity, refined SVD approximation, the L2 route and p-identity, with the L2 lower bound."""
-    from .pidentity import pidentity_matrix, solve_pidentity
+    from .pidentity import optimise_theta, pidentity_matrix, solve_pidentity
 
     out = {"identity": identity_matrix(n).toarray()}
     A, _, V = svd_factor(G)
     out["svd-approx"], _ = min_l1_factor(A, n, V, time_limit=budget)
     bound, out["l2-route"] = l2_optimum_bound(G, time_limit=budget)
-    # the p-identity method's own start (p = n/16) and a wider random start (p = n/4); the better one
-    res = min(
-        (solve_pidentity(G, p_random=max(1, n // d), random_starts=1, seed=0, max_iters=10_000, time_limit=budget / 2, ftol=1e-10) for d in (16, 4)),
-        key=lambda r: r.value,
-    )
-    out["p-identity"] = pidentity_matrix(res.theta)
+    # the p-identity method's own starts (random with p = n/16), then a wider random start (p = n/4); the better one
+    res = solve_pidentity(G, p_random=max(1, n // 16), random_starts=1, seed=0, max_iters=10_000, time_limit=budget / 2, ftol=1e-10)
+    wide = np.random.default_rng(1).random((max(1, n // 4), n))
+    theta, value, _ = optimise_theta(G, wide, max_iters=10_000, deadline=time.perf_counter() + budget / 2, ftol=1e-10, label="random (p = n/4)")
+    out["p-identity"] = pidentity_matrix(theta if value < res.value else res.theta)
     return out, bound
 
 
@@ -243,7 +242,10 @@ def minerror_l1(problem: Problem):
     cands, bound = _candidates(G, n, budget=max(1.0, 0.1 * profile.time_limit))
     errors = {k: l1_error(A, G) for k, A in cands.items()}
     log.info("minerror-l1: n = %d; candidates: %s", n, ", ".join(f"{k} E_1 {v:.8g}" for k, v in errors.items()))
-    starts = sorted(errors, key=errors.get)
+    starts = []
+    for name in sorted(errors, key=errors.get):  # one iteration per distinct start matrix
+        if not any(cands[name].shape == cands[k].shape and np.array_equal(cands[name], cands[k]) for k in starts):
+            starts.append(name)
     rows = max(int(rows), max(complete_columns_l1(A)[0].shape[0] for A in cands.values()))
     sdp = _sdp(n, rows, L)
     solver, kw = _solver(profile)
