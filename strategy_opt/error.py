@@ -136,6 +136,11 @@ class ErrorProfile:
             self._null = V[:, ~keep]
 
     @property
+    def null_space(self) -> np.ndarray:
+        """Orthonormal basis (n x k) of the numerically null directions of ``A^T A`` (k = 0 when full rank)."""
+        return np.zeros((self.n, 0)) if self._chol is not None else self._null
+
+    @property
     def full_rank(self) -> bool:
         """Whether ``A^T A`` is (numerically) invertible."""
         return self._chol is not None

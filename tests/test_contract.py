@@ -132,3 +132,25 @@ def test_a_closed_stdout_stops_quietly():
     p.stdout.close()  # the reader went away, as with '| head'
     assert p.wait(timeout=60) == 141
     assert p.stderr.read() == b""
+
+
+@pytest.mark.parametrize("privacy", ["pure", "approx"])
+def test_recorded_error_does_not_depend_on_the_rank_cutoff(privacy):
+    # a strategy direction with singular value 1e-8 (as factorised SDPs leave them) that W
+    # touches at 1e-9: a cutoff that keeps it adds (1e-9 / 1e-8)^2 = 0.01 to E. The compiler
+    # removes such directions, so every pseudo-inverse cutoff reproduces meta's E.
+    from strategy_opt.compiler import compile_strategy
+    from strategy_opt.problem import Problem
+    from strategy_opt.workload import from_matrix
+
+    rng = np.random.default_rng(4)
+    R = np.linalg.qr(rng.standard_normal((4, 4)))[0]
+    A = np.linalg.qr(rng.standard_normal((6, 4)))[0] @ np.diag([1.0, 0.8, 0.5, 1e-8]) @ R.T
+    W = rng.standard_normal((5, 3)) @ R[:, :3].T + 1e-9 * np.outer(rng.standard_normal(5), R[:, 3])
+    s = compile_strategy(A, Problem(from_matrix(W), privacy), "identity")
+    B = s.dense()
+    p = 1 if privacy == "pure" else 2
+    sens = np.linalg.norm(B, ord=p, axis=0).max()
+    for rcond in (1e-15, 1e-12, 1e-8, 1e-6):
+        E = sens**2 * np.linalg.norm(W @ np.linalg.pinv(B, rcond=rcond)) ** 2
+        assert E == pytest.approx(s.meta["unit_total_squared_error"], rel=1e-9), rcond
