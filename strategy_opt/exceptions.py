@@ -2,6 +2,8 @@
 
 `InputError` marks a user mistake (bad parameter, malformed file, unsupported
 workload): the CLI turns it into a one-line message and exit status 2.
+`OptionError`, an `InputError`, marks a bad method option value: ``auto``
+passes it on instead of skipping the candidate that raised it.
 `SolverError` marks a numerical failure of a program/backend pair and says
 what to try next.
 """
@@ -9,6 +11,10 @@ what to try next.
 
 class InputError(ValueError):
     """Bad user input: a parameter, a workload SPEC, or a file."""
+
+
+class OptionError(InputError):
+    """A method option with a bad value (wrong type or out of range)."""
 
 
 class SolverError(RuntimeError):

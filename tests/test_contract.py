@@ -154,3 +154,17 @@ def test_recorded_error_does_not_depend_on_the_rank_cutoff(privacy):
     for rcond in (1e-15, 1e-12, 1e-8, 1e-6):
         E = sens**2 * np.linalg.norm(W @ np.linalg.pinv(B, rcond=rcond)) ** 2
         assert E == pytest.approx(s.meta["unit_total_squared_error"], rel=1e-9), rcond
+
+
+@pytest.mark.parametrize(("privacy", "option"), [("pure", {"time_budget": "abc"}), ("pure", {"random_starts": -1}), ("approx", {"group_size": 0}), ("approx", {"branching": 1})])
+def test_auto_passes_on_a_bad_option_value(tmp_path, capsys, privacy, option):
+    # a candidate that refuses an option value is not skipped: the user hears why, with exit status 2
+    from strategy_opt.exceptions import OptionError
+
+    with pytest.raises(OptionError):
+        solve("prefix:13", privacy=privacy, method="auto", **option)
+    (key, value), = option.items()
+    out = tmp_path / "s.npz"
+    assert cli("solve", "--workload", "prefix:13", "--privacy", privacy, "--option", f"{key}={value}", "--out", out) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("strategy-opt: error:") and key in err[-1] and not out.exists()

@@ -53,6 +53,8 @@ def test_refuses_large_domains_and_bad_options():
         solve("prefix:64", privacy="pure", method="minerror-l1")
     with pytest.raises(InputError, match="rows"):
         solve("prefix:6", privacy="pure", method="minerror-l1", rows=2)
+    with pytest.raises(InputError, match="memory"):  # refused before the SDP is built (Clarabel: ~2 (rows + n)^4 bytes)
+        solve("prefix:6", privacy="pure", method="minerror-l1", rows=100_000)
 
 
 def test_no_worse_than_the_p_identity_method():

@@ -20,7 +20,7 @@ import logging
 import time
 from dataclasses import replace
 
-from ..exceptions import InputError, SolverError
+from ..exceptions import InputError, OptionError, SolverError
 from ..problem import Problem
 from ..registry import methods, register_method
 from ..solvers import load_profile
@@ -91,6 +91,8 @@ def auto(problem: Problem):
             continue
         try:
             strategy = table[name].func(candidate)
+        except OptionError:
+            raise  # a bad option value is the user's to fix, not a reason to skip the candidate
         except (InputError, SolverError) as exc:
             log.info("auto: %s skipped (%s)", name, exc)
             continue

@@ -15,7 +15,7 @@ import numpy as np
 from ..bases import fourier_matrix, hierarchical_matrix, identity_matrix, wavelet_matrix
 from ..compiler import compile_strategy
 from ..error import KroneckerMatrix, unit_error
-from ..exceptions import InputError
+from ..exceptions import OptionError
 from ..problem import Problem
 from ..registry import register_method
 from ..workload import Kronecker, Union, _Identity, _Total
@@ -63,7 +63,7 @@ def hierarchical(problem: Problem):
         b = min(tried, key=tried.get)
     else:
         if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 2:
-            raise InputError(f"branching must be an integer >= 2, got {b!r}")
+            raise OptionError(f"branching must be an integer >= 2, got {b!r}")
     A = _per_dimension(W.domain, lambda d: hierarchical_matrix(d, int(b)))
     extra = {"branching": int(b)}
     if tried:

@@ -60,7 +60,7 @@ from ..certificates import dual_bound, kkt_weights
 from ..compiler import compile_strategy
 from ..defaults import EIG_RTOL
 from ..error import ErrorProfile
-from ..exceptions import InputError
+from ..exceptions import InputError, OptionError
 from ..problem import Problem
 from ..registry import register_method
 from ..threads import FACTORIZATION_THREADS, factorization_threads
@@ -405,7 +405,7 @@ def _design(problem: Problem, top: int | None) -> _Design:
     elif objective == "weighted":
         weights = query_weights(problem)
         if weights is None:
-            raise InputError("objective 'weighted' needs option 'weights' (one non-negative weight per query, a list or a .npy file)")
+            raise OptionError("objective 'weighted' needs option 'weights' (one non-negative weight per query, a list or a .npy file)")
         grams = [_weighted_gram(W, weights)]
         factors = [W]
     else:
@@ -577,15 +577,15 @@ def _options(problem: Problem, n: int) -> dict:
     opts = dict(problem.options)  # names checked against _OPTIONS by the registry (api.solve)
     basis = opts.get("basis", "eigen")
     if basis not in _BASES:
-        raise InputError(f"eigen-design: basis must be one of {', '.join(_BASES)}, got {basis!r}")
+        raise OptionError(f"eigen-design: basis must be one of {', '.join(_BASES)}, got {basis!r}")
     group = opts.get("group_size")
     sep = opts.get("separation", group is not None)
     if not isinstance(sep, bool):
-        raise InputError(f"eigen-design: separation must be true or false, got {sep!r}")
+        raise OptionError(f"eigen-design: separation must be true or false, got {sep!r}")
     if sep:
         group = max(1, round(n ** (1.0 / 3.0))) if group is None else group
         if isinstance(group, bool) or not isinstance(group, (int, np.integer)) or group < 1:
-            raise InputError(f"eigen-design: group_size must be a positive integer, got {group!r}")
+            raise OptionError(f"eigen-design: group_size must be a positive integer, got {group!r}")
     principal = opts.get("principal", False)
     k = None
     if principal is True:
@@ -596,14 +596,14 @@ def _options(problem: Problem, n: int) -> dict:
         elif isinstance(principal, float) and 0 < principal <= 1:
             k = max(1, math.ceil(principal * n))
         else:
-            raise InputError(f"eigen-design: principal must be true, a fraction in (0, 1] or a count >= 1, got {principal!r}")
+            raise OptionError(f"eigen-design: principal must be true, a fraction in (0, 1] or a count >= 1, got {principal!r}")
     if sep and k is not None:
         raise InputError("eigen-design: choose either separation (group_size) or principal vectors, not both")
     if basis != "eigen" and (sep or k is not None):
         raise InputError("eigen-design: separation and principal vectors apply to eigen-queries only (basis=eigen)")
     cert = opts.get("certificate")
     if cert is not None and not isinstance(cert, bool):
-        raise InputError(f"eigen-design: certificate must be true or false, got {cert!r}")
+        raise OptionError(f"eigen-design: certificate must be true or false, got {cert!r}")
     return {"basis": basis, "group_size": int(group) if sep else None, "principal": k, "certificate": cert}
 
 

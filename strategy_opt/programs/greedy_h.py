@@ -50,7 +50,7 @@ import scipy.sparse as sp
 
 from ..compiler import compile_strategy
 from ..defaults import MAX_MATRIX_ENTRIES
-from ..exceptions import InputError
+from ..exceptions import InputError, OptionError
 from ..partition import hilbert_order
 from ..problem import Problem
 from ..registry import register_method
@@ -74,7 +74,7 @@ _BLOCK_ENTRIES = 4_000_000
 def check_branching(branching) -> int:
     """The branching factor as an int >= 2, else `InputError`."""
     if isinstance(branching, bool) or not isinstance(branching, (int, np.integer)) or branching < 2:
-        raise InputError(f"branching must be an integer >= 2, got {branching!r}")
+        raise OptionError(f"branching must be an integer >= 2, got {branching!r}")
     return int(branching)
 
 

@@ -73,7 +73,7 @@ import scipy.sparse.linalg as spla
 
 from ..bases import fourier_matrix, hierarchical_matrix, kron_all, wavelet_matrix
 from ..compiler import compile_strategy
-from ..exceptions import InputError, SolverError
+from ..exceptions import InputError, OptionError, SolverError
 from ..problem import Problem
 from ..registry import register_method
 from ..solvers import SolverProfile
@@ -420,7 +420,7 @@ def weighted_basis(problem: Problem):
     basis = problem.options.get("basis", "wavelet")
     branching = problem.options.get("branching", 2)
     if isinstance(branching, bool) or not isinstance(branching, (int, np.integer)) or branching < 2:
-        raise InputError(f"branching must be an integer >= 2, got {branching!r}")
+        raise OptionError(f"branching must be an integer >= 2, got {branching!r}")
     G = W.gram()
     eig = np.linalg.eigh(G) if basis == "eigen" else None
     Q = design_basis(W, basis, int(branching), eig)

@@ -60,10 +60,11 @@ from ..augment import complete_columns_l1
 from ..bases import identity_matrix
 from ..certificates import gram_factor
 from ..compiler import compile_strategy
-from ..exceptions import InputError, SolverError
+from ..exceptions import InputError, OptionError, SolverError
 from ..native_l2 import solve_total_l2
 from ..problem import Problem
 from ..registry import register_method
+from ..resources import psd_solver_bytes, require_memory
 from .svd_approx import min_l1_factor, svd_factor
 
 __all__ = ["minerror_l1", "l1_error", "l2_optimum_bound", "MAX_N", "STALL_ROUNDS"]
@@ -128,6 +129,15 @@ def _direction(Z: np.ndarray, rows: int) -> tuple[np.ndarray, float]:
     lam, V = np.linalg.eigh(0.5 * (Z + Z.T))
     Vs = V[:, : Z.shape[0] - rows]
     return Vs @ Vs.T, float(np.clip(lam[: Z.shape[0] - rows], 0.0, None).sum())
+
+
+def _require_sdp_memory(solver: str, n: int, rows: int, rank: int) -> None:
+    """Refuse (exit 2) an SDP whose PSD cones (``rows + n`` and ``n + rank``) the solver cannot hold."""
+    require_memory(
+        psd_solver_bytes(solver, [rows + n, n + rank]),
+        f"minerror-l1 with {rows} strategy rows on {n} cells ({solver})",
+        "lower option rows (default 2n)",
+    )
 
 
 def _solver(profile) -> tuple[str, dict]:
@@ -235,10 +245,12 @@ def minerror_l1(problem: Problem):
     iterations = problem.options.get("iterations", ITERATIONS)
     for name, v, lo in (("rows", rows, n), ("iterations", iterations, 1)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-            raise InputError(f"option {name} must be an integer >= {lo}, got {v!r}")
+            raise OptionError(f"option {name} must be an integer >= {lo}, got {v!r}")
     max_rounds = min(int(iterations), profile.max_iters)
     G = W.gram()
     L = gram_factor(G)
+    solver, kw = _solver(profile)
+    _require_sdp_memory(solver, n, int(rows), L.shape[1])  # before the candidates: option rows sets the size
     cands, bound = _candidates(G, n, budget=max(1.0, 0.1 * profile.time_limit))
     errors = {k: l1_error(A, G) for k, A in cands.items()}
     log.info("minerror-l1: n = %d; candidates: %s", n, ", ".join(f"{k} E_1 {v:.8g}" for k, v in errors.items()))
@@ -247,8 +259,8 @@ def minerror_l1(problem: Problem):
         if not any(cands[name].shape == cands[k].shape and np.array_equal(cands[name], cands[k]) for k in starts):
             starts.append(name)
     rows = max(int(rows), max(complete_columns_l1(A)[0].shape[0] for A in cands.values()))
+    _require_sdp_memory(solver, n, rows, L.shape[1])
     sdp = _sdp(n, rows, L)
-    solver, kw = _solver(profile)
     winner = starts[0]
     best_E, best_A = errors[winner], cands[winner]
     runs, statuses = {}, []

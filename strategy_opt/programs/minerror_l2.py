@@ -45,7 +45,7 @@ import scipy.sparse as sp
 from ..certificates import dual_bound, gram_factor, kkt_weights, relative_gap
 from ..compiler import compile_strategy, strategy_from_gram
 from ..error import per_query_variances
-from ..exceptions import InputError, SolverError
+from ..exceptions import InputError, OptionError, SolverError
 from ..native_l2 import solve_total_l2
 from ..threads import factorization_threads
 from ..objectives import get_objective
@@ -81,19 +81,19 @@ def query_weights(problem: Problem) -> np.ndarray | None:
     if isinstance(raw, (str, Path)):
         path = Path(raw)
         if path.suffix != ".npy" or not path.is_file():
-            raise InputError(f"option weights={raw!s}: expected a list of numbers or an existing .npy file")
+            raise OptionError(f"option weights={raw!s}: expected a list of numbers or an existing .npy file")
         try:
             raw = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as exc:
-            raise InputError(f"option weights={path}: cannot read ({exc})") from None
+            raise OptionError(f"option weights={path}: cannot read ({exc})") from None
     try:
         w = np.asarray(raw, dtype=float).ravel()
     except (TypeError, ValueError):
-        raise InputError(f"option weights must be numbers, got {raw!r:.60}") from None
+        raise OptionError(f"option weights must be numbers, got {raw!r:.60}") from None
     if w.shape != (W.m,):
-        raise InputError(f"option weights has {w.size} entries but the workload has {W.m} queries; give one weight per query")
+        raise OptionError(f"option weights has {w.size} entries but the workload has {W.m} queries; give one weight per query")
     if not np.all(np.isfinite(w)) or np.any(w < 0) or not np.any(w > 0):
-        raise InputError("option weights must be finite, non-negative and not all zero")
+        raise OptionError("option weights must be finite, non-negative and not all zero")
     return w
 
 

@@ -65,7 +65,7 @@ import scipy.linalg as la
 import scipy.sparse as sp
 
 from ..compiler import compile_strategy
-from ..exceptions import InputError, SolverError
+from ..exceptions import InputError, OptionError, SolverError
 from ..problem import Problem
 from ..registry import register_method
 
@@ -252,7 +252,7 @@ def orthogonal(problem: Problem):
     """
     seed = problem.options.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InputError(f"orthogonal: option seed must be a non-negative integer, got {seed!r}")
+        raise OptionError(f"orthogonal: option seed must be a non-negative integer, got {seed!r}")
     t0 = time.perf_counter()
     W = _workload_matrix(problem.workload)
     if W.nnz == 0:

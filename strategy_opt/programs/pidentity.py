@@ -105,7 +105,7 @@ from threadpoolctl import ThreadpoolController
 
 from ..compiler import compile_strategy
 from ..error import KroneckerMatrix
-from ..exceptions import InputError, SolverError
+from ..exceptions import InputError, OptionError, SolverError
 from ..problem import Problem
 from ..registry import register_method
 from ..workload import Kronecker, Union, Workload
@@ -481,7 +481,7 @@ def _options(problem: Problem) -> dict:
     for name, default, lo in (("random_starts", 1, 0), ("seed", 0, 0), ("p", None, 1)):
         v = problem.options.get(name, default)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo):
-            raise InputError(f"option {name} must be an integer >= {lo}, got {v!r}")
+            raise OptionError(f"option {name} must be an integer >= {lo}, got {v!r}")
         opts[name] = v
     return opts
 
@@ -760,7 +760,7 @@ def auto_pure(problem: Problem):
     n = W.n
     budget = problem.options.get("time_budget", min(problem.solver.time_limit, AUTO_BASE_SECONDS + AUTO_SCALE_SECONDS * (n / 4096) ** 2))
     if isinstance(budget, bool) or not isinstance(budget, (int, float, np.integer, np.floating)) or not budget > 0:
-        raise InputError(f"option time_budget must be a positive number of seconds, got {budget!r}")
+        raise OptionError(f"option time_budget must be a positive number of seconds, got {budget!r}")
     cands: dict[str, tuple[object, float]] = {}
     cands["identity"] = _completed_error(identity_matrix(n), W)
     best_b = None

@@ -50,7 +50,7 @@ import numpy as np
 
 from ..compiler import compile_strategy
 from ..defaults import EIG_RTOL
-from ..exceptions import InputError
+from ..exceptions import InputError, OptionError
 from ..problem import Problem
 from ..registry import register_method
 
@@ -199,11 +199,11 @@ def svd_approx(problem: Problem):
     n = W.n
     refine = problem.options.get("refine", n <= REFINE_MAX_N)
     if not isinstance(refine, (bool, np.bool_)):
-        raise InputError(f"option refine must be true or false, got {refine!r}")
+        raise OptionError(f"option refine must be true or false, got {refine!r}")
     A, lam, V = svd_factor(W.gram())
     rows = problem.options.get("rows", n)
     if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < A.shape[0]:
-        raise InputError(f"option rows must be an integer >= rank of the workload ({A.shape[0]}), got {rows!r}")
+        raise OptionError(f"option rows must be an integer >= rank of the workload ({A.shape[0]}), got {rows!r}")
     extra = {"rank": int(A.shape[0]), "refined": bool(refine)}
     if refine:
         A, facts = min_l1_factor(A, int(rows), V, time_limit=problem.solver.time_limit)

@@ -71,7 +71,7 @@ import scipy.sparse as sp
 
 from ..compiler import compile_strategy
 from ..error import sensitivity
-from ..exceptions import InputError
+from ..exceptions import InputError, OptionError
 from ..problem import Problem
 from ..registry import register_method
 
@@ -225,7 +225,7 @@ def division_strategy(W: sp.csr_matrix, parts: list[Part], shares) -> sp.csr_mat
 def _option(problem: Problem, name: str, default, check, what: str):
     value = problem.options.get(name, default)
     if not check(value):
-        raise InputError(f"workload-division: option {name} must be {what}, got {value!r}")
+        raise OptionError(f"workload-division: option {name} must be {what}, got {value!r}")
     return value
 
 
