@@ -124,11 +124,12 @@ def test_completion_line_search_never_loses_to_the_plain_basis(spec):
     assert search["points"]["0.0"] == pytest.approx(e_plain, rel=1e-8)
     local = search["local_search"]
     assert local["start"] == pytest.approx(min(search["points"].values()), rel=1e-8)
-    assert e_weighted == pytest.approx(min(local["start"], local["result"]), rel=1e-6)
+    assert e_weighted <= min(local["start"], local["result"]) * (1 + 1e-8)  # the compiler's completion can only lower it
 
 
 def test_completion_aware_local_search_improves_non_binary_fourier():
-    """2-way marginals of 3 x 5 x 7: the segment search gains 0.6%, weighing the completion rows 25%."""
+    """2-way marginals of 3 x 5 x 7: the segment search gains 0.6%; pricing the completion rows in, the weights
+    shrink until the strategy is almost the identity, which is 20x better than Fourier here (trace(G) = 315)."""
     from strategy_opt.spec import parse_spec
 
     spec = "marginals:3x5x7:2"
@@ -139,3 +140,4 @@ def test_completion_aware_local_search_improves_non_binary_fourier():
     assert e_weighted == pytest.approx(weighted.meta["unit_total_squared_error"], rel=1e-8)
     assert min(weighted.meta["completion_line_search"]["points"].values()) > 0.99 * e_plain
     assert e_weighted < 0.8 * e_plain
+    assert e_weighted < 1.01 * np.trace(W.gram())

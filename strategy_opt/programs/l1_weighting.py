@@ -74,9 +74,11 @@ import scipy.optimize as so
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from ..augment import complete_columns_l1
 from ..bases import fourier_matrix, hierarchical_matrix, kron_all, wavelet_matrix
 from ..compiler import compile_strategy, without_numerical_null_space
 from ..defaults import EIG_RTOL
+from ..error import unit_error
 from ..exceptions import InputError, OptionError, SolverError
 from ..problem import Problem
 from ..registry import register_method
@@ -385,9 +387,6 @@ def _weighted(Q, u: np.ndarray):
 
 def _compiled_error(Q, u: np.ndarray, W) -> float:
     """``E_1`` of ``diag(u) Q`` as the compiler will report it (column completion, numerical null space removed)."""
-    from ..augment import complete_columns_l1
-    from ..error import unit_error
-
     return unit_error(without_numerical_null_space(complete_columns_l1(_weighted(Q, u))[0]), W, 1)
 
 
@@ -426,8 +425,11 @@ def completion_line_search(u: np.ndarray, Q, B, W) -> tuple[np.ndarray, dict]:
 
 #: `refine_completed_weights`: weights stay above this fraction of the uniform weight (every design query stays in the strategy) ...
 REFINE_FLOOR = 1e-3
-#: ... and the local search stops after this many SLSQP iterations.
-REFINE_MAX_ITERS = 200
+#: ... and the local search stops after this many SLSQP iterations; it runs up to this many cells
+#: (one n x n eigendecomposition per evaluation: ~0.05 s at 512 cells, ~3 s at 2048).
+REFINE_MAX_ITERS, REFINE_MAX_N = 200, 512
+#: Scalings of the weights tried as SLSQP starts (1: the segment search's best point).
+REFINE_START_SCALES = (1.0, 0.5, 0.2, 0.1, 0.03, 0.01)
 
 
 def completed_error(u: np.ndarray, Q: np.ndarray, G: np.ndarray) -> tuple[float, np.ndarray]:
@@ -450,17 +452,23 @@ def completed_error(u: np.ndarray, Q: np.ndarray, G: np.ndarray) -> tuple[float,
     return float(np.einsum("ij,ji->", G, Mi)), grad
 
 
-def refine_completed_weights(u: np.ndarray, Q, W, deadline: float) -> tuple[np.ndarray, dict]:
+def refine_completed_weights(u: np.ndarray, Q, W, deadline: float) -> tuple[np.ndarray | None, dict]:
     """Local search (SLSQP) on the *completed* ``E_1`` over weights with ``|Q|^T u <= 1``, from ``u``.
+
+    Returns the completed strategy ``[diag(u) Q; diag(1 - |Q|^T u)]`` (its
+    completion rows are part of the optimised object: the compiler's own
+    completion pads to the largest column norm, not to 1) if it beats the
+    start, else None, and the search facts.
 
     Program 5.1.3 prices the design queries alone; when the basis loads the
     columns unequally the completion rows are part of the strategy, and moving
     weight between design queries and completion rows can pay. Measured on
     2-way marginals (completed E_1 against the completed plain Fourier basis):
-    3 x 5 x 7 0.745, 5 x 5 x 5 0.945; on 3 x 3 x 3, 3^4 and 6 x 6 x 6 SLSQP
-    stops at the start (there the identity beats Fourier several-fold, and
-    ``auto-pure`` picks it). The result is returned only if its completed
-    ``E_1``, as the compiler computes it, beats the start's.
+    3 x 5 x 7 0.745, 5 x 5 x 5 0.948, 6 x 6 x 6 0.770, 3 x 3 x 3 0.103 and
+    8 x 8 x 8 0.04: on the last two Fourier is 10-25 x the identity, and the
+    weights shrink until the completion rows make an almost-identity strategy.
+    The result is returned only if its completed ``E_1``, as the compiler
+    computes it, beats the start's.
     """
 
     Q = Q.toarray() if sp.issparse(Q) else np.asarray(Q)
@@ -468,21 +476,27 @@ def refine_completed_weights(u: np.ndarray, Q, W, deadline: float) -> tuple[np.n
     G = W.gram()
     u = u / float((absQ.T @ u).max())  # unit sensitivity: the constraint is tight at the start
     floor = REFINE_FLOOR / float(absQ.sum(axis=0).max())
+    # start from the best scaling of u: shrinking the design queries hands budget to the completion
+    # rows (towards the identity), which SLSQP alone does not always find from the tight start
+    scales = [sc for sc in REFINE_START_SCALES if sc * u.min() >= floor]
+    u_start = min((sc * u for sc in scales), key=lambda x: completed_error(x, Q, G)[0])
 
     def stop(_):
         if time.perf_counter() > deadline:
             raise StopIteration
 
     res = so.minimize(
-        completed_error, u, args=(Q, G), jac=True, method="SLSQP", callback=stop,
+        completed_error, u_start, args=(Q, G), jac=True, method="SLSQP", callback=stop,
         bounds=so.Bounds(floor, np.inf), constraints=[so.LinearConstraint(absQ.T, -np.inf, 1.0)],
         options={"maxiter": REFINE_MAX_ITERS, "ftol": 1e-10},
     )
     u_new = np.clip(res.x, floor, None)
-    before, after = _compiled_error(Q, u, W), _compiled_error(Q, u_new, W)
+    v = np.maximum(1.0 - absQ.T @ u_new, 0.0)  # completion to sensitivity 1, as `completed_error` prices it
+    A = np.vstack([Q * u_new[:, None], np.diag(v)[v > 0]])
+    before, after = _compiled_error(Q, u, W), unit_error(without_numerical_null_space(A), W, 1)
     log.info("l1-weighting: completion-aware local search: completed E_1 %.8g -> %.8g in %d SLSQP iterations", before, after, res.nit)
     facts = {"start": float(before), "result": float(after), "iterations": int(res.nit)}
-    return (u_new, facts) if after < before * (1 - 1e-12) else (u, facts)
+    return (A if after < before * (1 - 1e-12) else None), facts
 
 
 def weighted_basis(problem: Problem):
@@ -510,9 +524,10 @@ def weighted_basis(problem: Problem):
         B = np.abs(Q).T
     res = solve_l1_weighting(c[keep], B, problem.solver)
     u, search = completion_line_search(res.u, Q, B, W)
-    if search:  # unequal column loads: completion rows are part of the strategy, and worth weighing
-        u, search["local_search"] = refine_completed_weights(u, Q, W, t0 + problem.solver.time_limit)
-    A = _weighted(Q, u)
+    refined = None
+    if search and W.n <= REFINE_MAX_N:  # unequal column loads: completion rows are part of the strategy, and worth weighing
+        refined, search["local_search"] = refine_completed_weights(u, Q, W, t0 + problem.solver.time_limit)
+    A = _weighted(Q, u) if refined is None else refined
     extra = {
         "basis": basis,
         "design_queries": int(keep.sum()),
