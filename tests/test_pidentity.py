@@ -7,6 +7,7 @@ from strategy_opt.api import solve
 from strategy_opt.error import KroneckerMatrix, unit_error
 from strategy_opt.exceptions import InputError
 from strategy_opt.programs.pidentity import COARSEST_DIVISOR, merged_cells, hat_rows, hat_templates, marginals_strategy, pidentity_loss, pidentity_loss_on_support, hat_support, pidentity_matrix
+from strategy_opt.spec import parse_spec
 from strategy_opt.workload import all_range, from_matrix, kronecker, marginals, prefix, random_range
 
 
@@ -211,3 +212,12 @@ def test_a_start_runs_to_convergence():
     T0 = np.vstack([hat_rows(n, 8), hat_rows(n, 48)])
     _, f, _ = optimise_theta(prefix(n).gram(), T0, max_iters=50_000, deadline=math.inf, ftol=1e-8)
     assert f <= 1667.9180 * (1 + 1e-4)
+
+
+@pytest.mark.parametrize("spec", ["total:9*prefix:7", "prefix:20+identity:20"])
+def test_auto_pure_is_no_worse_than_orthogonal_and_p_identity(spec):
+    # workloads where OM (28.0 on total:9*prefix:7) or p-identity's random start beat the other candidates
+    best = min(solve(spec, privacy="pure", method=m).meta["unit_total_squared_error"] for m in ("orthogonal", "p-identity"))
+    auto = solve(spec, privacy="pure", method="auto")
+    assert auto.meta["unit_total_squared_error"] <= best * (1 + 1e-9)
+    assert unit_error(auto.matrix, parse_spec(spec), 1) == pytest.approx(auto.meta["unit_total_squared_error"], rel=1e-9)

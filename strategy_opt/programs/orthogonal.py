@@ -254,10 +254,17 @@ def orthogonal(problem: Problem):
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise OptionError(f"orthogonal: option seed must be a non-negative integer, got {seed!r}")
     t0 = time.perf_counter()
-    W = _workload_matrix(problem.workload)
+    A, extra = om_strategy(problem.workload, int(seed))
+    return compile_strategy(A, problem, "orthogonal", solve_seconds=time.perf_counter() - t0, extra=extra)
+
+
+def om_strategy(workload, seed: int = 0) -> tuple[sp.csr_matrix, dict]:
+    """The OM strategy matrix (before column completion) and its facts, for `orthogonal` and ``auto-pure``."""
+    t0 = time.perf_counter()
+    W = _workload_matrix(workload)
     if W.nnz == 0:
         raise InputError("orthogonal: the workload matrix is all zeros")
-    blocks, r = om_blocks(W, np.random.default_rng(int(seed)))
+    blocks, r = om_blocks(W, np.random.default_rng(seed))
     residual = _check_decomposition(W, blocks)
     if residual > 1e-6:
         raise SolverError(
@@ -281,6 +288,6 @@ def orthogonal(problem: Problem):
         "om_untouched_cells": int(W.shape[1] - sizes.sum()),
         "om_reduces_to": reduces,
         "om_decomposition_residual": residual,
-        "seed": int(seed),
+        "seed": seed,
     }
-    return compile_strategy(A, problem, "orthogonal", solve_seconds=seconds, extra=extra)
+    return A, extra

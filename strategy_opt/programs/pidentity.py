@@ -692,6 +692,10 @@ LOWER_BOUND_MAX_N = 2048
 #: ... with this share of the time spent on the candidates (at least MIN_LOWER_BOUND_SECONDS),
 #: to this relative gap of the L2 program.
 LOWER_BOUND_SHARE, MIN_LOWER_BOUND_SECONDS, LOWER_BOUND_TOL = 0.25, 0.5, 1e-4
+#: auto-pure runs OM when the workload matrix has at most this many entries (m n) ...
+AUTO_ORTHOGONAL_MAX_ENTRIES = 10**6
+#: ... and p-identity's OPT_0-style random start from the outset up to AUTO_SVD_MAX_N cells (cheap there).
+AUTO_RANDOM_STARTS_SMALL = 1
 #: Branching factors auto-pure tries for H_b.
 AUTO_BRANCHINGS = tuple(range(2, 17))
 
@@ -738,7 +742,7 @@ def lower_bound_facts(W: Workload, seconds_spent: float) -> dict:
     options=("time_budget", "random_starts", "seed", "p"),
     privacy=("pure",),
     source="strategy_opt",
-    summary="epsilon-DP: best of identity, best H_b, wavelet, GreedyH (1-D/2-D), p-identity on merged cells (and svd-approx for n <= 64, Fourier and l1-weighted Fourier for marginals) in a default budget; (eps,delta) optimum as lower bound",
+    summary="epsilon-DP: best of identity, best H_b, wavelet, GreedyH (1-D/2-D), OM (m n <= 1e6), p-identity on merged cells (and svd-approx for n <= 64, Fourier and l1-weighted Fourier for marginals) in a default budget; (eps,delta) optimum as lower bound",
 )
 def auto_pure(problem: Problem):
     """The best epsilon-DP strategy among the library's candidates (option ``time_budget`` in seconds).
@@ -775,7 +779,15 @@ def auto_pure(problem: Problem):
         from .greedy_h import greedy_h_matrix
 
         cands["greedy-h"] = _completed_error(greedy_h_matrix(W)[0], W)
-    sub = problem.with_options(random_starts=problem.options.get("random_starts", 0))
+    if W.m * n <= AUTO_ORTHOGONAL_MAX_ENTRIES:
+        from .orthogonal import om_strategy
+
+        try:
+            cands["orthogonal"] = _completed_error(om_strategy(W)[0], W)
+        except SolverError as exc:  # an ill-conditioned decomposition: the other candidates stand
+            log.info("auto-pure: orthogonal skipped (%s)", exc)
+    default_starts = AUTO_RANDOM_STARTS_SMALL if n <= AUTO_SVD_MAX_N else 0
+    sub = problem.with_options(random_starts=problem.options.get("random_starts", default_starts))
     fallback = 0 if "random_starts" in problem.options else 1
     A, pid_meta = pidentity_strategy(sub, max(float(budget) - (time.perf_counter() - t0), 1.0), fallback_random_starts=fallback)
     cands["p-identity"] = _completed_error(A, W)
