@@ -67,10 +67,16 @@ def without_numerical_null_space(A):
     still refuses a strategy whose removed directions W needs. Sparse and
     Kronecker strategies are returned unchanged (their zeros are exact).
     """
+    return _null_space_removed(A)[0]
+
+
+def _null_space_removed(A) -> tuple[object, ErrorProfile | None]:
+    """`without_numerical_null_space`, with the error profile of the result when it was computed (A unchanged)."""
     if not isinstance(A, np.ndarray):
-        return A
-    N = ErrorProfile(A).null_space
-    return A if N.shape[1] == 0 else A - (A @ N) @ N.T
+        return A, None
+    profile = ErrorProfile(A)
+    N = profile.null_space
+    return (A, profile) if N.shape[1] == 0 else (A - (A @ N) @ N.T, None)
 
 
 def compile_strategy(
@@ -123,8 +129,8 @@ def compile_strategy(
     completed = None
     if problem.p == 1:  # epsilon-DP: complete deficient columns (Li 2013, Sec. 3.4.3; never raises E_1)
         A, completed = complete_columns_l1(A)
-    A = without_numerical_null_space(A)
-    E = unit_error(A, W, problem.p)
+    A, profile = _null_space_removed(A)
+    E = unit_error(A, W, problem.p, profile=profile)
     log_scale = W.log_scale
     log_E = (math.log(E) + log_scale) if E > 0 else -math.inf
     # exact value when no rescaling is involved; through logs only when it could overflow

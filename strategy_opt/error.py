@@ -207,7 +207,7 @@ def _kron_parts(A, workload: Workload):
     return out
 
 
-def unit_error(A, workload: Workload, p: int) -> float:
+def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = None) -> float:
     """Unit total squared error ``E_p(A; W) = ||A||_p^2 trace(W^T W (A^T A)^+)``.
 
     Parameters
@@ -218,6 +218,8 @@ def unit_error(A, workload: Workload, p: int) -> float:
         The workload W (its Gram matrix is used).
     p : {1, 2}
         Sensitivity norm: 1 for epsilon-DP, 2 for (epsilon, delta)-DP.
+    profile : ErrorProfile, optional
+        ``ErrorProfile(A)`` if the caller has it (saves factoring ``A^T A`` again).
 
     Returns
     -------
@@ -247,7 +249,7 @@ def unit_error(A, workload: Workload, p: int) -> float:
     if isinstance(A, KroneckerMatrix):
         A = A.tocsr()
     G = workload.gram()
-    prof = ErrorProfile(A)
+    prof = profile if profile is not None else ErrorProfile(A)
     prof.check_support(G)
     return sensitivity(A, p) ** 2 * prof.trace_with(G)
 

@@ -410,7 +410,6 @@ def completion_line_search(u: np.ndarray, Q, B, W) -> tuple[np.ndarray, dict]:
     Nothing is searched when both end points load every column equally
     (completion adds nothing, e.g. Haar wavelets): returns ``(u, {})``.
     """
-
     u0 = np.full(u.size, 1.0 / float(np.asarray(B @ np.ones(u.size)).max()))
     if _equal_loads(np.asarray(B @ u0)) and _equal_loads(np.asarray(B @ u)):
         return u, {}
@@ -470,7 +469,6 @@ def refine_completed_weights(u: np.ndarray, Q, W, deadline: float) -> tuple[np.n
     The result is returned only if its completed ``E_1``, as the compiler
     computes it, beats the start's.
     """
-
     Q = Q.toarray() if sp.issparse(Q) else np.asarray(Q)
     absQ = np.abs(Q)
     G = W.gram()
