@@ -121,11 +121,10 @@ def error_report(strategy: Strategy, workload, privacy: str | None = None) -> di
         G = W.gram()
         prof.check_support(G)
         E = sens**2 * prof.trace_with(G)
-        if W.log_scale == 0:
-            try:
-                max_var = float(W.query_variances(prof.pinv()).max()) * sens**2
-            except InputError:  # too many queries to enumerate; the total is still exact
-                max_var = None
+        try:  # rows are the true queries even where the Gram is rescaled (all-predicate)
+            max_var = float(W.query_variances(prof.pinv()).max()) * sens**2
+        except InputError:  # too many queries to enumerate; the total is still exact
+            max_var = None
     log_E = math.log(E) + W.log_scale if E > 0 else -math.inf
     lb = log_svd_bound(W)
     log_mse = log_E - math.log(W.m)

@@ -79,7 +79,7 @@ def _builtin():
     register_objective(
         Objective(
             "weighted",
-            "weighted sum of per-query variances (option 'weights', one per query)",
+            "weighted sum of per-query variances (option weights: one positive weight per query, as 1,2,0.5 or [1, 2, 0.5] or a .npy file)",
             lambda u, w=None: float(_weights(u, w) @ np.asarray(u)),
             lambda u, w=None: _weights(u, w) @ u,
         )

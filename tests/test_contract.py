@@ -168,3 +168,17 @@ def test_auto_passes_on_a_bad_option_value(tmp_path, capsys, privacy, option):
     assert cli("solve", "--workload", "prefix:13", "--privacy", privacy, "--option", f"{key}={value}", "--out", out) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("strategy-opt: error:") and key in err[-1] and not out.exists()
+
+
+def test_max_query_variance_of_a_rescaled_workload():
+    # all-predicate keeps its Gram as 2^(N-2)(I + J) with a log scale; its rows are still the
+    # 2^N true 0/1 queries, so the largest variance is reported (it was null) and checked by brute force
+    import itertools
+
+    from strategy_opt.api import error_report
+
+    s = solve("all-predicate:8", method="eigen-design")
+    A = s.dense()
+    rows = np.array(list(itertools.product([0.0, 1.0], repeat=8)))
+    expected = np.linalg.norm(A, axis=0).max() ** 2 * np.einsum("ij,jk,ik->i", rows, np.linalg.pinv(A.T @ A), rows).max()
+    assert error_report(s, "all-predicate:8")["max_query_variance"] == pytest.approx(expected, rel=1e-9)

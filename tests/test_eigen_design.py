@@ -331,6 +331,9 @@ def test_all_predicate_workload():
         ({"principal": 0}, "principal"),
         ({"principal": 1.5}, "principal"),
         ({"group_size": 0}, "group_size"),
+        ({"group_size": 17}, r"group_size must be an integer in \[1, 16\]"),  # more than n: silently clipped before
+        ({"principal": 17}, r"count in \[1, 16\]"),
+        ({"separation": False, "group_size": 3}, "group_size applies to eigen-query separation"),
         ({"separation": "yes"}, "separation"),
         ({"basis": "hierarchical"}, "basis"),
         ({"basis": "wavelet", "principal": 3}, "eigen-queries only"),

@@ -8,7 +8,7 @@ import pytest
 from strategy_opt.api import solve
 from strategy_opt.cli import main
 from strategy_opt.error import per_query_variances, sensitivity, supports, unit_error
-from strategy_opt.exceptions import InputError
+from strategy_opt.exceptions import InputError, OptionError
 from strategy_opt.io import read_strategy
 from strategy_opt.registry import get_method
 from strategy_opt.solvers import load_profile
@@ -125,11 +125,38 @@ def test_unit_weights_equal_the_total_objective():
 
 @pytest.mark.parametrize(
     "weights, match",
-    [([1.0, 2.0], "has 2 entries"), ([-1.0] * 36, "non-negative"), ("nope.npy", "expected a list"), (["a"] * 36, "numbers")],
+    [
+        ([1.0, 2.0], "has 2 entries"),
+        ([-1.0] * 36, "positive"),
+        ([0.0] + [1.0] * 35, "positive"),  # a query of weight 0 would not be supported
+        ("nope.npy", "no such .npy file"),
+        (["a"] * 36, "numbers"),
+        ("1,x,2", "expected one positive number per query"),
+    ],
 )
 def test_bad_weights_are_refused(weights, match):
     with pytest.raises(InputError, match=match):
         solve("all-range:8", method="minerror-l2", objective="weighted", weights=weights)
+
+
+@pytest.mark.parametrize("method", ["minerror-l2", "eigen-design", "auto"])
+def test_weights_belong_to_the_weighted_objective(method):
+    # ignored or silently re-defining the objective before: now refused, and 'weighted' needs them
+    w = [1.0 + (i % 3) for i in range(36)]
+    for objective in ("total", "relative"):
+        with pytest.raises(OptionError, match="applies to objective 'weighted'"):
+            solve("all-range:8", method=method, objective=objective, weights=w)
+    with pytest.raises(OptionError, match="needs option weights"):
+        solve("all-range:8", method=method, objective="weighted")
+
+
+def test_weights_as_a_separated_string_equal_the_list():
+    w = [1.0 + (i % 5) / 2 for i in range(36)]
+    a = solve("all-range:8", method="minerror-l2", objective="weighted", weights=",".join(map(str, w)))
+    b = solve("all-range:8", method="minerror-l2", objective="weighted", weights="; ".join(map(str, w)))
+    c = solve("all-range:8", method="minerror-l2", objective="weighted", weights=w)
+    assert a.meta["objective_value"] == pytest.approx(c.meta["objective_value"], rel=1e-12)
+    assert b.meta["objective_value"] == pytest.approx(c.meta["objective_value"], rel=1e-12)
 
 
 def test_native_refuses_nonlinear_objectives():

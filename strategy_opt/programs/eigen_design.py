@@ -403,10 +403,7 @@ def _design(problem: Problem, top: int | None) -> _Design:
     if objective == "relative":
         grams = [normalized_gram(f) for f in factors]
     elif objective == "weighted":
-        weights = query_weights(problem)
-        if weights is None:
-            raise OptionError("objective 'weighted' needs option 'weights' (one non-negative weight per query, a list or a .npy file)")
-        grams = [_weighted_gram(W, weights)]
+        grams = [_weighted_gram(W, query_weights(problem))]  # refuses a missing or non-positive weights option
         factors = [W]
     else:
         raise InputError(f"eigen-design minimises a (weighted) total error; objective {objective!r} is not supported (use total, relative or weighted)")
@@ -582,25 +579,29 @@ def _options(problem: Problem, n: int) -> dict:
     sep = opts.get("separation", group is not None)
     if not isinstance(sep, bool):
         raise OptionError(f"eigen-design: separation must be true or false, got {sep!r}")
+    if not sep and group is not None:
+        raise OptionError("eigen-design: group_size applies to eigen-query separation; drop separation=false or group_size")
     if sep:
         group = max(1, round(n ** (1.0 / 3.0))) if group is None else group
-        if isinstance(group, bool) or not isinstance(group, (int, np.integer)) or group < 1:
-            raise OptionError(f"eigen-design: group_size must be a positive integer, got {group!r}")
+        if isinstance(group, bool) or not isinstance(group, (int, np.integer)) or not 1 <= group <= n:
+            raise OptionError(f"eigen-design: group_size must be an integer in [1, {n}] (the number of cells), got {group!r}")
     principal = opts.get("principal", False)
     k = None
     if principal is True:
         k = max(1, math.ceil(PRINCIPAL_FRACTION * n))
     elif principal is not False:
-        if isinstance(principal, (int, np.integer)) and principal >= 1:
+        if isinstance(principal, (int, np.integer)) and not isinstance(principal, bool) and 1 <= principal <= n:
             k = int(principal)
         elif isinstance(principal, float) and 0 < principal <= 1:
             k = max(1, math.ceil(principal * n))
         else:
-            raise OptionError(f"eigen-design: principal must be true, a fraction in (0, 1] or a count >= 1, got {principal!r}")
+            raise OptionError(f"eigen-design: principal must be true, a fraction in (0, 1] or a count in [1, {n}] (the number of cells), got {principal!r}")
     if sep and k is not None:
         raise InputError("eigen-design: choose either separation (group_size) or principal vectors, not both")
     if basis != "eigen" and (sep or k is not None):
         raise InputError("eigen-design: separation and principal vectors apply to eigen-queries only (basis=eigen)")
+    if "weights" in opts and problem.objective != "weighted":
+        raise OptionError(f"option weights applies to objective 'weighted', not {problem.objective!r}")
     cert = opts.get("certificate")
     if cert is not None and not isinstance(cert, bool):
         raise OptionError(f"eigen-design: certificate must be true or false, got {cert!r}")

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 import warnings
 from pathlib import Path
@@ -65,35 +66,55 @@ LINEAR_OBJECTIVES = ("total", "weighted", "relative")
 SCHUR_MAX_ENTRIES = 2_000_000
 
 
-def query_weights(problem: Problem) -> np.ndarray | None:
-    """The ``weights`` option as a validated vector of one non-negative weight per query.
+#: Built-in objectives that take no user weights (``relative`` computes its own).
+UNWEIGHTED_OBJECTIVES = ("total", "max", "relative")
+_WEIGHT_FORMS = "one positive number per query: weights=1,2,0.5, a list [1, 2, 0.5] or a .npy file"
 
-    Accepts a sequence or a path to a ``.npy`` file; None when the option is absent.
-    ``relative`` without weights gets ``1 / ||w_i||^2`` (zero for empty queries).
+
+def query_weights(problem: Problem) -> np.ndarray | None:
+    """The ``weights`` option as a validated vector of one positive weight per query.
+
+    Accepts a sequence, a string of numbers separated by commas, semicolons or
+    spaces, or a path to a ``.npy`` file. None when the option is absent and the
+    objective needs none; ``relative`` gets ``1 / ||w_i||^2`` (zero for empty
+    queries). Refused: weights for ``total``/``max``/``relative`` (they would be
+    ignored or change the objective), ``weighted`` without weights, and zero
+    weights (the strategy must still answer that query; give it a small weight).
     """
     W = problem.workload
     raw = problem.options.get("weights")
+    if raw is not None and problem.objective in UNWEIGHTED_OBJECTIVES:
+        raise OptionError(f"option weights applies to objective 'weighted' (or a user objective), not {problem.objective!r}")
     if raw is None:
+        if problem.objective == "weighted":
+            raise OptionError(f"objective 'weighted' needs option weights ({_WEIGHT_FORMS})")
         if problem.objective == "relative":
             norms = np.asarray(W.matrix().multiply(W.matrix()).sum(axis=1)).ravel()
             return np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
         return None
     if isinstance(raw, (str, Path)):
-        path = Path(raw)
-        if path.suffix != ".npy" or not path.is_file():
-            raise OptionError(f"option weights={raw!s}: expected a list of numbers or an existing .npy file")
-        try:
-            raw = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise OptionError(f"option weights={path}: cannot read ({exc})") from None
+        text = str(raw).strip()
+        if text.endswith(".npy"):
+            path = Path(text)
+            if not path.is_file():
+                raise OptionError(f"option weights={text}: no such .npy file")
+            try:
+                raw = np.load(path, allow_pickle=False)
+            except (OSError, ValueError) as exc:
+                raise OptionError(f"option weights={path}: cannot read ({exc})") from None
+        else:
+            try:
+                raw = [float(t) for t in re.split(r"[,;\s]+", text.strip("[]() ")) if t]
+            except ValueError:
+                raise OptionError(f"option weights={text:.60}: expected {_WEIGHT_FORMS}") from None
     try:
         w = np.asarray(raw, dtype=float).ravel()
     except (TypeError, ValueError):
-        raise OptionError(f"option weights must be numbers, got {raw!r:.60}") from None
+        raise OptionError(f"option weights must be numbers ({_WEIGHT_FORMS}), got {raw!r:.60}") from None
     if w.shape != (W.m,):
         raise OptionError(f"option weights has {w.size} entries but the workload has {W.m} queries; give one weight per query")
-    if not np.all(np.isfinite(w)) or np.any(w < 0) or not np.any(w > 0):
-        raise OptionError("option weights must be finite, non-negative and not all zero")
+    if not np.all(np.isfinite(w)) or np.any(w <= 0):
+        raise OptionError("option weights must be finite and positive (a query of weight 0 must still be answered by the strategy: give it a small weight)")
     return w
 
 
