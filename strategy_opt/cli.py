@@ -151,7 +151,7 @@ def _summary(meta: dict) -> str:
 # ----------------------------------------------------------------------------------------- solve
 def _cmd_solve(args) -> int:
     from .api import solve
-    from .io import STRATEGY_FORMATS, write_strategy
+    from .io import STRATEGY_FORMATS, check_writable, write_strategy
     from .problem import read_problem_file
     from .spec import parse_spec
 
@@ -169,7 +169,7 @@ def _cmd_solve(args) -> int:
     if args.out and Path(args.out).suffix.lower() not in STRATEGY_FORMATS:
         raise InputError(f"--out must end in one of {', '.join(STRATEGY_FORMATS)}, got {args.out!r}")
     if args.out:
-        _check_writable(args.out)
+        check_writable(args.out)
     strategy = solve(
         workload,
         privacy=args.privacy or data.get("privacy", "approx"),
@@ -307,24 +307,10 @@ def _write_release(args, release, provenance: dict) -> None:
     log.info("wrote %d answers to %s (sidecar %s.json)", len(release.answers), args.out, args.out)
 
 
-def _check_writable(path: str) -> None:
-    """Refuse an output path that cannot be written, before any work is done."""
-    out = Path(path)
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise InputError(f"output directory does not exist: {parent}")
-    if out.is_dir():
-        raise InputError(f"--out {path!r} is a directory; give a file name")
-
-
 def _check_out(args) -> None:
-    out = Path(args.out)
-    if out.suffix.lower() not in (".npy", ".csv"):
-        raise InputError(f"--out must end in .npy or .csv, got {args.out!r}")
-    _check_writable(args.out)
-    inputs = [getattr(args, "data", None), getattr(args, "strategy", None)]
-    if any(p is not None and Path(p).resolve() == out.resolve() for p in inputs):
-        raise InputError(f"--out {args.out!r} is one of the input files; choose another name")
+    from .io import check_answers_path
+
+    check_answers_path(args.out, [getattr(args, "data", None), getattr(args, "strategy", None)])
 
 
 def _cmd_run(args) -> int:
@@ -398,12 +384,12 @@ def _cmd_release(args) -> int:
 
 # ----------------------------------------------------------------------------------------- export / list
 def _cmd_export(args) -> int:
-    from .io import read_strategy, write_strategy
+    from .io import check_writable, read_strategy, write_strategy
 
     strategy = read_strategy(args.strategy)
     if Path(args.out).resolve() == Path(args.strategy).resolve():
         raise InputError("--out is the input file; choose another name")
-    _check_writable(args.out)
+    check_writable(args.out)
     write_strategy(strategy, args.out)
     log.info("wrote %s", args.out)
     return 0
@@ -560,7 +546,11 @@ def main(argv=None) -> int:
         parser = build_parser()
         args = parser.parse_args(argv)
         _setup_logging(args.quiet, args.verbose)
-        return args.func(args)
+        # NumPy's floating-point RuntimeWarnings (overflow on 1e308 counts, division at epsilon
+        # 1e-320) would print source paths ahead of the one-line error: the commands check
+        # finiteness themselves and name the cause
+        with np.errstate(all="ignore"):
+            return args.func(args)
     except InputError as exc:
         print(f"strategy-opt: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2

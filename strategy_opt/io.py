@@ -563,6 +563,26 @@ def _verify_hashes(A, meta: dict, path: Path) -> None:
         raise InputError(f"strategy file {path} is corrupted: its matrix does not match the hash recorded when it was written")
 
 
+def check_writable(path: str | os.PathLike) -> None:
+    """Refuse an output path that cannot be written (missing directory, a directory), before any work is done."""
+    out = Path(path)
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"output directory does not exist: {parent}")
+    if out.is_dir():
+        raise InputError(f"--out {str(path)!r} is a directory; give a file name")
+
+
+def check_answers_path(path: str | os.PathLike, inputs=()) -> None:
+    """Refuse an answers file name (``.npy``/``.csv``) that cannot be written or that names one of ``inputs``."""
+    out = Path(path)
+    if out.suffix.lower() not in (".npy", ".csv"):
+        raise InputError(f"--out must end in .npy or .csv, got {str(path)!r}")
+    check_writable(out)
+    if any(p is not None and Path(p).resolve() == out.resolve() for p in inputs):
+        raise InputError(f"--out {str(path)!r} is one of the input files; choose another name")
+
+
 def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
     """Read a strategy file written by `write_strategy` (or by hand in the same layout).
 

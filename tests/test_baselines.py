@@ -7,7 +7,7 @@ import strategy_opt as so
 from strategy_opt.bases import hierarchical_matrix
 from strategy_opt.error import unit_error
 from strategy_opt.exceptions import InputError
-from strategy_opt.workload import random_range
+from strategy_opt.workload import kronecker, prefix, random_range
 
 
 @pytest.mark.parametrize("spec", ["all-range:100", "prefix:64", "random-range:128:50:1"])
@@ -66,3 +66,10 @@ def test_wavelet_table_4_1_64x32():
 def test_unknown_method_is_refused():
     with pytest.raises(InputError, match="unknown method 'nope'"):
         so.solve("prefix:4", method="nope")
+
+
+def test_identity_on_a_256_by_256_domain_is_kronecker():
+    # 65536 cells: a dense Gram would need 32 GiB; per dimension, E_p = trace(G_1) trace(G_2)
+    W = kronecker(prefix(256), prefix(256))
+    s = so.solve(W, privacy="pure", method="identity")
+    assert s.meta["unit_total_squared_error"] == pytest.approx((256 * 257 / 2) ** 2, rel=1e-12)

@@ -461,3 +461,26 @@ def test_console_script_refuses_hostile_input(files):
     r = subprocess.run([sys.executable, "-m", "strategy_opt.cli", *args], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.strip() == "strategy-opt: error: epsilon must be a finite number, got nan", r.stderr
     assert not (d / "o.csv").exists() and not (d / "o.csv.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("method", "data", "epsilon"),
+    [("dawa", np.full(64, 1e308), 1.0), ("identity", np.full(64, 1e308), 1.0), ("dawa", np.arange(64.0), 1e-320)],
+)
+def test_floating_point_failures_give_one_line(tmp_path, method, data, epsilon):
+    # counts near the float64 limit and epsilon below it: one error line, no NumPy RuntimeWarnings with source paths
+    np.save(tmp_path / "x.npy", data)
+    res = subprocess.run(
+        [sys.executable, "-m", "strategy_opt.cli", "-q", "release", "--method", method, "--data", str(tmp_path / "x.npy"),
+         "--workload", "prefix:64", "--epsilon", repr(epsilon), "--seed", "1", "--out", str(tmp_path / "a.npy")],
+        capture_output=True, text=True,
+    )
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "error:" in res.stderr, res.stderr
+    assert not (tmp_path / "a.npy").exists()
+
+
+def test_online_refuses_a_bad_output_path_before_anything_else(tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.arange(16.0))
+    code = cli("-q", "online", "--data", tmp_path / "x.npy", "--queries", "identity:16", "--budget", 1, "--half-width", 50, "--seed", 1, "--out", tmp_path / "missing" / "a.csv")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [f"strategy-opt: error: output directory does not exist: {tmp_path / 'missing'}"]

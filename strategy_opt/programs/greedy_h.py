@@ -473,7 +473,7 @@ def domain_order(domain) -> np.ndarray:
     options=("branching",),
     privacy=("pure",),
     source="Li 2013, Sec. 6.4, Program 6.4.1; Li et al. PVLDB 2014, Algorithm 2",
-    summary="workload-aware weighted hierarchy over single cells, greedy bottom-up (option branching, default 2; 2-D in Hilbert order)",
+    summary="workload-aware weighted hierarchy over single cells, greedy bottom-up (option branching, default 2; 2-D in Hilbert order; up to 20000 cells: it needs the dense Gram -- dawa applies it to its buckets)",
 )
 def greedy_h(problem: Problem):
     """GreedyH on single cells: DAWA's stage 2 as a data-independent strategy.

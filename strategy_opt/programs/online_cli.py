@@ -147,12 +147,11 @@ def _write(path: Path, results) -> None:
 
 
 def _cmd_online(args) -> int:
-    from ..io import read_histogram
+    from ..io import check_answers_path, read_histogram
     from ..online import OnlineAnswerer
 
     out = Path(args.out)
-    if out.suffix.lower() not in (".csv", ".npy"):
-        raise InputError(f"--out must end in .csv or .npy, got {args.out!r}")
+    check_answers_path(out, [args.data, args.queries])  # before any work or warning
     if not (math.isfinite(args.budget) and args.budget > 0):
         raise InputError(f"--budget must be a positive number, got {args.budget!r}")
     queries = _load_queries(args.queries)
