@@ -403,7 +403,9 @@ def _cmd_list(args) -> int:
         _print_listing(args.what)
         return 0
     for i, what in enumerate(LISTINGS):  # no argument: every listing, each under a heading
-        print(f"{'' if i == 0 else chr(10)}{what}:")
+        if i:
+            print()
+        print(f"{what}:")
         _print_listing(what)
     return 0
 
