@@ -56,7 +56,8 @@ noise samplers:
   Both add noise of the same scale, so their error statistics agree.
 
 every answer file OUT gets a sidecar OUT.json: its SHA-256, the strategy_opt version, the
-workload, privacy parameters, sampler, estimator and strategy hash.
+workload, privacy parameters, sampler and estimator (under run also the strategy file and its hash;
+under release the method and its options).
 """
 
 EPILOG_RUN = SAMPLERS_HELP + """
