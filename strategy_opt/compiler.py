@@ -55,8 +55,9 @@ def strategy_from_gram(X: np.ndarray, rtol: float = EIG_RTOL) -> np.ndarray:
     return A / sensitivity(A, 2)
 
 
-def without_numerical_null_space(A):
-    """A dense strategy with the directions that `ErrorProfile` counts as null projected out exactly.
+def _null_space_removed(A) -> tuple[object, ErrorProfile | None]:
+    """A dense strategy with the directions that `ErrorProfile` counts as null projected out exactly,
+    and the error profile of the result when it was computed (A unchanged).
 
     A strategy from a factorised SDP or a local search can keep directions with
     singular values ~1e-8 of the largest: the error analysis treats them as null
@@ -67,16 +68,28 @@ def without_numerical_null_space(A):
     still refuses a strategy whose removed directions W needs. Sparse and
     Kronecker strategies are returned unchanged (their zeros are exact).
     """
-    return _null_space_removed(A)[0]
-
-
-def _null_space_removed(A) -> tuple[object, ErrorProfile | None]:
-    """`without_numerical_null_space`, with the error profile of the result when it was computed (A unchanged)."""
     if not isinstance(A, np.ndarray):
         return A, None
     profile = ErrorProfile(A)
     N = profile.null_space
     return (A, profile) if N.shape[1] == 0 else (A - (A @ N) @ N.T, None)
+
+
+def final_strategy(A, p: int) -> tuple[object, dict | None, ErrorProfile | None]:
+    """The matrix `compile_strategy` writes for A: columns completed under epsilon-DP (Li 2013,
+    Sec. 3.4.3; never raises E_1), numerical null space removed; with the completion facts and
+    the error profile when already computed."""
+    completed = None
+    if p == 1:
+        A, completed = complete_columns_l1(A)
+    A, profile = _null_space_removed(A)
+    return A, completed, profile
+
+
+def reported_error(A, workload, p: int) -> tuple[object, float]:
+    """``(final_strategy(A), its E_p)``: the error `compile_strategy` will report for A, for comparing candidates."""
+    A, _, profile = final_strategy(A, p)
+    return A, unit_error(A, workload, p, profile=profile)
 
 
 def compile_strategy(
@@ -126,10 +139,7 @@ def compile_strategy(
     """
     t0 = time.perf_counter()
     W = problem.workload
-    completed = None
-    if problem.p == 1:  # epsilon-DP: complete deficient columns (Li 2013, Sec. 3.4.3; never raises E_1)
-        A, completed = complete_columns_l1(A)
-    A, profile = _null_space_removed(A)
+    A, completed, profile = final_strategy(A, problem.p)
     E = unit_error(A, W, problem.p, profile=profile)
     log_scale = W.log_scale
     log_E = (math.log(E) + log_scale) if E > 0 else -math.inf

@@ -76,7 +76,7 @@ from ..workload import (
     _Prefix,
     from_matrix,
 )
-from .minerror_l2 import query_weights
+from .minerror_l2 import check_weights_objective, query_weights
 
 __all__ = [
     "eigen_design",
@@ -600,8 +600,7 @@ def _options(problem: Problem, n: int) -> dict:
         raise InputError("eigen-design: choose either separation (group_size) or principal vectors, not both")
     if basis != "eigen" and (sep or k is not None):
         raise InputError("eigen-design: separation and principal vectors apply to eigen-queries only (basis=eigen)")
-    if "weights" in opts and problem.objective != "weighted":
-        raise OptionError(f"option weights applies to objective 'weighted', not {problem.objective!r}")
+    check_weights_objective(problem)
     cert = opts.get("certificate")
     if cert is not None and not isinstance(cert, bool):
         raise OptionError(f"eigen-design: certificate must be true or false, got {cert!r}")

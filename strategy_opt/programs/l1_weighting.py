@@ -74,11 +74,9 @@ import scipy.optimize as so
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from ..augment import complete_columns_l1
 from ..bases import fourier_matrix, hierarchical_matrix, kron_all, wavelet_matrix
-from ..compiler import compile_strategy, without_numerical_null_space
+from ..compiler import compile_strategy, reported_error
 from ..defaults import EIG_RTOL
-from ..error import unit_error
 from ..exceptions import InputError, OptionError, SolverError
 from ..problem import Problem
 from ..registry import register_method
@@ -387,7 +385,7 @@ def _weighted(Q, u: np.ndarray):
 
 def _compiled_error(Q, u: np.ndarray, W) -> float:
     """``E_1`` of ``diag(u) Q`` as the compiler will report it (column completion, numerical null space removed)."""
-    return unit_error(without_numerical_null_space(complete_columns_l1(_weighted(Q, u))[0]), W, 1)
+    return reported_error(_weighted(Q, u), W, 1)[1]
 
 
 def _equal_loads(loads: np.ndarray) -> bool:
@@ -451,7 +449,7 @@ def completed_error(u: np.ndarray, Q: np.ndarray, G: np.ndarray) -> tuple[float,
     return float(np.einsum("ij,ji->", G, Mi)), grad
 
 
-def refine_completed_weights(u: np.ndarray, Q, W, deadline: float) -> tuple[np.ndarray | None, dict]:
+def refine_completed_weights(u: np.ndarray, Q, W, G: np.ndarray, deadline: float) -> tuple[np.ndarray | None, dict]:
     """Local search (SLSQP) on the *completed* ``E_1`` over weights with ``|Q|^T u <= 1``, from ``u``.
 
     Returns the completed strategy ``[diag(u) Q; diag(1 - |Q|^T u)]`` (its
@@ -471,7 +469,6 @@ def refine_completed_weights(u: np.ndarray, Q, W, deadline: float) -> tuple[np.n
     """
     Q = Q.toarray() if sp.issparse(Q) else np.asarray(Q)
     absQ = np.abs(Q)
-    G = W.gram()
     u = u / float((absQ.T @ u).max())  # unit sensitivity: the constraint is tight at the start
     floor = REFINE_FLOOR / float(absQ.sum(axis=0).max())
     # start from the best scaling of u: shrinking the design queries hands budget to the completion
@@ -491,7 +488,7 @@ def refine_completed_weights(u: np.ndarray, Q, W, deadline: float) -> tuple[np.n
     u_new = np.clip(res.x, floor, None)
     v = np.maximum(1.0 - absQ.T @ u_new, 0.0)  # completion to sensitivity 1, as `completed_error` prices it
     A = np.vstack([Q * u_new[:, None], np.diag(v)[v > 0]])
-    before, after = _compiled_error(Q, u, W), unit_error(without_numerical_null_space(A), W, 1)
+    before, after = _compiled_error(Q, u, W), reported_error(A, W, 1)[1]
     log.info("l1-weighting: completion-aware local search: completed E_1 %.8g -> %.8g in %d SLSQP iterations", before, after, res.nit)
     facts = {"start": float(before), "result": float(after), "iterations": int(res.nit)}
     return (A if after < before * (1 - 1e-12) else None), facts
@@ -524,7 +521,7 @@ def weighted_basis(problem: Problem):
     u, search = completion_line_search(res.u, Q, B, W)
     refined = None
     if search and W.n <= REFINE_MAX_N:  # unequal column loads: completion rows are part of the strategy, and worth weighing
-        refined, search["local_search"] = refine_completed_weights(u, Q, W, t0 + problem.solver.time_limit)
+        refined, search["local_search"] = refine_completed_weights(u, Q, W, G, t0 + problem.solver.time_limit)
     A = _weighted(Q, u) if refined is None else refined
     extra = {
         "basis": basis,

@@ -55,7 +55,7 @@ from ..registry import register_method
 from ..resources import psd_solver_bytes, require_memory
 from ..workload import Workload
 
-__all__ = ["minerror_l2", "query_weights", "SCHUR_MAX_ENTRIES", "LINEAR_OBJECTIVES"]
+__all__ = ["minerror_l2", "query_weights", "check_weights_objective", "SCHUR_MAX_ENTRIES", "LINEAR_OBJECTIVES"]
 
 log = logging.getLogger("strategy_opt")
 
@@ -71,6 +71,12 @@ UNWEIGHTED_OBJECTIVES = ("total", "max", "relative")
 _WEIGHT_FORMS = "one positive number per query: weights=1,2,0.5, a list [1, 2, 0.5] or a .npy file"
 
 
+def check_weights_objective(problem: Problem) -> None:
+    """Refuse option ``weights`` with a built-in objective that takes none (total, max, relative)."""
+    if "weights" in problem.options and problem.objective in UNWEIGHTED_OBJECTIVES:
+        raise OptionError(f"option weights applies to objective 'weighted' (or a user objective), not {problem.objective!r}")
+
+
 def query_weights(problem: Problem) -> np.ndarray | None:
     """The ``weights`` option as a validated vector of one positive weight per query.
 
@@ -83,8 +89,7 @@ def query_weights(problem: Problem) -> np.ndarray | None:
     """
     W = problem.workload
     raw = problem.options.get("weights")
-    if raw is not None and problem.objective in UNWEIGHTED_OBJECTIVES:
-        raise OptionError(f"option weights applies to objective 'weighted' (or a user objective), not {problem.objective!r}")
+    check_weights_objective(problem)
     if raw is None:
         if problem.objective == "weighted":
             raise OptionError(f"objective 'weighted' needs option weights ({_WEIGHT_FORMS})")

@@ -103,7 +103,7 @@ import scipy.optimize as so
 import scipy.sparse as sp
 from threadpoolctl import ThreadpoolController
 
-from ..compiler import compile_strategy
+from ..compiler import compile_strategy, reported_error
 from ..error import KroneckerMatrix
 from ..exceptions import InputError, OptionError, SolverError
 from ..problem import Problem
@@ -704,14 +704,6 @@ def _per_dimension(domain, build):
     return build(domain[0]) if len(domain) == 1 else KroneckerMatrix([build(d) for d in domain])
 
 
-def _completed_error(A, W: Workload) -> tuple[object, float]:
-    from ..augment import complete_columns_l1
-    from ..error import unit_error
-
-    A, _ = complete_columns_l1(A)
-    return A, unit_error(A, W, 1)
-
-
 def pure_lower_bound(W: Workload, time_limit: float) -> tuple[float | None, str]:
     """The certified (epsilon, delta) optimum bound (a lower bound on E_1), or (None, why not).
 
@@ -766,31 +758,31 @@ def auto_pure(problem: Problem):
     if isinstance(budget, bool) or not isinstance(budget, (int, float, np.integer, np.floating)) or not budget > 0:
         raise OptionError(f"option time_budget must be a positive number of seconds, got {budget!r}")
     cands: dict[str, tuple[object, float]] = {}
-    cands["identity"] = _completed_error(identity_matrix(n), W)
+    cands["identity"] = reported_error(identity_matrix(n), W, 1)
     best_b = None
     for b in AUTO_BRANCHINGS:
         if b > max(W.domain) and b > 2:
             break
-        A, E = _completed_error(_per_dimension(W.domain, lambda d, b=b: hierarchical_matrix(d, b)), W)
+        A, E = reported_error(_per_dimension(W.domain, lambda d, b=b: hierarchical_matrix(d, b)), W, 1)
         if best_b is None or E < cands["hierarchical"][1]:
             best_b, cands["hierarchical"] = b, (A, E)
-    cands["wavelet"] = _completed_error(_per_dimension(W.domain, wavelet_matrix), W)
+    cands["wavelet"] = reported_error(_per_dimension(W.domain, wavelet_matrix), W, 1)
     if len(W.domain) <= 2:
         from .greedy_h import greedy_h_matrix
 
-        cands["greedy-h"] = _completed_error(greedy_h_matrix(W)[0], W)
+        cands["greedy-h"] = reported_error(greedy_h_matrix(W)[0], W, 1)
     if W.m * n <= AUTO_ORTHOGONAL_MAX_ENTRIES:
         from .orthogonal import om_strategy
 
         try:
-            cands["orthogonal"] = _completed_error(om_strategy(W)[0], W)
+            cands["orthogonal"] = reported_error(om_strategy(W)[0], W, 1)
         except SolverError as exc:  # an ill-conditioned decomposition: the other candidates stand
             log.info("auto-pure: orthogonal skipped (%s)", exc)
     default_starts = AUTO_RANDOM_STARTS_SMALL if n <= AUTO_SVD_MAX_N else 0
     sub = problem.with_options(random_starts=problem.options.get("random_starts", default_starts))
     fallback = 0 if "random_starts" in problem.options else 1
     A, pid_meta = pidentity_strategy(sub, max(float(budget) - (time.perf_counter() - t0), 1.0), fallback_random_starts=fallback)
-    cands["p-identity"] = _completed_error(A, W)
+    cands["p-identity"] = reported_error(A, W, 1)
     random_start = pid_meta.get("starts", {}).get("random0", {}).get("unit_error") if fallback else None
     if n <= AUTO_SVD_MAX_N:
         from .svd_approx import svd_approx
@@ -802,8 +794,8 @@ def auto_pure(problem: Problem):
         from ..bases import fourier_matrix
         from .l1_weighting import weighted_basis
 
-        cands["fourier"] = _completed_error(fourier_matrix(W.domain, sets), W)
-        cands["l1-weighting/fourier"] = _completed_error(weighted_basis(problem.with_options(basis="fourier"))[0], W)
+        cands["fourier"] = reported_error(fourier_matrix(W.domain, sets), W, 1)
+        cands["l1-weighting/fourier"] = reported_error(weighted_basis(problem.with_options(basis="fourier"))[0], W, 1)
     choice = min(cands, key=lambda k: cands[k][1])
     bound = lower_bound_facts(W, time.perf_counter() - t0)
     extra = bound.pop("extra")
