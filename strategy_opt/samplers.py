@@ -19,7 +19,7 @@ import numpy as np
 from .exceptions import InputError, SolverError
 from .privacy import Privacy
 
-__all__ = ["opendp_release"]
+__all__ = ["opendp_release", "opendp_select_max"]
 
 
 def opendp_release(exact: np.ndarray, privacy: Privacy, sensitivity: float) -> np.ndarray:
@@ -62,3 +62,35 @@ def _release(dp, values, privacy, sensitivity, scale):
     if not ok:
         raise SolverError(f"OpenDP's privacy map gives {achieved} for noise scale {scale}; refusing to release")
     return np.asarray(meas(values), dtype=float)
+
+
+def opendp_select_max(scores: np.ndarray, sensitivity: float, epsilon: float) -> int:
+    """Index of the best score, chosen eps-DP by OpenDP's report-noisy-max.
+
+    The scores get exponential noise of scale ``2 * sensitivity / epsilon``
+    (OpenDP's ``make_noisy_max`` under ``max_divergence``; the same law as
+    permute-and-flip, McKenna & Sheldon 2020), which is eps-DP when one record
+    moves every score by at most ``sensitivity`` in either direction.
+
+    Parameters
+    ----------
+    scores : ndarray (k,)
+        Finite quality scores; higher is better.
+    sensitivity : float
+        Largest change of any one score between neighbouring datasets.
+    epsilon : float
+        Budget of this selection.
+    """
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    scale = 2.0 * float(sensitivity) / float(epsilon)
+    space = (dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.linf_distance(T=float))
+    try:
+        meas = dp.m.make_noisy_max(*space, dp.max_divergence(), scale=scale)
+        achieved = meas.map(float(sensitivity))
+    except dp.OpenDPException as exc:
+        raise InputError(f"OpenDP cannot certify this selection (epsilon={epsilon:g}): {str(exc).strip().splitlines()[0]}") from None
+    if achieved > epsilon * (1 + 1e-9):
+        raise SolverError(f"OpenDP's privacy map gives {achieved} for selection scale {scale}; refusing to select")
+    return int(meas([float(v) for v in np.asarray(scores, dtype=float).ravel()]))

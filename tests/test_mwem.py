@@ -29,8 +29,40 @@ def test_rows_and_max_entry():
             np.testing.assert_allclose(row, M[i])
 
 
-def test_exponential_mechanism_selection_law(monkeypatch):
-    """The first selection follows Pr[q] ~ exp(eps' |q(A0) - q(x)| / 2) (chi-square goodness of fit)."""
+def _noisy_max_law(score: np.ndarray, scale: float) -> np.ndarray:
+    """Pr[argmax_q score_q + Exp(scale)_q = i], by numerical integration over the winner's noise."""
+    from scipy.integrate import quad
+
+    def win(i):
+        others = np.delete(score, i)
+
+        def density(t):  # winner's noisy value t = score_i + e, e ~ Exp(scale)
+            return np.exp(-(t - score[i]) / scale) / scale * np.prod(np.clip(1 - np.exp(-(t - others) / scale), 0, 1))
+
+        return quad(density, score[i], score[i] + 60 * scale, points=list(others[others > score[i]]), limit=200)[0]
+
+    p = np.array([win(i) for i in range(score.size)])
+    return p / p.sum()
+
+
+def test_noisy_max_law_matches_permute_and_flip():
+    """The integrated law equals permute-and-flip's (McKenna & Sheldon 2020), computed by enumeration."""
+    from itertools import permutations
+
+    score, scale = np.array([0.0, 1.0, 2.5, 2.0]), 1.3
+    accept = np.exp((score - score.max()) / scale)
+    pf = np.zeros(4)
+    perms = list(permutations(range(4)))
+    for order in perms:
+        stay = 1.0
+        for r in order:
+            pf[r] += stay * accept[r] / len(perms)
+            stay *= 1 - accept[r]
+    np.testing.assert_allclose(_noisy_max_law(score, scale), pf, atol=1e-8)
+
+
+def test_selection_law(monkeypatch):
+    """The first selection is report-noisy-max: argmax |q(A0) - q(x)| + Exp(2 / eps') (chi-square fit)."""
     W = identity(4)
     x = np.array([0.0, 2.0, 4.0, 10.0])
     picks = []
@@ -43,17 +75,25 @@ def test_exponential_mechanism_selection_law(monkeypatch):
     eps = 3.0  # each of the 3 mechanisms gets eps / 3 = 1
     for seed in range(3000):
         mwem_estimate(x, W, eps, rng=seed, rounds=1, sweeps=1)
-    # the uniform start A0 uses the noisy total; integrate it out by simulation with the same law
-    rng = np.random.default_rng(123)
+    # the uniform start A0 uses the noisy total N = 16 + Laplace(1): integrate it out over its quantiles
     sim = np.zeros(4)
-    for _ in range(20000):
-        N = max(x.sum() + rng.laplace(0, 1.0), 1.0)
-        score = np.abs(N / 4 - x)
-        p = np.exp(score / 2 - (score / 2).max())
-        sim += p / p.sum()
+    for u in (np.arange(100) + 0.5) / 100:
+        N = max(x.sum() - np.sign(u - 0.5) * np.log(1 - 2 * abs(u - 0.5)), 1.0)
+        sim += _noisy_max_law(np.abs(N / 4 - x), 2.0)
     expected = sim / sim.sum() * len(picks)
     counts = np.bincount(picks, minlength=4)
     assert chisquare(counts, expected).pvalue > 1e-3
+
+
+def test_opendp_selection_law():
+    """The vetted sampler's selection has the same law (OpenDP's make_noisy_max under max_divergence)."""
+    pytest.importorskip("opendp")
+    from strategy_opt.samplers import opendp_select_max
+
+    score = np.array([0.0, 1.0, 2.5, 2.0])
+    picks = [opendp_select_max(score, sensitivity=1.0, epsilon=1.5) for _ in range(3000)]
+    expected = _noisy_max_law(score, 2.0 / 1.5) * len(picks)
+    assert chisquare(np.bincount(picks, minlength=4), expected).pvalue > 1e-3
 
 
 def test_accuracy_improves_with_budget_and_converges():

@@ -1,12 +1,13 @@
-"""MWEM: multiplicative weights with the exponential mechanism (data-dependent baseline).
+"""MWEM: multiplicative weights with private query selection (data-dependent baseline).
 
 Hardt, Ligett, McSherry, "A Simple and Practical Algorithm for Differentially
 Private Data Release", NIPS 2012, Algorithm 1. Starting from the uniform
 histogram, each of T rounds
 
 1. selects the workload query worst answered by the current estimate A with
-   the exponential mechanism (score ``|q(A) - q(x)|``, sensitivity = largest
-   entry of the workload ``Delta_W`` -- 1 for counting queries),
+   an eps-DP selection (the paper's exponential mechanism; here
+   report-noisy-max, below) on the score ``|q(A) - q(x)|``, sensitivity = the
+   largest entry of the workload ``Delta_W`` -- 1 for counting queries,
 2. measures it with the Laplace mechanism (`strategy_opt.executor.measure`),
 3. updates ``A(i) <- A(i) exp(q_i (m - q(A)) / (2 N))`` and renormalises to N.
 
@@ -17,9 +18,12 @@ is released rather than the average of the rounds.
 Budget: the paper takes the number of records N as public; under add/remove
 neighbours it is not, so N is measured too. The 2T + 1 mechanisms (the total,
 then T selections and T measurements) each get ``eps / (2T + 1)`` (sequential
-composition). The selections draw with NumPy's generator (Gumbel-max form of
-the exponential mechanism: ``argmax_q eps' score_q / (2 Delta_W) + Gumbel``);
-the measurements use the caller's sampler.
+composition). The selection is report-noisy-max with exponential noise of
+scale ``2 Delta_W / eps'`` (eps'-DP; the law of permute-and-flip, which is
+never worse than the exponential mechanism, McKenna & Sheldon 2020). Both the
+selections and the measurements use the caller's sampler: OpenDP's
+``make_noisy_max`` and Laplace measurement, or NumPy's generator for
+``simulate``.
 """
 
 from __future__ import annotations
@@ -72,6 +76,15 @@ def _row(W: Workload, i: int) -> tuple[np.ndarray, np.ndarray]:
     q = W.rmatvec(e)
     idx = np.flatnonzero(q)
     return idx, q[idx]
+
+
+def _select(score: np.ndarray, sensitivity: float, epsilon: float, gen: np.random.Generator, sampler: str) -> int:
+    """eps-DP index of the largest score: report-noisy-max with exponential noise."""
+    if sampler == "opendp":
+        from ..samplers import opendp_select_max
+
+        return opendp_select_max(score, sensitivity, epsilon)
+    return int(np.argmax(score + gen.exponential(2.0 * sensitivity / epsilon, size=score.size)))
 
 
 def _check_count(value, name: str) -> int:
@@ -130,7 +143,7 @@ def mwem_estimate(
     scale = 0.0
     for _ in range(rounds):
         score = np.abs(workload.matvec(A) - true_answers)
-        i = int(np.argmax(share.epsilon * score / (2.0 * delta_w) + gen.gumbel(size=score.size)))
+        i = _select(score, delta_w, share.epsilon, gen, sampler)
         idx, val = _row(workload, i)
         y, scale = measure(sp.csr_matrix((val, (np.zeros(idx.size, dtype=np.int64), idx)), shape=(1, n)), x, share, rng=gen, sampler=sampler)
         measured.append((idx, val, float(y[0])))
@@ -145,7 +158,7 @@ def mwem_estimate(
     "mwem",
     privacy=("pure",),
     source="Hardt, Ligett, McSherry, NIPS 2012, Algorithm 1",
-    summary="multiplicative weights + exponential mechanism (options rounds=T (10), sweeps=10)",
+    summary="multiplicative weights + report-noisy-max selection (options rounds=T (10), sweeps=10)",
 )
 def mwem(x, workload: Workload, privacy: Privacy, *, rng=None, sampler: str = "simulate", **options) -> Release:
     """MWEM release: answers from the final multiplicative-weights estimate. Options ``rounds``, ``sweeps``."""
