@@ -104,10 +104,12 @@ class ErrorProfile:
 
     Notes
     -----
-    ``A^T A`` is factored once: by Cholesky when it is positive definite
-    (then A supports every workload), otherwise by an eigendecomposition whose
-    numerically zero directions (``lambda <= EIG_RTOL * lambda_max``) span the
-    null space used by the support check.
+    ``A^T A`` is factored once: not at all when it is diagonal and positive
+    (strategies with disjoint column supports: identity, bucket strategies),
+    by Cholesky when it is positive definite (then A supports every workload),
+    otherwise by an eigendecomposition whose numerically zero directions
+    (``lambda <= EIG_RTOL * lambda_max``) span the null space used by the
+    support check.
     """
 
     def __init__(self, A):
@@ -117,8 +119,12 @@ class ErrorProfile:
         if not np.all(np.isfinite(AtA)):
             raise InputError("strategy matrix contains NaN or infinite entries")
         self.n = n
-        self._chol = None
+        self._chol = self._inv_diag = None
         self._V = self._inv_eig = self._null = self._pinv = None
+        d = np.diag(AtA)
+        if d.min() > EIG_RTOL * max(d.max(), 1e-300) and np.count_nonzero(AtA) == np.count_nonzero(d):
+            self._inv_diag = 1.0 / d
+            return
         try:
             with factorization_threads():
                 c = la.cho_factor(AtA, lower=True, check_finite=False)
@@ -138,17 +144,19 @@ class ErrorProfile:
     @property
     def null_space(self) -> np.ndarray:
         """Orthonormal basis (n x k) of the numerically null directions of ``A^T A`` (k = 0 when full rank)."""
-        return np.zeros((self.n, 0)) if self._chol is not None else self._null
+        return np.zeros((self.n, 0)) if self.full_rank else self._null
 
     @property
     def full_rank(self) -> bool:
         """Whether ``A^T A`` is (numerically) invertible."""
-        return self._chol is not None
+        return self._chol is not None or self._inv_diag is not None
 
     def pinv(self) -> np.ndarray:
         """The error profile ``(A^T A)^+`` as a dense matrix (computed once, cached)."""
         if self._pinv is None:
-            if self._chol is not None:
+            if self._inv_diag is not None:
+                self._pinv = np.diag(self._inv_diag)
+            elif self._chol is not None:
                 with factorization_threads():
                     inv, info = la.lapack.dpotri(self._chol[0], lower=1)
                 if info != 0:
@@ -160,6 +168,8 @@ class ErrorProfile:
 
     def solve_normal(self, b: np.ndarray) -> np.ndarray:
         """Minimum-norm solution of ``A^T A x = b`` (b in the row space of A; a vector or an n x k block of right-hand sides)."""
+        if self._inv_diag is not None:
+            return self._inv_diag.reshape((-1,) + (1,) * (np.ndim(b) - 1)) * b
         if self._chol is not None:
             return la.cho_solve(self._chol, b, check_finite=False)
         coef = self._V.T @ b
@@ -167,6 +177,8 @@ class ErrorProfile:
 
     def trace_with(self, G: np.ndarray) -> float:
         """``trace(G (A^T A)^+)`` for a symmetric n x n G."""
+        if self._inv_diag is not None:
+            return float(np.diag(G) @ self._inv_diag)
         if self._chol is not None:
             return float(np.einsum("ij,ij->", G, self.pinv()))
         GV = G @ self._V
@@ -174,7 +186,7 @@ class ErrorProfile:
 
     def unsupported_fraction(self, G: np.ndarray) -> float:
         """``||W (I - P_A)||_F^2 / ||W||_F^2``: the share of W outside A's row space."""
-        if self._chol is not None or self._null.shape[1] == 0:
+        if self.full_rank or self._null.shape[1] == 0:
             return 0.0
         tr = float(np.trace(G))
         if tr <= 0:

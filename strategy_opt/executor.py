@@ -27,12 +27,12 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import lsq_linear, nnls
 from scipy.sparse.linalg import lsmr
-from scipy.stats import norm
 
 from .defaults import CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL, MAX_DENSE_N
 from .error import ErrorProfile, KroneckerMatrix, sensitivity
@@ -220,7 +220,7 @@ def answer_intervals(A, workload: Workload, privacy: Privacy, answers: np.ndarra
             log.warning("domain too large for per-query intervals; intervals omitted")
             return None, None
     var = privacy.noise_variance(sensitivity(A, privacy.p)) * workload.query_variances(prof.pinv())
-    z = norm.ppf(0.5 + level / 2)
+    z = NormalDist().inv_cdf(0.5 + level / 2)
     if privacy.p == 1:
         z = max(z, -math.log1p(-level) / math.sqrt(2.0))
     half = z * np.sqrt(np.clip(var, 0, None))

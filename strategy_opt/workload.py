@@ -153,8 +153,21 @@ class Workload(ABC):
         return lam, V
 
     def gram_eigvals(self) -> np.ndarray:
-        """Eigenvalues of ``gram()`` (ascending)."""
+        """Eigenvalues of ``gram()`` (ascending).
+
+        A workload with fewer queries than cells takes them from the m x m
+        ``W W^T`` (same non-zero spectrum) when it provides one: for 2000
+        ranges over 4096 cells that is an eighth of the work.
+        """
+        if self.m < self.n:
+            C = self._row_gram()
+            if C is not None:
+                return np.concatenate([np.zeros(self.n - self.m), np.clip(np.linalg.eigvalsh(C), 0.0, None)])
         return np.linalg.eigvalsh(self.gram())
+
+    def _row_gram(self) -> np.ndarray | None:
+        """``W W^T`` (divided by ``exp(log_scale)``) when it is cheap to form; None otherwise."""
+        return None
 
     def frobenius_sq(self) -> float:
         """``||W||_F^2 = trace(W^T W)`` (divided by ``exp(log_scale)``)."""
@@ -195,6 +208,10 @@ class ExplicitWorkload(Workload):
 
     def matrix(self) -> sp.csr_matrix:
         return sp.csr_matrix(self._W)
+
+    def _row_gram(self) -> np.ndarray:
+        C = self._W @ self._W.T
+        return C.toarray() if sp.issparse(C) else np.asarray(C)
 
     def dense(self) -> np.ndarray:
         """The workload matrix as a dense array."""
@@ -258,6 +275,11 @@ class IntervalWorkload(Workload):
         np.add.at(D, (hi + 1, lo), -1.0)
         np.add.at(D, (hi + 1, hi + 1), 1.0)
         return D.cumsum(axis=0).cumsum(axis=1)[:n, :n]
+
+    def _row_gram(self) -> np.ndarray:
+        lo, hi = self.intervals
+        overlap = np.minimum.outer(hi, hi) - np.maximum.outer(lo, lo) + 1
+        return np.maximum(overlap, 0).astype(float)
 
     def nnz(self) -> int:
         """Number of non-zeros of the workload matrix (sum of interval lengths)."""

@@ -132,3 +132,42 @@ def test_solve_normal_takes_blocks_of_right_hand_sides_on_rank_deficient_strateg
     X = ErrorProfile(A).solve_normal(B)
     np.testing.assert_allclose(X, np.linalg.pinv(A.T @ A) @ B, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(ErrorProfile(A).solve_normal(B[:, 0]), X[:, 0], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_diagonal_gram_profile_matches_pinv(sparse):
+    """Strategies with disjoint column supports (A^T A diagonal) skip the factorisation; same numbers as pinv."""
+    import scipy.sparse as sps
+
+    from strategy_opt.error import ErrorProfile
+
+    rng = np.random.default_rng(5)
+    n = 9
+    A = np.vstack([np.diag(rng.uniform(0.2, 2.0, n)), np.diag(rng.uniform(0.0, 1.0, n))])
+    A = sps.csr_matrix(A) if sparse else A
+    dense = A.toarray() if sparse else A
+    prof = ErrorProfile(A)
+    P = np.linalg.pinv(dense.T @ dense)
+    assert prof.full_rank and prof.null_space.shape == (n, 0)
+    np.testing.assert_allclose(prof.pinv(), P, rtol=1e-12, atol=1e-14)
+    G = random_range(n, 7, seed=1).gram()
+    assert prof.trace_with(G) == pytest.approx(np.trace(G @ P), rel=1e-12)
+    B = rng.standard_normal((n, 3))
+    np.testing.assert_allclose(prof.solve_normal(B), P @ B, rtol=1e-12)
+    np.testing.assert_allclose(prof.solve_normal(B[:, 1]), P @ B[:, 1], rtol=1e-12)
+    W = random_range(n, 7, seed=1)
+    for p in (1, 2):
+        assert unit_error(A, W, p) == pytest.approx(direct_error(A, W, p), rel=1e-10)
+
+
+@pytest.mark.parametrize("spec", ["random-range:40:17:3", "random-range:40:39:1", "file"])
+def test_gram_eigvals_of_wide_workloads_from_the_row_gram(spec):
+    """m < n: the spectrum comes from W W^T; it equals the spectrum of W^T W."""
+    from strategy_opt.spec import parse_spec
+
+    if spec == "file":
+        W = from_matrix(np.random.default_rng(2).integers(0, 2, (6, 15)).astype(float))
+    else:
+        W = parse_spec(spec)
+    assert W.m < W.n
+    np.testing.assert_allclose(W.gram_eigvals(), np.linalg.eigvalsh(W.matrix().toarray().T @ W.matrix().toarray()), atol=1e-10)
