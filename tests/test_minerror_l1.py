@@ -7,7 +7,7 @@ from strategy_opt.api import solve
 from strategy_opt.error import unit_error
 from strategy_opt.exceptions import InputError
 from strategy_opt.programs.minerror_l1 import l1_error
-from strategy_opt.workload import all_range, prefix, random_range
+from strategy_opt.workload import all_range, from_matrix, prefix, random_range
 
 
 def _e1(A, G):
@@ -70,3 +70,38 @@ def test_equal_start_matrices_are_iterated_once():
     errors = s.meta["candidate_errors"]
     assert errors["p-identity"] == errors["identity"] == 120.0  # trace(G) of all ranges on 8 cells
     assert len({"identity", "p-identity"} & set(s.meta["history"])) == 1
+
+
+def test_a_failing_sdp_round_keeps_the_best_strategy_seen(monkeypatch):
+    """A solver failure ends that start's iteration; the best strategy seen is still returned."""
+    import cvxpy as cp
+
+    calls = {"n": 0}
+    solve_sdp = cp.Problem.solve
+
+    def flaky(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] % 2 == 0:  # every second round fails
+            raise cp.error.SolverError("injected failure")
+        return solve_sdp(self, *args, **kwargs)
+
+    monkeypatch.setattr(cp.Problem, "solve", flaky)
+    W = prefix(6)
+    s = solve(W, privacy="pure", method="minerror-l1", iterations=5)
+    E = s.meta["unit_total_squared_error"]
+    assert E == pytest.approx(_e1(s.dense(), W.gram()), rel=1e-8)
+    assert E <= min(s.meta["candidate_errors"].values()) * (1 + 1e-9)
+    assert set(s.meta["iteration_statuses"].values()) == {"solver-failed"}
+    assert s.meta["solver_status"] == "solver-failed"
+    assert all(run[-1].get("solver_failed") for run in s.meta["history"].values())
+
+
+def test_duplicate_columns_start_from_the_merged_cells():
+    """Prefix sums over 6 pairs of equal cells: the identity on merged cells, kron(I_6, [1 1]), has E_1 = 21."""
+    W = from_matrix(np.kron(np.tril(np.ones((6, 6))), np.ones((1, 2))))
+    merged_identity = np.kron(np.eye(6), np.ones((1, 2)))
+    assert _e1(merged_identity, W.gram()) == pytest.approx(21.0)
+    s = solve(W, privacy="pure", method="minerror-l1", iterations=2)
+    assert s.meta["unit_total_squared_error"] <= 21.0 * (1 + 1e-9)
+    assert s.meta["candidate_errors"]["p-identity/merged-cells"] == pytest.approx(21.0)
+    assert s.meta["solver_status"] == s.meta["iteration_statuses"][s.meta["winner"].removeprefix("iteration from ")]

@@ -44,7 +44,13 @@ strategy.
 
 Scale (measured on this 2-core machine, Clarabel, m' = 2n): an SDP round takes
 about 0.05 s at n = 4, 0.3 s at n = 8, 2-4 s at n = 16 and 30-60 s at n = 32;
-the method is meant for n <= 16 (refused above `MAX_N`).
+the method is meant for n <= 16 (refused above `MAX_N`). SCS is much slower
+on these SDPs (an outside run took about 500 s at n = 9).
+
+A round the SDP solver fails on ends the iteration from that start (status
+``solver-failed`` in ``meta['iteration_statuses']``); the best strategy seen
+so far stands, so the method always returns a valid strategy. ``solver_status``
+is the status of the run the returned strategy comes from.
 """
 
 from __future__ import annotations
@@ -60,7 +66,7 @@ from ..augment import complete_columns_l1
 from ..bases import identity_matrix
 from ..certificates import gram_factor
 from ..compiler import compile_strategy
-from ..exceptions import InputError, OptionError, SolverError
+from ..exceptions import InputError, OptionError
 from ..native_l2 import solve_total_l2
 from ..problem import Problem
 from ..registry import register_method
@@ -151,17 +157,25 @@ def _solver(profile) -> tuple[str, dict]:
 
 def _candidates(G: np.ndarray, n: int, budget: float) -> tuple[dict, float | None]:
     """Identity, refined SVD approximation, the L2 route and p-identity, with the L2 lower bound."""
-    from .pidentity import optimise_theta, pidentity_matrix, solve_pidentity
+    from .pidentity import expand_cells, merged_cells, optimise_theta, pidentity_matrix, solve_pidentity
 
     out = {"identity": identity_matrix(n).toarray()}
     A, _, V = svd_factor(G)
     out["svd-approx"], _ = min_l1_factor(A, n, V, time_limit=budget)
     bound, out["l2-route"] = l2_optimum_bound(G, time_limit=budget)
-    # the p-identity method's own starts (random with p = n/16), then a wider random start (p = n/4); the better one
-    res = solve_pidentity(G, p_random=max(1, n // 16), random_starts=1, seed=0, max_iters=10_000, time_limit=budget / 2, ftol=1e-10)
-    wide = np.random.default_rng(1).random((max(1, n // 4), n))
-    theta, value, _ = optimise_theta(G, wide, max_iters=10_000, deadline=time.perf_counter() + budget / 2, ftol=1e-10, label="random (p = n/4)")
-    out["p-identity"] = pidentity_matrix(theta if value < res.value else res.theta)
+    # the p-identity optimiser's own starts (random with p = n/16), then a wider random start (p = n/4),
+    # the better one; on all cells and, if some merge, on merged cells as the p-identity method runs
+    cell_of, reps = merged_cells(G)
+    domains = {"p-identity": np.arange(n)} | ({"p-identity/merged-cells": reps} if reps.size < n else {})
+    for name, cells in domains.items():
+        Gr, r = G[np.ix_(cells, cells)], cells.size
+        share = budget / 2 / len(domains)
+        res = solve_pidentity(Gr, p_random=max(1, r // 16), random_starts=1, seed=0, max_iters=10_000, time_limit=share, ftol=1e-10)
+        wide = np.random.default_rng(1).random((max(1, r // 4), r))
+        theta, value, _ = optimise_theta(Gr, wide, max_iters=10_000, deadline=time.perf_counter() + share, ftol=1e-10, label="random (p = n/4)")
+        out[name] = pidentity_matrix(theta if value < res.value else res.theta)
+    if "p-identity/merged-cells" in out:
+        out["p-identity/merged-cells"] = expand_cells(out["p-identity/merged-cells"], cell_of)
     return out, bound
 
 
@@ -188,7 +202,11 @@ def _convex_iteration(sdp, A_start: np.ndarray, G: np.ndarray, rows: int, max_ro
                 warnings.filterwarnings("ignore", message="Solution may be inaccurate")  # each iterate is evaluated exactly
                 prob.solve(solver=solver, **kw)
         except (cp.error.SolverError, ValueError, ArithmeticError) as exc:
-            raise SolverError(f"minerror-l1 (cvxpy/{solver}) round {k} failed: {exc}; try --solver scs or fewer rows") from None
+            # a failed round ends this start; its best iterate (at worst the start itself) stands
+            log.warning("minerror-l1 [%s]: round %d: %s failed (%s); keeping the best strategy of this start", label, k, solver, str(exc).split(".")[0])
+            history.append({"iteration": k, "rank_residual": None, "objective": None, "unit_error": None, "solver_failed": True})
+            status = "solver-failed"
+            break
         if Av.value is None:
             log.info("minerror-l1 [%s]: round %d: %s returned %s; doubling the rank weight", label, k, solver, prob.status)
             w *= 2.0
@@ -221,7 +239,7 @@ def _convex_iteration(sdp, A_start: np.ndarray, G: np.ndarray, rows: int, max_ro
     options=("rows", "iterations"),
     privacy=("pure",),
     source="Li 2013, Program 3.4.1, Sec. 3.4.1 (Dattorro's convex iteration, reconstructed)",
-    summary="epsilon-DP optimum by the rank-constraint convex iteration of SDPs; small domains only (n <= 16 practical, 32 max), option rows (default 2n)",
+    summary="epsilon-DP optimum by the rank-constraint convex iteration of SDPs; small domains only (n <= 16 practical with Clarabel, the default; SCS is far slower, ~500 s at n = 9; 32 max), option rows (default 2n)",
 )
 def minerror_l1(problem: Problem):
     """Program 3.4.1 by convex iteration; returns the best strategy seen (options ``rows``, ``iterations``).
@@ -263,15 +281,14 @@ def minerror_l1(problem: Problem):
     sdp = _sdp(n, rows, L)
     winner = starts[0]
     best_E, best_A = errors[winner], cands[winner]
-    runs, statuses = {}, []
+    runs, statuses = {}, {}
     for i, name in enumerate(starts):
         remaining = profile.time_limit - (time.perf_counter() - t0)
         if remaining <= 0:
             break
         deadline = time.perf_counter() + remaining / (len(starts) - i)
         E, A, history, status = _convex_iteration(sdp, cands[name], G, rows, max_rounds, deadline, profile.tol, solver, kw, name)
-        runs[name] = history
-        statuses.append(status)
+        runs[name], statuses[name] = history, status
         if E < best_E * (1 - 1e-9):
             best_E, best_A, winner = E, A, f"iteration from {name}"
     extra = {
@@ -281,8 +298,10 @@ def minerror_l1(problem: Problem):
         "winner": winner,
         "candidate_errors": {k: (v if math.isfinite(v) else None) for k, v in errors.items()},
         "sdp_solver": solver,
+        "iteration_statuses": statuses,
     }
-    status = "converged" if statuses and all(s == "converged" for s in statuses) else (statuses[-1] if statuses else "budget")
+    # the status of the iteration the returned strategy comes from (a start no iteration improved: that start's run)
+    status = statuses.get(winner.removeprefix("iteration from "), "budget")
     A = best_A
     return compile_strategy(
         A,
