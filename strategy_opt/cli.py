@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import decimal
 import json
 import logging
 import math
@@ -111,13 +112,33 @@ def _parse_options(pairs) -> dict:
     return out
 
 
-def _positive_float(name):
+def _positive_float(name, below: float | None = None):
+    """argparse type of ``--epsilon`` (> 0) or ``--delta`` (in (0, ``below``)): a finite number in range.
+
+    Messages quote the value as typed, and say so when a value in range rounds
+    out of it in double precision (``--delta 1e-400`` is 0.0 as a float).
+    """
+    rule = "> 0" if below is None else f"in (0, {below:g})"
+
+    def in_range(v) -> bool:
+        return v > 0 and (below is None or v < below)
+
     def conv(text):
+        shown = text.strip()
         try:
             v = float(text)
         except ValueError:
-            raise InputError(f"{name} must be a number, got {text!r}") from None
-        return v
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+        if math.isfinite(v) and in_range(v):
+            return v
+        try:
+            exact = decimal.Decimal(shown)
+        except decimal.InvalidOperation:
+            exact = decimal.Decimal("nan")
+        rounded = f" (it rounds to {v!r} in double precision)" if exact.is_finite() and in_range(exact) else ""
+        if not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {shown}{rounded}")
+        raise argparse.ArgumentTypeError(f"must be {rule}, got {shown}{rounded}")
 
     return conv
 
@@ -239,6 +260,33 @@ def _check_recorded_workload(strategy, workload, given: str, force: bool) -> Non
         )
 
 
+def _privacy_notion(strategy, args) -> str:
+    """Privacy of ``error``/``run``: --privacy, else the strategy's recorded one, else as ``release`` does.
+
+    A strategy without a recorded privacy (no metadata: a bare matrix, a .csv
+    without its .json) gets the same default under both commands: approx when
+    --delta is given, else pure (an --epsilon alone asks for epsilon-DP). Its
+    support is checked and its sensitivity computed from the matrix, as always.
+    """
+    delta = getattr(args, "delta", None)
+    return args.privacy or strategy.meta.get("privacy") or ("approx" if delta is not None else "pure")
+
+
+def _warn_unverified(strategy, args, notion: str) -> None:
+    """One warning line for a strategy without metadata (nothing verified it); after success, so that errors stay one line."""
+    if strategy.meta:
+        return
+    path = Path(args.strategy)
+    missing = f"no {path.with_suffix('.json').name} beside it" if path.suffix.lower() == ".csv" else "no metadata"
+    if args.privacy:
+        how = "from --privacy"
+    elif hasattr(args, "delta"):
+        how = "the default, approx if --delta is given; choose with --privacy"
+    else:
+        how = "the default, as for run without --delta; choose with --privacy"
+    log.warning("%s has %s: the strategy is not verified (no hashes, recorded workload or privacy); privacy %s (%s); sensitivity from the matrix", args.strategy, missing, notion, how)
+
+
 def _cmd_error(args) -> int:
     from .api import error_report
     from .io import read_strategy
@@ -247,10 +295,11 @@ def _cmd_error(args) -> int:
     workload = parse_spec(args.workload, operation="error")
     strategy = read_strategy(args.strategy)
     _check_recorded_workload(strategy, workload, args.workload, args.force)
-    privacy = args.privacy or strategy.meta.get("privacy") or "approx"
+    privacy = _privacy_notion(strategy, args)
     t0 = time.perf_counter()
     report = error_report(strategy, workload, privacy)
     report["seconds"] = time.perf_counter() - t0
+    _warn_unverified(strategy, args, privacy)
     if args.json:
         print(json.dumps(report, sort_keys=True))
     else:
@@ -324,7 +373,7 @@ def _cmd_run(args) -> int:
     workload = parse_spec(args.workload, operation="run")
     strategy = read_strategy(args.strategy)
     _check_recorded_workload(strategy, workload, args.workload, args.force)
-    notion = args.privacy or strategy.meta.get("privacy") or ("approx" if args.delta is not None else "pure")
+    notion = _privacy_notion(strategy, args)
     if notion == "pure" and args.delta is not None and args.privacy is None:
         raise InputError(f"{args.strategy} is an epsilon-DP (pure) strategy: --delta does not apply (add --privacy approx to run it under Gaussian noise)")
     privacy = privacy_from_args(notion, args.epsilon, args.delta)
@@ -337,6 +386,7 @@ def _cmd_run(args) -> int:
     log.info("answered %d queries in %.3g s (noise scale %.6g)", len(release.answers), time.perf_counter() - t0, release.noise_scale)
     if notion == "approx" and args.delta is None:
         log.info("--delta not given: (epsilon, delta)-DP with the default delta = %g", DEFAULT_DELTA)
+    _warn_unverified(strategy, args, notion)
     provenance = _provenance(args, workload, privacy, sampler, release, estimator)
     provenance["strategy"] = {
         "file": str(args.strategy),
@@ -446,10 +496,16 @@ def _print_listing(what: str) -> None:
 def _add_data_args(p, privacy_default: str) -> None:
     p.add_argument("--data", required=True, help="histogram (.npy any shape, or .csv one count per line), or raw CSV records with --column/--bins")
     p.add_argument("--column", action="append", help="column of raw CSV records to histogram (repeat for product domains)")
-    p.add_argument("--bins", action="append", help="LO:HI[:WIDTH] bins for the matching --column (width 1 by default); records outside [LO, HI) are dropped silently (their number depends on the data, so it is not reported)")
+    p.add_argument(
+        "--bins",
+        action="append",
+        help="LO:HI[:WIDTH] bins [LO, LO+WIDTH), ... for the matching --column (width 1 by default); records outside [LO, HI), HI itself "
+        "included, are dropped silently (their number depends on the data, so it is not reported). The CSV is read as UTF-8 (a byte-order "
+        "mark is ignored); a --column whose name the header holds twice is refused",
+    )
     p.add_argument("--workload", required=True, metavar="SPEC", help="workload SPEC (see 'strategy-opt --help')")
     p.add_argument("--epsilon", required=True, type=_positive_float("--epsilon"), help="privacy budget epsilon > 0")
-    p.add_argument("--delta", type=_positive_float("--delta"), help=f"delta in (0, 1): (epsilon, delta)-DP with Gaussian noise (default {DEFAULT_DELTA:g} under approx)")
+    p.add_argument("--delta", type=_positive_float("--delta", below=1.0), help=f"delta in (0, 1): (epsilon, delta)-DP with Gaussian noise (default {DEFAULT_DELTA:g} under approx)")
     p.add_argument("--privacy", choices=["pure", "approx"], help=f"default: {privacy_default}")
     p.add_argument("--seed", type=_nonneg_int, help="seed for reproducible noise (implies --sampler simulate: not for real releases)")
     p.add_argument("--sampler", choices=["opendp", "simulate"], help="noise sampler: opendp (vetted; the default without --seed) or simulate (seeded NumPy, for simulations only); see below")
@@ -468,7 +524,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="strategy-opt",
         description="Optimal query strategies for linear counting queries under differential privacy.",
         epilog="Workload SPECs: identity:N total:N prefix:N all-range:N all-predicate:N random-range:N:M[:SEED] "
-        "marginals:D1xD2x..:K SPEC*SPEC (Kronecker) SPEC+SPEC (union) file:PATH (.npy .npz .mtx .csv). See README.md.",
+        "marginals:D1xD2x..:K SPEC*SPEC (Kronecker) SPEC+SPEC (union) file:PATH (.npy .npz .mtx .csv; quote a PATH "
+        "holding the operators + * ( ) or blanks at its ends: file:'a+b.npz' or file:\"a*b.npz\", e.g. --workload \"file:'d+x/W.npz'\"). See README.md.",
     )
     parser.add_argument("--version", action="version", version=f"strategy-opt {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress output on stderr")
@@ -496,14 +553,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("error", parents=[common], help="error of a strategy on a workload", description="Unit total squared error E_p, SVD bound and per-query statistics of a strategy file.")
     p.add_argument("strategy", metavar="STRATEGY", help="strategy file (.npz, .mtx, .csv)")
     p.add_argument("--workload", required=True, metavar="SPEC")
-    p.add_argument("--privacy", choices=["pure", "approx"], help="default: the strategy's own")
+    p.add_argument("--privacy", choices=["pure", "approx"], help="default: the strategy's own (pure for a strategy without metadata, as under run without --delta; a warning says it is unverified)")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.add_argument("--force", action="store_true", help="evaluate even if the strategy was computed for another workload")
     p.set_defaults(func=_cmd_error)
 
     p = sub.add_parser("run", parents=[common], help="answer a workload on data through a strategy", description="Add calibrated noise to the strategy answers, reconstruct, and write the workload answers.", epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("strategy", metavar="STRATEGY")
-    _add_data_args(p, "the strategy file's privacy")
+    _add_data_args(p, "the strategy file's privacy; without metadata (warned as unverified) approx if --delta is given, else pure")
     p.add_argument("--force", action="store_true", help="run even if the strategy was computed for another workload")
     p.set_defaults(func=_cmd_run)
 

@@ -709,7 +709,9 @@ def read_workload_file(path: str | os.PathLike):
     W = _validate_matrix(W, path, what)
     if (W.count_nonzero() if sp.issparse(W) else np.count_nonzero(W)) == 0:
         raise InputError(f"{path}: the workload matrix is all zeros (no query counts anything)")
-    return ExplicitWorkload(W, spec=f"file:{path}")
+    from .spec import file_spec
+
+    return ExplicitWorkload(W, spec=file_spec(str(path)))
 
 
 def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None) -> np.ndarray:
@@ -745,7 +747,8 @@ def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None) -
     return x
 
 
-def _parse_bins(text: str) -> np.ndarray:
+def _parse_bins(text: str) -> tuple[np.ndarray, float]:
+    """Bin edges ``LO, LO+WIDTH, ...`` (the last one at or beyond HI) and HI, from ``LO:HI[:WIDTH]``."""
     parts = text.split(":")
     try:
         vals = [float(p) for p in parts]
@@ -760,30 +763,56 @@ def _parse_bins(text: str) -> np.ndarray:
     k = int(np.ceil((hi - lo) / width - 1e-9))
     if k > 10**8:
         raise InputError(f"--bins {text!r} gives {k} bins; too many")
-    return lo + width * np.arange(k + 1)
+    edges = lo + width * np.arange(k + 1)
+    edges[-1] = max(edges[-1], hi)  # rounding must not cut values just below HI out of the last bin
+    return edges, hi
+
+
+def _csv_columns(path: Path, header: list[str], columns: list[str]) -> list[int]:
+    """Positions of ``columns`` in ``header``; refuses a missing column or a requested one named twice."""
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise InputError(f"{path}: no column(s) {missing}; columns are {header}")
+    for c in columns:
+        if header.count(c) > 1:
+            raise InputError(f"{path}: column {c!r} appears {header.count(c)} times in the header; rename the duplicates so that --column {c} is unambiguous")
+    return [header.index(c) for c in columns]
 
 
 def histogram_from_records(path: str | os.PathLike, columns: list[str], bins: list[str]) -> np.ndarray:
-    """Histogram of raw CSV records (with a header) over one or more numeric columns.
+    r"""Histogram of raw CSV records (with a header) over one or more numeric columns.
 
     ``bins`` are ``LO:HI[:WIDTH]`` per column (width 1 by default): bins
-    ``[LO, LO+WIDTH), ...``; values outside ``[LO, HI)`` are dropped (the count
-    of dropped records is data-dependent and is not reported). Non-numeric,
-    NaN or infinite values are refused. Returns the counts flattened in C order.
+    ``[LO, LO+WIDTH), ...``, each closed on the left and open on the right;
+    records with a value outside ``[LO, HI)`` in any column (``HI`` itself
+    included) are dropped (the count of dropped records is data-dependent and
+    is not reported). The file is read as UTF-8, a byte-order mark before the
+    header ignored; a requested column whose name appears twice in the header
+    is refused as ambiguous. Non-numeric, NaN or infinite values are refused.
+    Returns the counts flattened in C order.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     f = pathlib.Path(d) / "r.csv"
+    ...     _ = f.write_text("age\n0\n1\n1\n3\n")
+    ...     histogram_from_records(f, ["age"], ["0:3"])  # 3 is outside [0, 3): dropped
+    array([1., 2., 0.])
     """
     path = Path(path)
     if len(columns) != len(bins) or not columns:
         raise InputError("give one --bins LO:HI[:WIDTH] per --column")
-    edges = [_parse_bins(b) for b in bins]
+    parsed = [_parse_bins(b) for b in bins]
+    edges = [e for e, _ in parsed]
     require_memory(8.0 * math.prod(len(e) - 1 for e in edges), f"--bins {' '.join(bins)}", "use fewer or wider bins")
     try:
-        with open(path, newline="") as fh:
-            reader = csv.DictReader(fh)
-            header = reader.fieldnames or []
-            missing = [c for c in columns if c not in header]
-            if missing:
-                raise InputError(f"{path}: no column(s) {missing}; columns are {header}")
-            rows = [[r[c] for c in columns] for r in reader]
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, [])
+            index = _csv_columns(path, header, columns)
+            # blank lines are skipped; a short row gives empty (missing) values, refused below
+            rows = [[r[i] if i < len(r) else "" for i in index] for r in reader if r]
     except FileNotFoundError:
         raise InputError(f"data file not found: {path}") from None
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
@@ -794,7 +823,10 @@ def histogram_from_records(path: str | os.PathLike, columns: list[str], bins: li
         raise InputError(f"{path}: non-numeric or missing values in column(s) {columns}") from None
     if not np.all(np.isfinite(vals)):
         raise InputError(f"{path}: NaN or infinite values in column(s) {columns}")
-    counts, _ = np.histogramdd(vals, bins=edges)
+    lo = np.array([e[0] for e in edges])
+    hi = np.array([h for _, h in parsed])
+    inside = np.all((vals >= lo) & (vals < hi), axis=1)  # [LO, HI): np.histogramdd alone would count HI in the last bin
+    counts, _ = np.histogramdd(vals[inside], bins=edges)
     return counts.ravel()
 
 

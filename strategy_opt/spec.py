@@ -5,9 +5,15 @@ Grammar::
     SPEC  := TERM ('+' TERM)*            union over the same domain
     TERM  := ATOM ('*' ATOM)*            Kronecker product (multi-dimensional domain)
     ATOM  := identity:N | total:N | prefix:N | all-range:N | all-predicate:N | random-range:N:M[:SEED]
-           | marginals:D1xD2x...:K | file:PATH | '(' SPEC ')'
+           | marginals:D1xD2x...:K | file:PATH | file:'PATH' | file:"PATH" | '(' SPEC ')'
 
-Numbers are ASCII digits. A SPEC is parsed in three steps: syntax into a tree,
+Numbers are ASCII digits. An unquoted ``file:PATH`` ends at the next ``+``,
+``*`` or parenthesis, which are SPEC operators; a path containing them (or
+starting with a quote, or with blanks at either end) is written in single or
+double quotes, ``file:'a+b.npz'``, and is then taken literally up to the
+matching quote. Parsing never depends on which files exist; an error whose
+SPEC holds an unquoted path that exists only when read through the operators
+says how to quote it. A SPEC is parsed in three steps: syntax into a tree,
 sizes (cells, queries, bytes to build; `strategy_opt.resources`) without
 building anything, then the workload objects. A SPEC whose estimated memory
 exceeds the machine's is refused with the estimate before any allocation.
@@ -25,6 +31,7 @@ Examples
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -33,12 +40,60 @@ from .exceptions import InputError
 from .resources import WorkloadSize, operation_bytes, require_memory
 from .workload import Workload, all_predicate, all_range, identity, kronecker, marginals, prefix, random_range, total, union
 
-__all__ = ["parse_spec", "canonical_spec", "MAX_CELLS"]
+__all__ = ["parse_spec", "canonical_spec", "file_spec", "MAX_CELLS"]
 
 #: Largest number of cells of a workload domain.
 MAX_CELLS = 10**9
 _SIMPLE = {"identity": identity, "total": total, "prefix": prefix, "all-range": all_range, "all-predicate": all_predicate}
 _KNOWN = ", ".join([*_SIMPLE, "random-range", "marginals", "file"])
+_QUOTES = "'\""
+#: Characters that end an unquoted file: path (SPEC operators).
+_OPERATORS = "+*()"
+
+
+def file_spec(path: str) -> str:
+    """The SPEC atom ``file:PATH`` of a path, quoted when the path holds SPEC operators.
+
+    Examples
+    --------
+    >>> print(file_spec("w.npy"), file_spec("a+b.npz"), file_spec("it's(1).npz"))
+    file:w.npy file:'a+b.npz' file:"it's(1).npz"
+    """
+    path = str(path)
+    plain = path and path == path.strip() and path[0] not in _QUOTES and not any(c in path for c in _OPERATORS)
+    if plain:
+        return f"file:{path}"
+    quote = "'" if "'" not in path else '"'
+    return f"file:{quote}{path}{quote}"
+
+
+def _unquoted(text: str, spec: str):
+    """``(index, character)`` of ``text`` outside quoted file paths (a quote right after ``file:``)."""
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch in _QUOTES and text.endswith("file:", 0, i):
+            end = text.find(ch, i + 1)
+            if end < 0:
+                raise InputError(f"malformed workload SPEC {spec!r}: the quoted file path {text[i:]!r} has no closing {ch}")
+            i = end + 1
+            continue
+        yield i, ch
+        i += 1
+
+
+def _quoting_hint(spec: str) -> str | None:
+    """How to quote an unquoted file: path that exists only if read through the SPEC operators in it."""
+    best = None
+    for match in re.finditer(r"file:(?!['\"])", spec):
+        rest = spec[match.end():]
+        for k in [i for i, c in enumerate(rest) if c in _OPERATORS] + [len(rest)]:
+            candidate = rest[:k].strip()
+            if any(c in candidate for c in _OPERATORS) and os.path.isfile(candidate) and (best is None or len(candidate) > len(best)):
+                best = candidate
+    if best is None:
+        return None
+    return f"workload SPEC {spec!r}: '+', '*' and parentheses are SPEC operators, so the file path {best!r} must be quoted: {file_spec(best)}"
 
 
 @dataclass
@@ -83,6 +138,10 @@ def _atom(text: str, spec: str) -> _Node:
             raise InputError(f"malformed workload SPEC {spec!r}: marginal order K = {k} exceeds the {len(shape)} attributes")
         return _Node(name, (shape, k))
     if name == "file":
+        if rest[:1] in _QUOTES and rest:
+            if rest.find(rest[0], 1) != len(rest) - 1:
+                raise InputError(f"malformed workload SPEC {spec!r}: a quoted path is file:{rest[0]}PATH{rest[0]}, with nothing after the closing quote (got file:{rest})")
+            rest = rest[1:-1]
         if not rest:
             raise InputError(f"malformed workload SPEC {spec!r}: file: needs a path")
         return _Node(name, (rest,))
@@ -91,7 +150,7 @@ def _atom(text: str, spec: str) -> _Node:
 
 def _split_top(text: str, op: str, spec: str) -> list[str]:
     parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
+    for i, ch in _unquoted(text, spec):
         if ch == "(":
             depth += 1
         elif ch == ")":
@@ -128,12 +187,20 @@ def _tree(spec) -> _Node:
     if len(spec) > MAX_SPEC_LENGTH:
         raise InputError(f"workload SPEC of {len(spec)} characters is too long (at most {MAX_SPEC_LENGTH})")
     depth = deepest = 0
-    for ch in spec:
+    for _, ch in _unquoted(spec, spec):
         depth += (ch == "(") - (ch == ")")
         deepest = max(deepest, depth)
     if deepest > MAX_SPEC_DEPTH:
         raise InputError(f"workload SPEC nests parentheses {deepest} deep (at most {MAX_SPEC_DEPTH})")
-    return _parse(spec, spec)
+    try:
+        return _parse(spec, spec)
+    except InputError as exc:
+        hint = _quoting_hint(spec)
+        if hint is None and re.search(r"file:(?!['\"])[^+*()]*[+*()]", spec):
+            hint = f"{exc} (a file path containing '+', '*' or parentheses must be quoted: file:'PATH')"
+        if hint is None:
+            raise
+        raise InputError(hint) from None
 
 
 def _elementary_symmetric(values, k: int) -> int:
@@ -209,6 +276,8 @@ def _text(node: _Node) -> str:
         return "*".join(f"({_text(c)})" if c.kind == "union" else _text(c) for c in node.children)
     if node.kind == "marginals":
         return f"marginals:{'x'.join(map(str, node.args[0]))}:{node.args[1]}"
+    if node.kind == "file":
+        return file_spec(node.args[0])
     return f"{node.kind}:{':'.join(map(str, node.args))}"
 
 
@@ -239,7 +308,13 @@ def parse_spec(spec: str, operation: str | None = None) -> Workload:
         Malformed SPEC, or not enough memory (the message gives the estimate).
     """
     tree = _tree(spec)
-    size = _size(tree, spec)
+    try:
+        size = _size(tree, spec)
+    except InputError:  # e.g. file:a+b.npz read as the file 'a' and the workload 'b.npz'
+        hint = _quoting_hint(spec)
+        if hint is None:
+            raise
+        raise InputError(hint) from None
     if size.n > MAX_CELLS:
         raise InputError(f"workload SPEC {spec!r} has {size.n:,} cells; at most {MAX_CELLS:,}")
     nbytes, why = operation_bytes(size, operation)

@@ -11,6 +11,7 @@ Decisions recorded here (and in strategy_opt.io / strategy_opt.executor):
 * An all-zero or empty workload matrix is refused.
 """
 
+import json
 import os
 import signal
 import subprocess
@@ -220,6 +221,32 @@ def test_epsilon_delta_out_of_range_or_not_numbers(files, capsys, extra, match):
         args[i + 1] = extra[1]
         extra = extra[2:]
     refused(capsys, d, *args, *extra, match=match, out=d / "out.csv")
+
+
+@pytest.mark.parametrize(
+    "flag, value, rounded",
+    [
+        ("--delta", "1e-400", 0.0),  # in (0, 1) as typed, 0.0 as a float
+        ("--delta", "0.99999999999999999999", 1.0),
+        ("--delta", "1.50", None),
+        ("--epsilon", "1e999", np.inf),
+        ("--epsilon", "1e-400", 0.0),
+        ("--epsilon", "-0.50", None),
+    ],
+)
+def test_epsilon_delta_messages_show_the_value_as_typed(files, capsys, flag, value, rounded):
+    d = files
+    args = list(run_args(d))
+    if flag == "--epsilon":
+        args[args.index("--epsilon") + 1] = value
+    else:
+        args += ["--privacy", "approx", flag, value]
+    err = refused(capsys, d, *args, match=flag, out=d / "out.csv")
+    assert f"got {value}" in err, err  # the text typed, not the float it became
+    assert float(value) == rounded or rounded is None
+    assert ("rounds to" in err) == (rounded is not None), err
+    if rounded is not None:
+        assert f"rounds to {rounded!r}" in err, err
 
 
 # --------------------------------------------------------------------------- huge specs
@@ -459,7 +486,7 @@ def test_console_script_refuses_hostile_input(files):
     d = files
     args = [*map(str, run_args(d)[:-2]), "--out", str(d / "o.csv"), "--epsilon", "nan"]
     r = subprocess.run([sys.executable, "-m", "strategy_opt.cli", *args], capture_output=True, text=True)
-    assert r.returncode == 2 and r.stderr.strip() == "strategy-opt: error: epsilon must be a finite number, got nan", r.stderr
+    assert r.returncode == 2 and r.stderr.strip() == "strategy-opt: error: strategy-opt run: argument --epsilon: must be a finite number, got nan", r.stderr
     assert not (d / "o.csv").exists() and not (d / "o.csv.json").exists()
 
 
@@ -484,3 +511,92 @@ def test_online_refuses_a_bad_output_path_before_anything_else(tmp_path, capsys)
     code = cli("-q", "online", "--data", tmp_path / "x.npy", "--queries", "identity:16", "--budget", 1, "--half-width", 50, "--seed", 1, "--out", tmp_path / "missing" / "a.csv")
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err == [f"strategy-opt: error: output directory does not exist: {tmp_path / 'missing'}"]
+
+
+# --------------------------------------------------------------------------- raw records through the CLI
+def test_records_with_bom_on_hi_and_duplicate_columns(files, capsys, tmp_path):
+    d = files
+    age = np.array([0, 3, 3, 7, 8, 8, 9, -1, 2, 7])  # 8 = HI of --bins 0:8 (prefix:8 has 8 cells)
+    f = tmp_path / "bom.csv"
+    f.write_text("age,name\n" + "".join(f"{a},n{i}\n" for i, a in enumerate(age)), encoding="utf-8-sig")
+    args = ("-q", "run", d / "s.npz", "--data", f, "--column", "age", "--bins", f"0:{N}", "--workload", f"prefix:{N}", "--epsilon", 1e9, "--seed", 0)
+    assert cli(*args, "--out", tmp_path / "a.npy") == 0
+    counts = np.array([np.sum(age == k) for k in range(N)])  # by hand: records on HI and beyond are dropped
+    np.testing.assert_allclose(np.load(tmp_path / "a.npy"), np.cumsum(counts), atol=1e-3)
+    assert np.cumsum(counts)[-1] == np.sum((age >= 0) & (age < N)) == len(age) - 4
+    dup = tmp_path / "dup.csv"
+    dup.write_text("age,age\n1,5\n2,6\n")
+    err = refused(capsys, tmp_path, *args[:4], dup, *args[5:], "--out", tmp_path / "b.npy", match="column 'age' appears 2 times", out=tmp_path / "b.npy")
+    assert err.startswith(f"strategy-opt: error: {dup}:"), err
+
+
+# --------------------------------------------------------------------------- file: paths with SPEC operators
+def test_file_paths_holding_spec_operators_are_quoted(files, capsys, tmp_path):
+    d = files
+    W = np.tril(np.ones((N, N)))  # prefix:N as a matrix
+    (tmp_path / "d+x").mkdir()
+    np.savez(tmp_path / "d+x" / "W.npz", W=W)
+    np.save(tmp_path / "a*b.npy", W)
+    np.save(tmp_path / "plain.npy", W)
+    from strategy_opt.io import read_strategy
+
+    A = read_strategy(d / "s.npz").dense()
+    expected = np.abs(A).sum(axis=0).max() ** 2 * np.trace(W.T @ W @ np.linalg.pinv(A.T @ A))  # E_1 by hand
+    for spec in (f"file:{tmp_path / 'plain.npy'}", f"file:'{tmp_path / 'd+x' / 'W.npz'}'", f'file:"{tmp_path / "a*b.npy"}"'):
+        capsys.readouterr()
+        assert cli("-q", "error", d / "s.npz", "--workload", spec, "--json") == 0, capsys.readouterr().err
+        assert json.loads(capsys.readouterr().out)["unit_total_squared_error"] == pytest.approx(expected, rel=1e-9)
+    # a quoted path inside a Kronecker product; the strategy records a SPEC that reads back
+    spec = f"file:'{tmp_path / 'd+x' / 'W.npz'}'*identity:2"
+    assert cli("-q", "solve", "--workload", spec, "--method", "identity", "--out", tmp_path / "k.npz") == 0
+    k = read_strategy(tmp_path / "k.npz")
+    assert k.shape == (2 * N, 2 * N) and f"'{tmp_path / 'd+x' / 'W.npz'}'" in k.meta["workload"]
+    assert cli("-q", "error", tmp_path / "k.npz", "--workload", k.meta["workload"]) == 0
+    # unquoted: one line saying how to quote it; an unclosed quote is named too
+    for path in (tmp_path / "d+x" / "W.npz", tmp_path / "a*b.npy"):
+        err = refused(capsys, tmp_path, "error", d / "s.npz", "--workload", f"file:{path}", match="must be quoted")
+        assert err.endswith(f"must be quoted: file:'{path}'"), err
+    refused(capsys, tmp_path, "error", d / "s.npz", "--workload", f"file:'{tmp_path / 'a*b.npy'}", match="no closing")
+    refused(capsys, tmp_path, "error", d / "s.npz", "--workload", f"file:'{tmp_path / 'a*b.npy'}'x", match="nothing after the closing quote")
+
+
+# --------------------------------------------------------------------------- strategy files without metadata
+def test_strategy_without_metadata_is_warned_and_has_one_default_privacy(files, capsys, tmp_path):
+    d = files
+    from strategy_opt.io import read_strategy
+
+    A = read_strategy(d / "s.npz").dense()
+    np.savetxt(tmp_path / "bare.csv", A, delimiter=",")  # no bare.json beside it
+    np.savez(tmp_path / "bare.npz", A=A)  # no 'meta' member
+    l1, l2 = np.abs(A).sum(axis=0).max(), np.sqrt((A**2).sum(axis=0)).max()  # sensitivities by hand
+    W = np.tril(np.ones((N, N)))
+    trace = np.trace(W.T @ W @ np.linalg.pinv(A.T @ A))
+
+    def unverified(err):
+        return [line for line in err.splitlines() if "not verified" in line]
+
+    for bare in (tmp_path / "bare.csv", tmp_path / "bare.npz"):
+        capsys.readouterr()
+        assert cli("-q", "error", bare, "--workload", f"prefix:{N}", "--json") == 0
+        out, err = capsys.readouterr()
+        report = json.loads(out)
+        assert report["privacy"] == "pure" and report["sensitivity"] == pytest.approx(l1, rel=1e-12)
+        assert report["unit_total_squared_error"] == pytest.approx(l1**2 * trace, rel=1e-9)
+        assert len(unverified(err)) == 1 and "privacy pure" in unverified(err)[0] and str(bare) in unverified(err)[0], err
+        # run without --delta: the same privacy as error; noise calibrated to the computed L1 sensitivity
+        run = ("-q", "run", bare, "--data", d / "x.npy", "--workload", f"prefix:{N}", "--epsilon", 2, "--seed", 0)
+        assert cli(*run, "--out", tmp_path / "a.npy") == 0
+        err = capsys.readouterr().err
+        side = json.loads((tmp_path / "a.npy.json").read_text())
+        assert side["privacy"]["notion"] == "pure" and side["noise_scale"] == pytest.approx(l1 / 2, rel=1e-12)
+        assert len(unverified(err)) == 1, err
+        # with --delta, (epsilon, delta)-DP; error under approx uses the L2 sensitivity of the matrix
+        assert cli(*run, "--delta", 1e-5, "--out", tmp_path / "b.npy") == 0
+        assert json.loads((tmp_path / "b.npy.json").read_text())["privacy"]["notion"] == "approx"
+        capsys.readouterr()
+        assert cli("-q", "error", bare, "--workload", f"prefix:{N}", "--privacy", "approx", "--json") == 0
+        assert json.loads(capsys.readouterr().out)["sensitivity"] == pytest.approx(l2, rel=1e-12)
+    # a strategy with its metadata: no warning
+    capsys.readouterr()
+    assert cli("-q", "error", d / "s.npz", "--workload", f"prefix:{N}") == 0
+    assert unverified(capsys.readouterr().err) == []

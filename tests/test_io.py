@@ -137,3 +137,66 @@ def test_histograms(tmp_path):
 def test_answers_csv(tmp_path):
     sio.write_answers(tmp_path / "a.csv", np.array([1.5, 2.0]), np.array([1.0, np.nan]), np.array([2.0, np.nan]))
     assert (tmp_path / "a.csv").read_text().splitlines() == ["query,answer,lower,upper", "0,1.5,1.0,2.0", "1,2.0,,"]
+
+
+# --------------------------------------------------------------------------- raw records: bins, header
+def _records(tmp_path, seed=3, n=400):
+    """Records with values below LO, exactly on HI, beyond HI, and on interior bin edges."""
+    rng = np.random.default_rng(seed)
+    age = rng.integers(-2, 13, n).astype(float)
+    income = rng.choice([-1.0, 0.0, 15.0, 29.5, 30.0, 45.0, 59.999, 60.0, 61.0], n)
+    f = tmp_path / "rec.csv"
+    f.write_text("age,income\n" + "".join(f"{a:g},{b:g}\n" for a, b in zip(age, income)))
+    return f, age, income
+
+
+def test_records_equal_to_hi_are_dropped_like_any_value_outside(tmp_path):
+    f, age, income = _records(tmp_path)
+    assert np.any(age == 10) and np.any(income == 60)  # records sit exactly on HI
+    x = sio.histogram_from_records(f, ["age"], ["0:10"])
+    np.testing.assert_array_equal(x, [np.sum(age == k) for k in range(10)])  # counted by hand: bins [k, k+1)
+    assert x.sum() == np.sum((age >= 0) & (age < 10))
+    # a record on HI is dropped exactly as one beyond it: moving it to HI + 5 changes nothing
+    g = tmp_path / "moved.csv"
+    g.write_text("age\n" + "".join(f"{a + 5 * (a == 10):g}\n" for a in age))
+    np.testing.assert_array_equal(sio.histogram_from_records(g, ["age"], ["0:10"]), x)
+    # WIDTH not dividing HI - LO: the last bin [9, 12) still stops at HI = 10
+    x3 = sio.histogram_from_records(f, ["age"], ["0:10:3"])
+    np.testing.assert_array_equal(x3, [np.sum((age >= lo) & (age < min(lo + 3, 10))) for lo in (0, 3, 6, 9)])
+
+
+def test_records_on_hi_are_dropped_in_two_dimensions(tmp_path):
+    f, age, income = _records(tmp_path, seed=4)
+    x = sio.histogram_from_records(f, ["age", "income"], ["0:10:5", "0:60:30"])
+    expected = [np.sum((age >= a) & (age < a + 5) & (income >= b) & (income < b + 30)) for a in (0, 5) for b in (0, 30)]
+    np.testing.assert_array_equal(x, expected)
+    inside = (age >= 0) & (age < 10) & (income >= 0) & (income < 60)
+    assert x.sum() == inside.sum() < len(age)  # a record out of range in either column is dropped
+
+
+def test_records_header_with_bom_and_duplicate_names(tmp_path):
+    f = tmp_path / "bom.csv"
+    f.write_text("age,name\n1,a\n2,b\n3,c\n3,d\n", encoding="utf-8-sig")
+    assert f.read_bytes()[:3] == b"\xef\xbb\xbf"
+    np.testing.assert_array_equal(sio.histogram_from_records(f, ["age"], ["0:5"]), [0, 1, 1, 2, 0])
+    dup = tmp_path / "dup.csv"
+    dup.write_text("age,age,name,name\n1,5,a,b\n2,6,c,d\n")
+    with pytest.raises(InputError, match=r"column 'age' appears 2 times"):
+        sio.histogram_from_records(dup, ["age"], ["0:8"])
+    # a duplicated column that is not asked for is no ambiguity
+    other = tmp_path / "other.csv"
+    other.write_text("age,name,name\n1,a,b\n2,c,d\n")
+    np.testing.assert_array_equal(sio.histogram_from_records(other, ["age"], ["0:3"]), [0, 1, 1])
+
+
+def test_workload_file_spec_is_quoted_when_the_path_holds_operators(tmp_path):
+    from strategy_opt.spec import canonical_spec, parse_spec
+
+    d = tmp_path / "d+x(1)"
+    d.mkdir()
+    W = np.tril(np.ones((4, 4)))
+    np.savez(d / "W*.npz", W=W)
+    wl = sio.read_workload_file(d / "W*.npz")
+    assert wl.spec == f"file:'{d / 'W*.npz'}'"
+    assert canonical_spec(wl.spec) == wl.spec  # the recorded SPEC parses back to the same file
+    np.testing.assert_array_equal(parse_spec(wl.spec).matrix().toarray(), W)
