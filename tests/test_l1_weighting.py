@@ -10,6 +10,7 @@ from strategy_opt.error import unit_error
 from strategy_opt.exceptions import InputError
 from strategy_opt.programs.l1_weighting import design_basis, dual_bound_l1, solve_l1_weighting, weighting_costs
 from strategy_opt.solvers import load_profile
+from strategy_opt.spec import parse_spec
 from strategy_opt.workload import all_range, marginals, prefix, random_range
 
 
@@ -141,3 +142,20 @@ def test_completion_aware_local_search_improves_non_binary_fourier():
     assert min(weighted.meta["completion_line_search"]["points"].values()) > 0.99 * e_plain
     assert e_weighted < 0.8 * e_plain
     assert e_weighted < 1.01 * np.trace(W.gram())
+
+
+def test_local_search_runs_from_equal_column_loads():
+    """The hierarchy's optimal weights load every column equally; completion-aware search still pays.
+
+    Sum of 8 cells: the root row alone is a strategy with E_1 = 1 (one query, sensitivity 1), which the search
+    approaches from the full hierarchy (weights stay above a 1e-3 floor). All ranges on 32 cells: every SDP
+    profile must reach the same completed optimum (Clarabel's equal loads once skipped it: 14527 vs 5996).
+    """
+    W = parse_spec("total:8")
+    s = solve(W, privacy="pure", method="l1-weighting", basis="hierarchical")
+    assert s.meta["completion_line_search"]["local_search"]["result"] < s.meta["completion_line_search"]["local_search"]["start"]
+    assert 1.0 <= _brute_e1(s.matrix, W) < 1.01
+    W = all_range(32)
+    errors = {p: solve(W, privacy="pure", method="l1-weighting", basis="hierarchical", solver=p).meta["unit_total_squared_error"] for p in ("native", "clarabel")}
+    assert errors["clarabel"] == pytest.approx(errors["native"], rel=1e-3)
+    assert errors["native"] < 1.01 * np.trace(W.gram())  # the identity's E_1; the plain weighted hierarchy is 2.4x that
