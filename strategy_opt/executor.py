@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from scipy.optimize import lsq_linear, nnls
 from scipy.sparse.linalg import lsmr
 
-from .defaults import CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL, MAX_DENSE_N
+from .defaults import CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL, MAX_DENSE_N, NNLS_MAX_ITER, NNLS_TOL
 from .error import ErrorProfile, KroneckerMatrix, sensitivity
 from .exceptions import InputError
 from .privacy import Privacy
@@ -164,7 +164,10 @@ def _gram_factor(workload: Workload) -> np.ndarray:
 def _nonneg_ls(M, b: np.ndarray) -> np.ndarray:
     if not sp.issparse(M) and M.size <= DENSE_LSTSQ_ENTRIES:
         return nnls(np.asarray(M, dtype=float), b, maxiter=50 * M.shape[1])[0]
-    res = lsq_linear(sp.csr_matrix(M), b, bounds=(0, np.inf), method="trf", lsmr_tol="auto", max_iter=200)
+    log.info("non-negative least squares on a %d x %d sparse system (trust-region reflective, LSMR steps)", *M.shape)
+    res = lsq_linear(sp.csr_matrix(M), b, bounds=(0, np.inf), method="trf", tol=NNLS_TOL, lsmr_tol=NNLS_TOL, max_iter=NNLS_MAX_ITER)
+    if res.status == 0:
+        log.warning("NNLS reached its iteration limit (%d); the reconstruction may be inaccurate", NNLS_MAX_ITER)
     return res.x
 
 

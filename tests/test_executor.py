@@ -117,6 +117,22 @@ def test_hybrid_equals_direct_nnls_on_workload():
     np.testing.assert_allclose(Wm @ got, Wm @ direct, atol=1e-6)
 
 
+def test_sparse_nnls_reaches_the_dense_active_set_optimum():
+    """The sparse path (trust-region reflective) against scipy's active-set NNLS on the same system."""
+    from scipy.optimize import nnls
+
+    n = 512
+    A = hierarchical_matrix(n, 2)
+    rng = np.random.default_rng(0)
+    x = np.maximum(rng.normal(2, 3, n), 0)
+    y = A @ x + rng.laplace(0, 20, A.shape[0])
+    got = reconstruct(A, y, "nnls")  # a 1023 x 512 sparse strategy takes the sparse path
+    direct = nnls(A.toarray(), y, maxiter=50 * n)[0]
+    objective = lambda z: np.sum((A @ z - y) ** 2)  # noqa: E731
+    assert got.min() >= 0
+    assert objective(got) == pytest.approx(objective(direct), rel=1e-9)  # before (200 iterations, LSMR tolerance auto): +1.2e-3
+
+
 def test_run_refuses_unsupported_and_mismatched():
     W = prefix(4)
     A = np.array([[1.0, 1, 0, 0], [0, 0, 1, 1]])
