@@ -98,7 +98,7 @@ def compile_strategy(
     method: str,
     *,
     solver: str = "closed-form",
-    status: str = "optimal",
+    status: str = "constructed",
     solve_seconds: float = 0.0,
     objective_value: float | None = None,
     lower_bound: float | None = None,
@@ -116,7 +116,10 @@ def compile_strategy(
     method : str
         Registered method name.
     solver, status : str
-        Backend/profile that produced A and its final status.
+        Backend/profile that produced A and its final status: a program's solver
+        status (``optimal``, ``budget``, ...), ``local-optimum`` for local searches,
+        ``heuristic`` for heuristics with no optimality claim, ``constructed`` (the
+        default) for fixed constructions such as the identity.
     solve_seconds : float
         Time spent in the program (the compiler adds its own time separately).
     objective_value : float, optional

@@ -73,3 +73,12 @@ def test_identity_on_a_256_by_256_domain_is_kronecker():
     W = kronecker(prefix(256), prefix(256))
     s = so.solve(W, privacy="pure", method="identity")
     assert s.meta["unit_total_squared_error"] == pytest.approx((256 * 257 / 2) ** 2, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "method, privacy, status",
+    [("identity", "approx", "constructed"), ("wavelet", "pure", "constructed"), ("orthogonal", "pure", "heuristic"), ("workload-division", "pure", "heuristic"), ("svd-approx", "pure", "local-optimum")],
+)
+def test_solver_status_claims_no_optimality_it_lacks(method, privacy, status):
+    """Only a solved program reports 'optimal'; constructions and heuristics say what they are."""
+    assert so.solve("prefix:8", privacy=privacy, method=method).meta["solver_status"] == status

@@ -255,7 +255,7 @@ def orthogonal(problem: Problem):
         raise OptionError(f"orthogonal: option seed must be a non-negative integer, got {seed!r}")
     t0 = time.perf_counter()
     A, extra = om_strategy(problem.workload, int(seed))
-    return compile_strategy(A, problem, "orthogonal", solve_seconds=time.perf_counter() - t0, extra=extra)
+    return compile_strategy(A, problem, "orthogonal", status="heuristic", solve_seconds=time.perf_counter() - t0, extra=extra)
 
 
 def om_strategy(workload, seed: int = 0) -> tuple[sp.csr_matrix, dict]:

@@ -212,4 +212,4 @@ def svd_approx(problem: Problem):
 
     bound = lower_bound_facts(W, time.perf_counter() - t0)
     extra.update(bound.pop("extra"))
-    return compile_strategy(A, problem, "svd-approx", solver="closed-form+stiefel-descent" if refine else "closed-form", solve_seconds=time.perf_counter() - t0, extra=extra, **bound)
+    return compile_strategy(A, problem, "svd-approx", solver="closed-form+stiefel-descent" if refine else "closed-form", status="local-optimum" if refine else "closed-form", solve_seconds=time.perf_counter() - t0, extra=extra, **bound)

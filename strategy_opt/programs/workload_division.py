@@ -294,4 +294,4 @@ def workload_division(problem: Problem):
         "metric": metric,
         "seed": int(seed),
     }
-    return compile_strategy(A, problem, "workload-division", solve_seconds=seconds, extra=extra)
+    return compile_strategy(A, problem, "workload-division", status="heuristic", solve_seconds=seconds, extra=extra)
