@@ -38,7 +38,20 @@ import scipy.linalg as la
 from .defaults import EIG_RTOL
 from .exceptions import InputError
 
-__all__ = ["gram_factor", "nuclear_norm_weighted", "dual_bound", "kkt_weights", "relative_gap"]
+__all__ = [
+    "gram_factor",
+    "nuclear_norm_weighted",
+    "dual_bound",
+    "kkt_weights",
+    "relative_gap",
+    "bound_below_error",
+    "reconcile_bound",
+    "INACCURATE_RTOL",
+]
+
+#: Relative accuracy of a solve that reports ``*_inaccurate`` (cvxpy): Clarabel's default
+#: ``reduced_tol_gap_rel`` (5e-5), the accuracy it falls back to when it stops short.
+INACCURATE_RTOL = 5e-5
 
 
 def gram_factor(G: np.ndarray | None = None, eigh: tuple[np.ndarray, np.ndarray] | None = None, rtol: float = EIG_RTOL) -> np.ndarray:
@@ -63,7 +76,10 @@ def gram_factor(G: np.ndarray | None = None, eigh: tuple[np.ndarray, np.ndarray]
     if eigh is None:
         if G is None:
             raise InputError("gram_factor needs a Gram matrix or its eigendecomposition")
-        eigh = np.linalg.eigh(0.5 * (G + G.T))
+        S = G + G.T
+        S *= 0.5
+        eigh = np.linalg.eigh(S)
+        del S
     lam, V = eigh
     top = float(np.max(lam)) if np.size(lam) else 0.0
     if top <= 0:
@@ -120,7 +136,7 @@ def _inverse(X: np.ndarray) -> np.ndarray:
         return (V[:, keep] / lam[keep]) @ V[:, keep].T
 
 
-def kkt_weights(G: np.ndarray, X: np.ndarray) -> np.ndarray:
+def kkt_weights(G: np.ndarray | None, X: np.ndarray, *, factor: np.ndarray | None = None) -> np.ndarray:
     """Dual weights ``u ∝ diag(X^{-1} G X^{-1})`` from the KKT conditions of Program 3.4.2.
 
     For the optimal X these weights make `dual_bound` equal the optimum; for an
@@ -128,14 +144,40 @@ def kkt_weights(G: np.ndarray, X: np.ndarray) -> np.ndarray:
     gap that is second order in the error of X. A singular X uses the
     pseudo-inverse.
 
+    Parameters
+    ----------
+    G : ndarray, shape (n, n), or None
+        The Gram matrix; not read when ``factor`` is given.
+    X : ndarray, shape (n, n)
+        ``A^T A`` of the strategy.
+    factor : ndarray, shape (n, r), optional
+        A factor ``L L^T = G`` (`gram_factor`): then ``u_j = ||(X^{-1} L)_j||^2``
+        from one Cholesky solve with r right-hand sides, without forming
+        ``X^{-1}`` or G (three n x n matrices fewer at the peak).
+
     Returns
     -------
     ndarray, shape (n,)
         Weights on the simplex.
     """
     X = np.asarray(X, dtype=float)
-    Xi = _inverse(0.5 * (X + X.T))
-    u = np.clip(np.einsum("ij,ji->i", Xi @ G, Xi), 0.0, None)
+    if factor is not None:
+        try:
+            c = la.cho_factor(X, lower=True, check_finite=False)  # reads the lower triangle only
+            Y = la.cho_solve(c, factor, check_finite=False)
+        except la.LinAlgError:
+            Y = _inverse(0.5 * (X + X.T)) @ factor
+        u = np.einsum("ij,ij->i", Y, Y)
+    else:
+        S = X + X.T
+        S *= 0.5
+        try:  # in place: two n x n matrices fewer at the peak than _inverse's copies
+            c = la.cho_factor(S, lower=True, overwrite_a=True, check_finite=False)
+            Xi = la.cho_solve(c, np.eye(X.shape[0]), overwrite_b=True, check_finite=False)
+        except la.LinAlgError:
+            Xi = _inverse(0.5 * (X + X.T))  # S may be overwritten: symmetrise again
+        del S
+        u = np.clip(np.einsum("ij,ji->i", Xi @ G, Xi), 0.0, None)
     if u.sum() <= 0:
         raise InputError("KKT weights vanish: X does not see the workload (is G zero?)")
     return u / u.sum()
@@ -144,3 +186,99 @@ def kkt_weights(G: np.ndarray, X: np.ndarray) -> np.ndarray:
 def relative_gap(primal: float, lower: float) -> float:
     """``primal / lower - 1`` (inf when the lower bound is not positive)."""
     return primal / lower - 1.0 if lower > 0 and math.isfinite(primal) else math.inf
+
+
+def bound_below_error(lower: float, error: float, rtol: float) -> tuple[float | None, dict | None]:
+    """A lower bound made consistent with the error it bounds: never above it.
+
+    A valid bound exceeds the error only through floating-point and solver
+    inaccuracy (the error of a near-singular strategy is computed to a few
+    digits less than the bound). An excess within ``rtol`` (relative) is
+    clamped to the error; a larger one means the bound cannot be trusted and it
+    is dropped.
+
+    Parameters
+    ----------
+    lower, error : float
+        The bound and the achieved value (error or objective value), same scale.
+    rtol : float
+        The relative excess tolerated (the solver's accuracy).
+
+    Returns
+    -------
+    bound : float or None
+        ``lower`` when it is ``<= error``; ``error`` when clamped; None when dropped.
+    note : dict or None
+        What was done (``action`` 'clamped' or 'dropped', the original bound, the
+        relative excess, the tolerance, a reason); None when nothing was.
+
+    Examples
+    --------
+    >>> bound_below_error(9.0, 10.0, 1e-8)
+    (9.0, None)
+    >>> b, note = bound_below_error(10.0 * (1 + 1e-9), 10.0, 1e-8)
+    >>> b, note["action"]
+    (10.0, 'clamped')
+    >>> b, note = bound_below_error(11.0, 10.0, 1e-8)
+    >>> b, note["action"]
+    (None, 'dropped')
+    """
+    if not (math.isfinite(lower) and math.isfinite(error)) or lower <= error:
+        return lower, None
+    excess = lower / error - 1.0 if error > 0 else math.inf
+    note = {"original": float(lower), "excess_relative": excess, "tolerance": float(rtol)}
+    if excess <= rtol:
+        note.update(action="clamped", reason="the bound exceeded the achieved value by no more than the solver's accuracy: set to the achieved value")
+        return float(error), note
+    note.update(action="dropped", reason="the bound exceeded the achieved value by more than the solver's accuracy: it cannot be trusted")
+    return None, note
+
+
+def reconcile_bound(meta: dict, rtol: float) -> dict:
+    """Make the strategy metadata's lower bounds never exceed what they bound (in place; returns meta).
+
+    Checks ``lower_bound`` against ``unit_total_squared_error`` (through their
+    ``_log10`` fields, which exist even when the values overflow) and
+    ``objective_lower_bound`` against ``objective_value``, with `bound_below_error`.
+    A clamped bound is set to the achieved value (gap 0, ratio 1) and
+    ``lower_bound_adjustment`` (``objective_lower_bound_adjustment``) says so; a
+    dropped total-error bound falls back to the SVD bound when that is below the
+    error (kind ``svd-bound``), otherwise to none (``lower_bound_kind`` None and a
+    ``lower_bound_unavailable`` reason); a dropped objective bound becomes None
+    with ``objective_lower_bound_unavailable`` giving the reason.
+
+    Examples
+    --------
+    >>> meta = {"unit_total_squared_error": 10.0, "unit_total_squared_error_log10": 1.0,
+    ...         "lower_bound": 10.0000001, "lower_bound_log10": math.log10(10.0000001),
+    ...         "lower_bound_kind": "dual-certificate", "svd_bound": 8.0}
+    >>> m = reconcile_bound(meta, 1e-6)
+    >>> m["lower_bound"], m["relative_gap"], m["lower_bound_adjustment"]["action"]
+    (10.0, 0.0, 'clamped')
+    """
+    E_log, lb_log = meta.get("unit_total_squared_error_log10"), meta.get("lower_bound_log10")
+    if E_log is not None and lb_log is not None and lb_log > E_log:
+        bound, note = bound_below_error(10.0 ** (lb_log - E_log), 1.0, rtol)
+        note["original"] = meta.get("lower_bound")
+        note["kind"] = meta.get("lower_bound_kind")
+        meta["lower_bound_adjustment"] = note
+        if bound is not None:
+            meta.update(lower_bound=meta.get("unit_total_squared_error"), lower_bound_log10=E_log, ratio_to_lower_bound=1.0, relative_gap=0.0)
+        else:
+            svd = meta.get("svd_bound")
+            E = meta.get("unit_total_squared_error")
+            if svd is not None and E is not None and 0 < svd <= E:
+                meta.update(lower_bound=svd, lower_bound_log10=math.log10(svd), lower_bound_kind="svd-bound", ratio_to_lower_bound=E / svd, relative_gap=E / svd - 1.0)
+            else:
+                meta.update(lower_bound=None, lower_bound_log10=None, lower_bound_kind=None, ratio_to_lower_bound=None, relative_gap=None)
+                meta["lower_bound_unavailable"] = "the program's bound exceeded the error beyond tolerance and the SVD bound is not below the error either"
+    value, obj_lb = meta.get("objective_value"), meta.get("objective_lower_bound")
+    if value is not None and obj_lb is not None:
+        bound, note = bound_below_error(obj_lb, value, rtol)
+        if note is not None:
+            meta["objective_lower_bound_adjustment"] = note
+            meta["objective_lower_bound"] = bound
+            meta["objective_relative_gap"] = relative_gap(value, bound) if bound is not None else None
+            if bound is None:
+                meta["objective_lower_bound_unavailable"] = note["reason"]
+    return meta

@@ -89,7 +89,9 @@ class _Parser(argparse.ArgumentParser):
     """ArgumentParser whose usage errors are one line and exit status 2."""
 
     def error(self, message):  # noqa: D401
-        raise InputError(f"{self.prog}: {message}")
+        # main() prefixes "strategy-opt: error: "; name only the sub-command here (not the program twice)
+        command = self.prog.removeprefix("strategy-opt").strip()
+        raise InputError(f"{command}: {message}" if command else message)
 
 
 def _option_value(text: str, key: str):

@@ -41,7 +41,12 @@ Newton step falls back to the accelerated multiplicative one.
 Every iteration certifies itself: the best dual value and the best feasible
 primal give the reported relative gap; both are exact bounds whatever the
 iterate, so an exhausted budget still returns a certified strategy (status
-``'budget'``). Duplicate columns of W are merged and zero columns dropped first
+``'budget'`` after ``max_iters``, ``'time_limit'`` after ``time_limit``). The
+deadline is checked before every expensive step (each primal evaluation, Newton
+step and line-search trial), so a run overshoots its time limit by at most one
+such step plus the assembly of the final strategy (one n x n factorisation); the
+first dual step (one r x r eigendecomposition) always runs, as a strategy needs it.
+Duplicate columns of W are merged and zero columns dropped first
 (Li 2013, Def. 2.6 and Prop. 4.1: the minimized workload has the same optimum).
 
 Cost per iteration: one eigendecomposition of the r x r matrix N and three
@@ -118,9 +123,10 @@ class NativeL2Result:
     u : ndarray, shape (n,)
         Dual weights (simplex) attaining ``dual``.
     iterations : int
-    status : {'optimal', 'budget', 'stalled'}
-        ``optimal``: relative gap <= tol; ``budget``: max_iters or time_limit
-        reached; ``stalled``: no progress (gap at the floating-point floor).
+    status : {'optimal', 'budget', 'time_limit', 'stalled'}
+        ``optimal``: relative gap <= tol; ``budget``: max_iters reached;
+        ``time_limit``: the time limit was hit (the best iterate so far is
+        returned); ``stalled``: no progress (gap at the floating-point floor).
     seconds : float
     cells : int
         Distinct non-zero workload columns the solver worked on (duplicate
@@ -214,7 +220,7 @@ def _newton_direction(u: np.ndarray, r: np.ndarray, Q: np.ndarray, sig: np.ndarr
     return d
 
 
-def _newton_update(L, u, s, r, Q, sig, floor: float, prune: bool) -> np.ndarray | None:
+def _newton_update(L, u, s, r, Q, sig, floor: float, prune: bool, deadline: float = math.inf) -> np.ndarray | None:
     """A safeguarded Newton step on the dual weights, or None when it does not apply or fails.
 
     With ``prune`` (once) and fewer rank-bound cells ``r(r+1)/2`` than cells, first
@@ -222,7 +228,8 @@ def _newton_update(L, u, s, r, Q, sig, floor: float, prune: bool) -> np.ndarray 
     points: Caratheodory), if the bound stays within `PRUNE_KEEP` of its value.
     The Newton step runs on the cells carrying weight and on as many of those the
     gradient calls in (``r_j > s``, largest first); the other cells go to the floor.
-    Backtracking until the dual does not decrease.
+    Backtracking until the dual does not decrease. Gives up (None) once the
+    ``deadline`` (a `time.perf_counter` value) has passed.
     """
     nc, rk = Q.shape
     if prune and rk * (rk + 1) // 2 < nc:
@@ -232,6 +239,8 @@ def _newton_update(L, u, s, r, Q, sig, floor: float, prune: bool) -> np.ndarray 
         v /= v.sum()
         if _dual_step(L, v)[0] >= PRUNE_KEEP * s:
             return v
+        if time.perf_counter() >= deadline:
+            return None
     S = np.flatnonzero(u > NEWTON_SUPPORT * u.max())
     callers = np.setdiff1d(np.flatnonzero(r > s * (1 + 1e-12)), S)
     if callers.size:
@@ -241,6 +250,8 @@ def _newton_update(L, u, s, r, Q, sig, floor: float, prune: bool) -> np.ndarray 
     step = _newton_direction(u, r, Q, sig, S)
     t = 1.0
     for _ in range(NEWTON_BACKTRACKS):
+        if time.perf_counter() >= deadline:
+            return None
         v = np.zeros(nc)
         v[S] = np.maximum(u[S] + t * step, 0.0)
         v = np.maximum(v / v.sum(), floor)
@@ -303,12 +314,16 @@ def solve_total_l2(
     ('optimal', 80.46427, True)
     """
     t0 = time.perf_counter()
+    deadline = t0 + time_limit
     G = np.asarray(G, dtype=float)
     n = G.shape[0]
     if G.shape != (n, n) or not np.all(np.isfinite(G)):
         raise InputError(f"Gram matrix must be a finite square matrix, got shape {G.shape}")
     if not np.diag(G).max() > 0:
         raise InputError("the workload's Gram matrix is zero: no query has a non-zero coefficient")
+    # the first progress line comes before the first expensive step (at thousands of cells one
+    # iteration, an eigendecomposition and a Cholesky factorisation of n x n matrices, takes minutes)
+    log.info("minerror-l2 native: %d cells, target gap %.1e, time limit %.4g s, at most %d iterations; starting", n, tol, time_limit, max_iters)
     reps, cls = cell_classes(G)
     if factor is None:
         with factorization_threads():
@@ -330,17 +345,22 @@ def solve_total_l2(
     status, k = "budget", 0
     last_log, gap_mark, mark, evals = t0, math.inf, 0, 0
     while True:
+        if k > 0 and time.perf_counter() >= deadline:  # the first dual step always runs: a strategy needs one
+            status = "time_limit"
+            break
         u = np.exp(x)
         s, r, Q, sig = _dual_step(L, u)
         d = s * s
         m = float(r.max())
         if s * m < best_p:
             best_p, best_Q, best_r = s * m, Q, r
-        if k < 3 or k % stride == 0:
+        evaluated = False
+        if (k < 3 or k % stride == 0) and time.perf_counter() < deadline:
             value, _ = _primal_value(_completed(Q, r), L)
             if value < best_p:
                 best_p, best_Q, best_r = value, Q, r
             evals += 1
+            evaluated = True
         f = RHO * np.log(r / s)
         f[(x <= xmin + 1e-9) & (f < 0)] = 0.0
         if accelerated and d < prev[2] * (1 - 1e-13) - DUAL_SLACK * (best_p - prev[2]):
@@ -351,7 +371,7 @@ def solve_total_l2(
         k += 1
         gap = best_p / best_d - 1.0
         now = time.perf_counter()
-        if now - last_log >= log_every:
+        if now - last_log >= log_every or k == 1:
             log.info("minerror-l2 native: iteration %d primal %.10g dual %.10g gap %.3e (%.1f s)", k, best_p, best_d, gap, now - t0)
             last_log = now
         if gap <= tol:
@@ -362,17 +382,24 @@ def solve_total_l2(
         elif evals - mark >= STALL_EVALS:
             status = "stalled"
             break
-        if k >= max_iters or now - t0 >= time_limit:
-            value, _ = _primal_value(_completed(Q, r), L)
-            if value < best_p:
-                best_p, best_Q, best_r = value, Q, r
+        if now >= deadline:
+            status = "time_limit"
+            break
+        if k >= max_iters:
+            if not evaluated:
+                value, _ = _primal_value(_completed(Q, r), L)
+                if value < best_p:
+                    best_p, best_Q, best_r = value, Q, r
             break
         prev = (x, f, d)
         if k >= NEWTON_AFTER:
-            v = _newton_update(L, u, s, r, Q, sig, math.exp(xmin), prune=k == NEWTON_AFTER)
+            v = _newton_update(L, u, s, r, Q, sig, math.exp(xmin), prune=k == NEWTON_AFTER, deadline=deadline)
             if v is not None:
                 x, xs, fs, accelerated = np.log(v), [], [], False
                 continue
+            if time.perf_counter() >= deadline:
+                status = "time_limit"
+                break
         xs, fs = (xs + [x])[-(MEMORY + 1) :], (fs + [f])[-(MEMORY + 1) :]
         step, accelerated = f, False
         if cooldown:
@@ -389,6 +416,8 @@ def solve_total_l2(
         x -= x.max() + math.log(np.exp(x - x.max()).sum())
         x = np.maximum(x, xmin)
 
+    if status == "time_limit":
+        log.info("minerror-l2 native: time limit of %.4g s reached after %d iterations; assembling the best strategy so far", time_limit, k)
     A, best_p = _strategy(best_Q, best_r, L, cls)
     uf = np.zeros(n)
     counts = np.bincount(cls[cls >= 0], minlength=nc)

@@ -6,7 +6,10 @@ An objective maps the vector u of unit per-query variances
 (weights ``1/||w_i||^2``: the total error of the row-normalised workload) are built in.
 Researchers add their own with `register_objective` or through the
 ``strategy_opt.objectives`` entry-point group (an entry point naming an
-`Objective` instance or a zero-argument factory returning one).
+`Objective` instance or a zero-argument factory returning one). An objective
+must be convex and non-decreasing in every variance (more noise is never
+better); `check_monotone` tests the second on a probe before a program uses a
+user objective, and refuses one that decreases.
 
 Examples
 --------
@@ -17,6 +20,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Callable
@@ -25,7 +29,13 @@ import numpy as np
 
 from .exceptions import InputError
 
-__all__ = ["Objective", "register_objective", "get_objective", "objectives"]
+__all__ = ["Objective", "register_objective", "get_objective", "objectives", "check_monotone", "BUILTIN_OBJECTIVES"]
+
+#: The objectives defined here (known to be non-decreasing).
+BUILTIN_OBJECTIVES = ("total", "max", "weighted", "relative")
+#: Probe of `check_monotone`: queries perturbed (all when fewer), and the relative rounding allowance.
+MONOTONE_PROBE_QUERIES = 64
+MONOTONE_RTOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -124,3 +134,56 @@ def get_objective(name: str) -> Objective:
     if name not in table:
         raise InputError(f"unknown objective {name!r}; available: {', '.join(sorted(table))}")
     return table[name]
+
+
+def check_monotone(obj: Objective, m: int, weights=None, seed: int = 0) -> None:
+    """Refuse (`InputError`) an objective that decreases when a query's variance grows.
+
+    A cheap probe of the contract (non-decreasing in every variance), not a
+    proof: at two random positive variance vectors of length m (scales 1 and
+    1000), the value must not drop when one variance is raised (each of up to
+    `MONOTONE_PROBE_QUERIES` queries, by half its value and by 10x) or when
+    all of them are doubled; drops within `MONOTONE_RTOL` (relative) are rounding. An objective
+    whose ``value`` raises on the probe, or returns a non-number, is refused too.
+
+    Examples
+    --------
+    >>> check_monotone(get_objective("max"), 5)
+    >>> shrink = Objective("shrink", "sum of 1/u", lambda u, w=None: float(np.sum(1 / np.asarray(u))), None)
+    >>> check_monotone(shrink, 5)
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: objective 'shrink' decreases when every variance doubles (value 6.72458 at a probe, 3.36229 after); objectives must be non-decreasing in every per-query variance
+    """
+    rng = np.random.default_rng(seed)
+    queries = np.arange(m) if m <= MONOTONE_PROBE_QUERIES else np.sort(rng.choice(m, MONOTONE_PROBE_QUERIES, replace=False))
+
+    def value(u: np.ndarray) -> float:
+        try:
+            v = float(obj.value(u, weights))
+        except Exception as exc:  # a user's objective may fail on any input
+            raise InputError(f"objective {obj.name!r}: its value failed on a probe vector of {m} variances ({' '.join(str(exc).split())})") from None
+        if math.isnan(v):
+            raise InputError(f"objective {obj.name!r}: its value is NaN on a probe vector of {m} positive variances")
+        return v
+
+    for scale in (1.0, 1000.0):
+        u0 = scale * rng.uniform(0.5, 1.5, m)
+        f0 = value(u0)
+        slack = MONOTONE_RTOL * max(abs(f0), 1e-300)
+        f2 = value(2.0 * u0)
+        if f2 < f0 - slack:
+            raise InputError(
+                f"objective {obj.name!r} decreases when every variance doubles (value {f0:.6g} at a probe, {f2:.6g} after); "
+                "objectives must be non-decreasing in every per-query variance"
+            )
+        for i in queries:
+            for factor in (1.5, 10.0):
+                u = u0.copy()
+                u[i] *= factor
+                f1 = value(u)
+                if f1 < f0 - slack:
+                    raise InputError(
+                        f"objective {obj.name!r} decreases when the variance of query {i} grows (value {f0:.6g} at a probe, {f1:.6g} after raising it); "
+                        "objectives must be non-decreasing in every per-query variance"
+                    )

@@ -12,19 +12,26 @@ Problems come from the Python API, from CLI flags, or from TOML problem files
     [options]                  # method options, e.g. branching = 4, basis = "wavelet"
 
 Data-driven problems may also give ``data``, ``epsilon``, ``delta``.
+
+Relative paths inside a problem file resolve against the file's own directory,
+not the current one: ``file:`` atoms of the workload SPEC, a ``solver`` given as
+a path (ending in ``.toml`` or containing a directory separator; a bare name
+such as ``scs`` is a profile name), a ``weights`` option given as a ``.npy``
+path, and ``data``. Flags given on the command line are relative to the current
+directory as usual.
 """
 
 from __future__ import annotations
 
 import math
-
+import os
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .exceptions import InputError
-from .solvers import SolverProfile, load_profile
-from .spec import parse_spec
+from .solvers import SolverProfile, check_solver_options, load_profile
+from .spec import file_spec, parse_spec
 from .workload import Workload
 
 __all__ = ["Problem", "load_problem", "list_problems", "problem_dir"]
@@ -58,6 +65,7 @@ class Problem:
     def __post_init__(self):
         if self.privacy not in ("pure", "approx"):
             raise InputError(f"privacy must be 'pure' or 'approx', got {self.privacy!r}")
+        check_solver_options(self.solver)  # a cvxpy profile's [options], before any program solves
 
     @property
     def p(self) -> int:
@@ -80,8 +88,77 @@ def list_problems() -> dict[str, Path]:
     return {f.stem: f for f in sorted(d.glob("*.toml"))} if d.is_dir() else {}
 
 
+def _rebase(path: str, base: Path) -> str:
+    """``path`` relative to ``base`` (unchanged when absolute, empty, or when base is the current directory)."""
+    if not path or os.path.isabs(path) or path.startswith("~") or base == Path("."):
+        return path
+    return str(base / path)
+
+
+def _rebase_spec(spec: str, base: Path) -> str:
+    """The SPEC with every relative ``file:PATH`` atom made relative to ``base`` (quoting as needed).
+
+    An unquoted path ends at the next SPEC operator (``+ * ( )``) and loses its
+    trailing blanks, as in `strategy_opt.spec`; a quoted one ends at its
+    closing quote. A malformed SPEC is returned as is for the parser to report.
+
+    Examples
+    --------
+    >>> _rebase_spec("file:w.npy*prefix:4", Path("probs"))
+    'file:probs/w.npy*prefix:4'
+    >>> _rebase_spec("identity:3+file:'a+b.npy'", Path("d"))
+    "identity:3+file:'d/a+b.npy'"
+    >>> _rebase_spec("file:/abs/w.npy", Path("d"))
+    'file:/abs/w.npy'
+    """
+    if base == Path("."):
+        return spec
+    out, i = [], 0
+    while True:
+        j = spec.find("file:", i)
+        if j < 0:
+            out.append(spec[i:])
+            return "".join(out)
+        out.append(spec[i:j])
+        k = j + len("file:")
+        if spec[k : k + 1] in ("'", '"') and spec[k : k + 1]:
+            end = spec.find(spec[k], k + 1)
+            if end < 0:
+                out.append(spec[j:])
+                return "".join(out)
+            path, tail, i = spec[k + 1 : end], "", end + 1
+        else:
+            end = k
+            while end < len(spec) and spec[end] not in "+*()":
+                end += 1
+            raw = spec[k:end]
+            path = raw.rstrip()
+            tail, i = raw[len(path) :], end
+        out.append((file_spec(_rebase(path, base)) if path else spec[j:k]) + tail)
+
+
+def _rebase_paths(data: dict, base: Path) -> dict:
+    """The problem's relative paths made relative to the problem file's directory ``base``."""
+    if isinstance(data.get("workload"), str):
+        data["workload"] = _rebase_spec(data["workload"], base)
+    solver = data.get("solver")
+    if isinstance(solver, str) and (solver.endswith(".toml") or os.sep in solver or "/" in solver):
+        data["solver"] = _rebase(solver, base)
+    if isinstance(data.get("data"), str):
+        data["data"] = _rebase(data["data"], base)
+    weights = data.get("options", {}).get("weights")
+    if isinstance(weights, str) and weights.strip().endswith(".npy"):
+        data["options"]["weights"] = _rebase(weights.strip(), base)
+    return data
+
+
 def read_problem_file(path: str | Path) -> dict:
-    """Read and validate a problem TOML file (path or bundled problem name) into a dict."""
+    """Read and validate a problem TOML file (path or bundled problem name) into a dict.
+
+    Relative paths in it (workload ``file:`` atoms, a solver profile path, a
+    ``weights`` ``.npy`` option, ``data``) are returned relative to the file's
+    directory, so a problem file works from any current directory.
+    """
     p = Path(path)
     if not p.exists():
         # a bundled name, or a path to a bundled file given from another directory (problems/NAME.toml)
@@ -107,7 +184,7 @@ def read_problem_file(path: str | Path) -> dict:
         v = data.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not lo < v < hi):
             raise InputError(f"problem file {p}: '{key}' must be a number in ({lo:g}, {hi:g}), got {v!r}")
-    return data
+    return _rebase_paths(data, p.parent)
 
 
 def load_problem(path: str | Path, **overrides) -> tuple[Problem, str]:

@@ -14,6 +14,11 @@ A profile (``solvers/NAME.toml``) looks like::
 ``--solver NAME`` looks for ``NAME.toml`` in the profile directories
 (``$STRATEGY_OPT_SOLVERS``, ``./solvers`` and the ``solvers/`` folder of the
 installation); ``--solver path/to/file.toml`` uses that file.
+
+The ``[options]`` of a cvxpy profile are checked before a program solves
+(`check_solver_options`, called when a `strategy_opt.problem.Problem` is made):
+an unknown option or a value of the wrong type is refused as an input error
+naming the option, instead of failing inside the solver.
 """
 
 from __future__ import annotations
@@ -26,10 +31,12 @@ from pathlib import Path
 
 from .exceptions import InputError
 
-__all__ = ["SolverProfile", "load_profile", "list_profiles", "profile_dirs"]
+__all__ = ["SolverProfile", "load_profile", "list_profiles", "profile_dirs", "check_solver_options"]
 
 _ROOT = Path(__file__).resolve().parent.parent
 _KNOWN = {"backend", "solver", "max_iters", "time_limit", "tol", "verbose", "options", "description"}
+#: Keyword arguments of ``cvxpy.Problem.solve`` that the programs set from the profile's top-level keys.
+RESERVED_OPTIONS = ("solver", "verbose")
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,7 @@ class SolverProfile:
     verbose: bool = False
     options: dict = field(default_factory=dict)
     description: str = ""
+    source: str = ""  # the file it was read from ("" for built-in defaults and API-made profiles)
 
 
 def profile_dirs() -> list[Path]:
@@ -75,6 +83,8 @@ def _read(path: Path, name: str) -> SolverProfile:
     backend = data.get("backend", "native")
     if backend not in ("cvxpy", "native"):
         raise InputError(f"solver profile {path}: backend must be 'cvxpy' or 'native', got {backend!r}")
+    if not isinstance(data.get("options", {}), dict):
+        raise InputError(f"solver profile {path}: bad value: [options] must be a table of solver keyword arguments, got {data['options']!r:.60}")
     try:
         profile = SolverProfile(
             name=name,
@@ -86,6 +96,7 @@ def _read(path: Path, name: str) -> SolverProfile:
             verbose=bool(data.get("verbose", False)),
             options=dict(data.get("options", {})),
             description=str(data.get("description", "")),
+            source=str(path),
         )
     except (TypeError, ValueError, OverflowError) as exc:
         raise InputError(f"solver profile {path}: bad value ({exc})") from None
@@ -129,3 +140,82 @@ def list_profiles() -> dict[str, Path]:
         for f in sorted(d.glob("*.toml")):
             out.setdefault(f.stem, f)
     return out
+
+
+_checked: set[tuple] = set()
+
+
+def _probe(solver: str, options: dict) -> Exception | None:
+    """The exception by which cvxpy refuses ``options`` on ``min x s.t. x >= 1``, or None.
+
+    A ``cvxpy.error.SolverError`` counts only when it names one of the options
+    (OSQP: "Unrecognized settings"); otherwise the solver merely failed on the
+    probe, which says nothing about the options.
+    """
+    import warnings
+
+    import cvxpy as cp
+
+    x = cp.Variable()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cp.Problem(cp.Minimize(x), [x >= 1]).solve(solver=solver, verbose=False, **options)
+    except cp.error.SolverError as exc:
+        return exc if any(str(k) in str(exc) for k in options) else None
+    except Exception as exc:  # TypeError, ValueError, OverflowError, ...: the option is refused
+        return exc
+    return None
+
+
+def _one_line(exc: Exception, limit: int = 200) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_solver_options(profile: SolverProfile) -> None:
+    """Refuse (`InputError`) a cvxpy profile whose ``[options]`` its solver would not accept.
+
+    Each option set is tried once on a one-variable linear program through the same
+    ``cvxpy.Problem.solve`` call the programs make (a few milliseconds): cvxpy and
+    the solver interfaces raise ``TypeError``/``ValueError`` (SCS, Clarabel,
+    HiGHS, SciPy) or a ``SolverError`` naming the setting (OSQP) for an unknown
+    option or a value of the wrong type. The offending key is found by trying the
+    options one at a time. ``solver`` and ``verbose`` are refused as options (the
+    profile sets them with its top-level keys). A solver that is not installed is
+    left to the program, which reports it when it solves. Native profiles are not
+    checked.
+
+    Examples
+    --------
+    >>> from dataclasses import replace
+    >>> check_solver_options(load_profile("scs"))
+    >>> check_solver_options(replace(load_profile("scs"), options={"bogus": 3}, source="my.toml"))
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: solver profile my.toml: [options] bogus = 3 is not accepted by SCS ('bogus' is an invalid keyword argument for this function); fix or remove it
+    """
+    if profile.backend != "cvxpy" or not profile.solver or not profile.options:
+        return
+    where = f"solver profile {profile.source or repr(profile.name)}"
+    for name in RESERVED_OPTIONS:
+        if name in profile.options:
+            raise InputError(f"{where}: [options] may not set {name!r}; use the top-level key {name} = ...")
+    solver = profile.solver.upper()
+    key = (solver, repr(sorted(profile.options.items(), key=lambda kv: str(kv[0]))))
+    if key in _checked:
+        return
+    import cvxpy as cp
+
+    if solver not in cp.installed_solvers():
+        return
+    exc = _probe(solver, dict(profile.options))
+    if exc is not None:
+        for name, value in profile.options.items():
+            one = _probe(solver, {name: value})
+            if one is not None:
+                reason = _one_line(one)
+                raise InputError(f"{where}: [options] {name} = {value!r} is not accepted by {solver} ({reason}); fix or remove it")
+        reason = _one_line(exc)
+        raise InputError(f"{where}: [options] {', '.join(map(str, profile.options))} are not accepted together by {solver} ({reason})")
+    _checked.add(key)

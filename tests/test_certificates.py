@@ -1,12 +1,23 @@
 """Dual bound and KKT weights of Program 3.4.2 (strategy_opt.certificates)."""
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from strategy_opt.bases import hierarchical_matrix, wavelet_matrix
-from strategy_opt.certificates import dual_bound, gram_factor, kkt_weights, nuclear_norm_weighted, relative_gap
+from strategy_opt.certificates import (
+    INACCURATE_RTOL,
+    bound_below_error,
+    dual_bound,
+    gram_factor,
+    kkt_weights,
+    nuclear_norm_weighted,
+    reconcile_bound,
+    relative_gap,
+)
 from strategy_opt.error import svd_bound, unit_error
 from strategy_opt.exceptions import InputError
 from strategy_opt.native_l2 import solve_total_l2
@@ -117,3 +128,72 @@ def test_zero_gram_is_refused():
 def test_relative_gap():
     assert relative_gap(1.1, 1.0) == pytest.approx(0.1)
     assert relative_gap(1.0, 0.0) == float("inf")
+
+
+@pytest.mark.parametrize("A", [hierarchical_matrix(16, 2).toarray(), wavelet_matrix(16).toarray(), np.eye(16)])
+def test_kkt_weights_from_a_factor_match_the_explicit_inverse(A):
+    W = all_range(16)
+    G = W.gram()
+    X = A.T @ A
+    Xi = np.linalg.inv(X)
+    expected = np.diag(Xi @ G @ Xi) / np.trace(Xi @ G @ Xi)  # independent: the textbook formula
+    np.testing.assert_allclose(kkt_weights(None, X, factor=gram_factor(G)), expected, rtol=1e-9)
+
+
+def _meta(E, lb, kind="dual-certificate", svd=None):
+    return {
+        "unit_total_squared_error": E,
+        "unit_total_squared_error_log10": math.log10(E),
+        "lower_bound": lb,
+        "lower_bound_log10": math.log10(lb),
+        "lower_bound_kind": kind,
+        "svd_bound": svd,
+        "relative_gap": E / lb - 1,
+        "ratio_to_lower_bound": E / lb,
+    }
+
+
+def test_a_bound_above_the_error_within_tolerance_is_clamped():
+    # the audit's case: Clarabel (optimal_inaccurate) on a rank-deficient file workload
+    E, lb = 147.2012677937746, 147.2012700971277
+    meta = reconcile_bound(_meta(E, lb, svd=123.78496319178234), INACCURATE_RTOL)
+    assert meta["lower_bound"] == E and meta["lower_bound_log10"] == math.log10(E)
+    assert meta["relative_gap"] == 0.0 and meta["ratio_to_lower_bound"] == 1.0
+    assert meta["lower_bound_kind"] == "dual-certificate"
+    note = meta["lower_bound_adjustment"]
+    assert note["action"] == "clamped" and note["original"] == lb and note["tolerance"] == INACCURATE_RTOL
+    assert note["excess_relative"] == pytest.approx(lb / E - 1, rel=1e-6)
+
+
+def test_a_bound_far_above_the_error_is_dropped_for_the_svd_bound():
+    meta = reconcile_bound(_meta(100.0, 101.0, svd=80.0), 1e-8)
+    assert meta["lower_bound"] == 80.0 and meta["lower_bound_kind"] == "svd-bound"
+    assert meta["relative_gap"] == pytest.approx(0.25) and meta["ratio_to_lower_bound"] == pytest.approx(1.25)
+    note = meta["lower_bound_adjustment"]
+    assert note["action"] == "dropped" and note["original"] == 101.0 and note["kind"] == "dual-certificate"
+    assert "cannot be trusted" in note["reason"]
+    # no SVD bound below the error either: no bound, and a reason
+    meta = reconcile_bound(_meta(100.0, 101.0, svd=None), 1e-8)
+    assert meta["lower_bound"] is None and meta["lower_bound_kind"] is None and meta["relative_gap"] is None
+    assert meta["lower_bound_unavailable"]
+
+
+def test_a_bound_below_the_error_is_untouched():
+    before = _meta(100.0, 99.0, svd=80.0)
+    assert reconcile_bound(dict(before), 1e-8) == before
+
+
+def test_objective_bounds_are_reconciled_too():
+    meta = {"objective_value": 10.0, "objective_lower_bound": 10.0 + 1e-9, "objective_relative_gap": -1e-10}
+    reconcile_bound(meta, 1e-8)
+    assert meta["objective_lower_bound"] == 10.0 and meta["objective_relative_gap"] == 0.0
+    assert meta["objective_lower_bound_adjustment"]["action"] == "clamped"
+    meta = {"objective_value": 10.0, "objective_lower_bound": 11.0}
+    reconcile_bound(meta, 1e-8)
+    assert meta["objective_lower_bound"] is None and meta["objective_relative_gap"] is None
+    assert "cannot be trusted" in meta["objective_lower_bound_unavailable"]
+
+
+@pytest.mark.parametrize("lower, error, rtol, expected", [(9.0, 10.0, 0.0, 9.0), (10.0 + 1e-8, 10.0, 1e-8, 10.0), (10.0 + 1e-6, 10.0, 1e-8, None)])
+def test_bound_below_error(lower, error, rtol, expected):
+    assert bound_below_error(lower, error, rtol)[0] == expected

@@ -352,3 +352,78 @@ def test_refuses_pure_dp_and_max_objective():
         solve(all_range(8), method="eigen-design", objective="max")
     with pytest.raises(InputError, match="weights"):
         solve(all_range(8), method="eigen-design", objective="weighted")
+
+
+# --------------------------------------------------------------------------- audit fixes
+
+
+def _cli(*args):
+    from strategy_opt.cli import main
+
+    return main([str(a) for a in args])
+
+
+def test_weighted_objective_records_weights_and_a_valid_objective_bound(tmp_path):
+    import hashlib
+
+    W = random_range(16, 12, seed=2)
+    w = np.random.default_rng(0).uniform(0.5, 3.0, W.m)
+    np.save(tmp_path / "w.npy", w)
+    out = tmp_path / "s.npz"
+    assert _cli("-q", "solve", "--workload", "random-range:16:12:2", "--method", "eigen-design", "--objective", "weighted", "--option", f"weights={tmp_path / 'w.npy'}", "--out", out) == 0
+    m = read_strategy(out).meta
+    assert m["weights"] == [float(v) for v in w] and m["weights_count"] == 12 and m["weights_file"] == str(tmp_path / "w.npy")
+    assert m["weights_sha256"] == hashlib.sha256(w.astype("<f8").tobytes()).hexdigest()
+    assert m["objective_lower_bound_kind"] == "dual-certificate"
+    assert m["objective_lower_bound"] <= m["objective_value"]
+    assert m["objective_relative_gap"] == pytest.approx(m["objective_value"] / m["objective_lower_bound"] - 1)
+    # valid: no strategy does better on the weighted objective, e.g. minerror-l2's certified optimum
+    opt = solve(W, method="minerror-l2", objective="weighted", weights=list(w)).meta
+    assert m["objective_lower_bound"] <= opt["objective_value"] * (1 + 1e-9)
+    assert m["objective_lower_bound"] >= 0.5 * opt["objective_value"]
+
+
+def test_relative_objective_gets_an_objective_bound():
+    W = prefix(16)
+    m = solve(W, method="eigen-design", objective="relative").meta
+    opt = solve(W, method="minerror-l2", objective="relative").meta
+    assert m["objective_lower_bound_kind"] == "dual-certificate"
+    assert m["objective_lower_bound"] <= opt["objective_value"] * (1 + 1e-9) <= m["objective_value"] * (1 + 1e-9)
+    assert "weights" not in m  # relative computes its own weights: nothing of the user's to record
+    # skipped certificate: said so, not a silent null
+    m = solve(W, method="eigen-design", objective="relative", certificate=False).meta
+    assert m["objective_lower_bound"] is None and "certificate skipped" in m["objective_lower_bound_unavailable"]
+
+
+@pytest.mark.parametrize("objective, copies", [("total", ed.DENSE_COPIES), ("relative", ed.DENSE_COPIES_REWEIGHTED)])
+def test_memory_estimate_refuses_before_allocating(monkeypatch, capsys, objective, copies):
+    # 6 copies (the generic solve estimate of the SPEC) fit in 4 MB at n = 256; eigen-design's do not
+    n = 256
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", "4M")
+    assert _cli("solve", "--workload", f"all-range:{n}", "--method", "eigen-design", "--objective", objective) == 2
+    need = copies * 8 * n * n / 1e6
+    assert capsys.readouterr().err.strip() == (
+        f"strategy-opt: error: eigen-design on {n} cells ({copies} dense {n}x{n} matrices of 524 kB) needs about "
+        f"{need:.3g} MB of memory but only 4 MB is available; try a smaller domain, or hierarchical/wavelet (structured strategies)"
+    )
+
+
+@pytest.mark.parametrize(
+    "spec, options",
+    [("all-range:384", {}), ("all-range:384", {"principal": True}), ("all-range:384", {"objective": "relative"}), ("all-range:16*prefix:24", {}), ("all-range:384", {"basis": "wavelet"})],
+)
+def test_memory_estimate_covers_the_peak(spec, options):
+    # the allocations NumPy reports to tracemalloc (arrays; not LAPACK work space) stay under the estimate
+    import tracemalloc
+
+    solve("all-range:8", method="eigen-design")  # imports and caches outside the measurement
+    W = parse_spec(spec)
+    copies = ed.DENSE_COPIES if options.get("objective", "total") == "total" else ed.DENSE_COPIES_REWEIGHTED
+    tracemalloc.start()
+    try:
+        solve(W, method="eigen-design", **options)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= copies * 8.0 * W.n**2
+    assert peak >= 0.5 * copies * 8.0 * W.n**2  # and the estimate is not wildly generous

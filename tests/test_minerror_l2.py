@@ -1,5 +1,7 @@
 """minerror-l2 (Program 3.4.2): cvxpy backends, the native solver, objectives, certificates, CLI."""
 
+import hashlib
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -190,3 +192,166 @@ def test_cli_solve_and_error(tmp_path, capsys):
     assert s.meta["unit_total_squared_error"] == pytest.approx(REF_32, rel=1e-6)
     assert unit_error(s.matrix, all_range(32), 2) == pytest.approx(s.meta["unit_total_squared_error"], rel=1e-12)
     assert s.meta["lower_bound"] == pytest.approx(REF_32, rel=1e-6)
+
+
+# --------------------------------------------------------------------------- audit fixes
+
+
+def cli(*args):
+    return main([str(a) for a in args])
+
+
+def _sha256(w) -> str:
+    return hashlib.sha256(np.asarray(w, dtype="<f8").tobytes()).hexdigest()
+
+
+def test_weights_are_recorded_in_meta(tmp_path, capsys):
+    W = all_range(4)
+    w = [1.0, 2.0, 0.5, 3.0, 1.0, 1.0, 4.0, 0.25, 2.0, 1.5]
+    out = tmp_path / "s.npz"
+    assert cli("-q", "solve", "--workload", "all-range:4", "--method", "minerror-l2", "--objective", "weighted", "--option", f"weights={w}", "--out", out) == 0
+    meta = read_strategy(out).meta
+    assert meta["weights"] == w and meta["weights_count"] == W.m
+    assert meta["weights_sha256"] == _sha256(w)
+    assert "weights_file" not in meta
+    np.save(tmp_path / "w.npy", np.array(w))
+    s = solve(W, method="minerror-l2", objective="weighted", weights=str(tmp_path / "w.npy"))
+    assert s.meta["weights"] == w and s.meta["weights_file"] == str(tmp_path / "w.npy") and s.meta["weights_sha256"] == _sha256(w)
+
+
+def test_many_weights_are_recorded_by_digest_and_file(tmp_path):
+    W = from_matrix(np.tril(np.ones((8, 8)))[np.arange(1200) % 8] * (1 + np.arange(1200) % 3)[:, None])
+    w = np.random.default_rng(1).uniform(0.5, 2.0, W.m)
+    np.save(tmp_path / "w.npy", w)
+    np.save(tmp_path / "W.npy", W.matrix().toarray())
+    out = tmp_path / "s.npz"
+    assert cli("-q", "solve", "--workload", f"file:{tmp_path / 'W.npy'}", "--method", "minerror-l2", "--objective", "weighted", "--option", f"weights={tmp_path / 'w.npy'}", "--out", out) == 0
+    meta = read_strategy(out).meta
+    assert meta["weights"] is None and "1200 weights" in meta["weights_omitted"]
+    assert meta["weights_count"] == 1200 and meta["weights_file"] == str(tmp_path / "w.npy")
+    assert meta["weights_sha256"] == _sha256(np.load(tmp_path / "w.npy"))
+
+
+def test_max_objective_reports_a_valid_tight_bound():
+    W = all_range(8)
+    s = solve(W, method="minerror-l2", solver="clarabel", objective="max")
+    m = s.meta
+    assert m["objective_lower_bound_kind"] == "simplex-weighted-dual"
+    assert m["objective_lower_bound"] <= m["objective_value"]
+    assert 0 <= m["objective_relative_gap"] < 1e-6
+    # valid: below the largest variance of any strategy (weak duality), e.g. the total optimum, identity, wavelet
+    for other in (solve(W, method="minerror-l2"), solve(W, method="identity"), solve(W, method="wavelet")):
+        assert m["objective_lower_bound"] <= per_query_variances(other.matrix, W, 2).max()
+    # and at least the uniform-weight bound: the total optimum over m queries
+    assert m["objective_lower_bound"] >= REF_8 / W.m * (1 - 1e-6)
+
+
+@pytest.fixture
+def user_objectives(monkeypatch):
+    import strategy_opt.objectives as objectives_module
+
+    objectives_module.objectives()
+    monkeypatch.setattr(objectives_module, "_OBJECTIVES", dict(objectives_module._OBJECTIVES))
+    import cvxpy as cp
+
+    from strategy_opt.objectives import Objective, register_objective
+
+    register_objective(Objective("sqsum", "sum of squared variances", lambda u, w=None: float(np.sum(np.asarray(u) ** 2)), lambda u, w=None: cp.sum_squares(u)))
+    register_objective(Objective("invsum", "sum of 1/u (decreasing)", lambda u, w=None: float(np.sum(1 / np.asarray(u))), lambda u, w=None: cp.sum(cp.inv_pos(u))))
+    register_objective(Objective("tilted", "total minus 2 u_0 (decreasing in u_0)", lambda u, w=None: float(np.sum(u) - 2 * u[0]), lambda u, w=None: cp.sum(u) - 2 * u[0]))
+
+
+def test_user_objective_reports_the_per_query_floor(user_objectives):
+    W = from_matrix([[1.0, 2.0, 0.0], [0.0, 1.0, 1.0], [3.0, 0.0, -1.0], [1.0, 1.0, 1.0]])
+    s = solve(W, method="minerror-l2", solver="clarabel", objective="sqsum")
+    m = s.meta
+    floor = np.abs(W.matrix().toarray()).max(axis=1) ** 2  # the single-query optima, by hand: 4, 1, 9, 1
+    np.testing.assert_allclose(floor, [4.0, 1.0, 9.0, 1.0])
+    assert m["objective_lower_bound_kind"] == "per-query-floor"
+    assert m["objective_lower_bound"] == pytest.approx(float(np.sum(floor**2)))
+    assert m["objective_lower_bound"] <= m["objective_value"]
+    assert m["objective_value"] == pytest.approx(float(np.sum(per_query_variances(s.matrix, W, 2) ** 2)), rel=1e-9)
+    # each floor is attained by the one-query strategy w_i / max|w_i| (unit L2 sensitivity)
+    for i, row in enumerate(W.matrix().toarray()):
+        A = row[None, :] / np.abs(row).max()
+        assert (row @ np.linalg.pinv(A.T @ A) @ row) * sensitivity(A, 2) ** 2 == pytest.approx(floor[i])
+
+
+def test_an_objective_without_a_bound_says_why(user_objectives, monkeypatch):
+    import strategy_opt.programs.minerror_l2 as module
+
+    monkeypatch.setattr(module, "_floor_bound", lambda *a: (_ for _ in ()).throw(ValueError("boom")))
+    m = solve("prefix:3", method="minerror-l2", solver="clarabel", objective="sqsum").meta
+    assert m["objective_lower_bound"] is None and m["objective_lower_bound_kind"] is None and m["objective_relative_gap"] is None
+    assert m["objective_lower_bound_unavailable"] == "objective 'sqsum' failed on the per-query floor (boom)"
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("invsum", "objective 'invsum' decreases when every variance doubles (value "),
+        ("tilted", "objective 'tilted' decreases when the variance of query 0 grows (value "),
+    ],
+)
+def test_non_monotone_user_objective_is_refused(user_objectives, tmp_path, capsys, name, message):
+    out = tmp_path / "s.npz"
+    code = cli("solve", "--workload", "prefix:3", "--method", "minerror-l2", "--solver", "clarabel", "--objective", name, "--out", out)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"strategy-opt: error: {message}") and err[0].endswith("objectives must be non-decreasing in every per-query variance")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("excess, action", [(5e-9, "clamped"), (1e-3, "dropped")])
+def test_a_lower_bound_is_never_above_the_error(monkeypatch, tmp_path, capsys, excess, action):
+    # constructed: the native solver's bound pushed above its primal (tol 1e-8 in the native profile)
+    import strategy_opt.programs.minerror_l2 as module
+
+    real = module.solve_total_l2
+
+    def inflated(*args, **kwargs):
+        res = real(*args, **kwargs)
+        res.dual = res.primal * (1 + excess)
+        return res
+
+    monkeypatch.setattr(module, "solve_total_l2", inflated)
+    assert cli("-q", "solve", "--workload", "all-range:8", "--method", "minerror-l2", "--solver", "native", "--json") == 0
+    m = json.loads(capsys.readouterr().out)
+    note = m["lower_bound_adjustment"]
+    assert note["action"] == action and note["kind"] == "dual-certificate" and note["tolerance"] == 1e-8
+    assert note["excess_relative"] == pytest.approx(m["native_primal"] / m["unit_total_squared_error"] * (1 + excess) - 1, rel=1e-3, abs=1e-12)
+    assert m["lower_bound"] <= m["unit_total_squared_error"]
+    if action == "clamped":
+        assert m["lower_bound"] == m["unit_total_squared_error"] and m["relative_gap"] == 0.0 and m["lower_bound_kind"] == "dual-certificate"
+    else:
+        assert m["lower_bound_kind"] == "svd-bound" and m["lower_bound"] == m["svd_bound"]
+        assert m["relative_gap"] == pytest.approx(m["unit_total_squared_error"] / m["svd_bound"] - 1)
+
+
+# The audit's rank-deficient file workload (a zero column): Clarabel stopped at optimal_inaccurate with
+# its certificate 1.56e-8 above the error it reported.
+WDEF = np.array(
+    [
+        [1, 2, -2, 2, 0, 0, 1, -1, -2, 0],
+        [2, -2, -1, -1, 0, 0, -2, -2, -1, 0],
+        [-2, -2, -2, 2, -2, 1, 1, -1, -2, 0],
+        [-1, 0, -1, 2, -2, 2, 1, 2, -1, 0],
+        [-2, -1, 1, 0, 1, 1, 1, -2, 1, 0],
+        [2, 0, 2, -1, -1, 2, -2, -2, 2, 0],
+        [-1, 1, -2, 2, -1, -1, 0, 2, -2, 0],
+        [3, 0, -3, 1, 0, 0, -1, -3, -3, 0],
+        [-2, 0, -2, 4, -4, 4, 2, 4, -2, 0],
+    ],
+    dtype=float,
+)
+
+
+@pytest.mark.parametrize("solver", ["clarabel", "scs", "native"])
+def test_rank_deficient_file_workload_bound_below_error(tmp_path, capsys, solver):
+    np.save(tmp_path / "w.npy", WDEF)
+    assert cli("-q", "solve", "--workload", f"file:{tmp_path / 'w.npy'}", "--method", "minerror-l2", "--solver", solver, "--json") == 0
+    m = json.loads(capsys.readouterr().out)
+    assert m["lower_bound"] <= m["unit_total_squared_error"] and m["relative_gap"] >= 0
+    assert m["unit_total_squared_error"] == pytest.approx(147.2012701251, rel=1e-6)  # the native optimum, certified to 1e-13
+    if m["lower_bound"] == m["unit_total_squared_error"] and m["lower_bound_kind"] == "dual-certificate" and "lower_bound_adjustment" in m:
+        assert m["lower_bound_adjustment"]["action"] == "clamped"

@@ -1,6 +1,7 @@
 """Native certified solver for the total-error (epsilon, delta) program (strategy_opt.native_l2)."""
 
 import logging
+import types
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from strategy_opt.certificates import dual_bound, gram_factor
 from strategy_opt.error import sensitivity, supports, unit_error
 from strategy_opt.exceptions import InputError
+from strategy_opt import native_l2
 from strategy_opt.native_l2 import cell_classes, solve_total_l2
 from strategy_opt.workload import all_range, from_matrix, identity, prefix, random_range
 
@@ -130,7 +132,9 @@ def test_budget_returns_a_certified_strategy():
     assert unit_error(res.A, W, 2) == pytest.approx(res.primal, rel=1e-9)
     assert res.dual <= 282.2014195 <= res.primal  # prefix:64 optimum (Clarabel: 282.20141953)
     res = solve_total_l2(W.gram(), time_limit=0.0, tol=1e-12)
-    assert res.status == "budget" and res.iterations == 1
+    assert res.status == "time_limit" and res.iterations == 1
+    assert unit_error(res.A, W, 2) == pytest.approx(res.primal, rel=1e-9)
+    assert res.dual <= 282.2014195 <= res.primal
 
 
 def test_progress_is_logged(caplog):
@@ -150,3 +154,86 @@ def test_progress_is_logged(caplog):
 def test_bad_gram_is_refused(G):
     with pytest.raises(InputError):
         solve_total_l2(G)
+
+
+class _Clock:
+    """A fake ``time`` for native_l2: every expensive step (dual step, primal evaluation) takes one second."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.calls = []  # (step, start time, inside the final assembly)
+        self.assembling = False
+
+    def perf_counter(self):
+        return self.now
+
+    def timed(self, name, func):
+        def run(*args, **kwargs):
+            self.calls.append((name, self.now, self.assembling))
+            self.now += 1.0
+            return func(*args, **kwargs)
+
+        return run
+
+
+def _clocked(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(native_l2, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+    monkeypatch.setattr(native_l2, "_dual_step", clock.timed("dual", native_l2._dual_step))
+    monkeypatch.setattr(native_l2, "_primal_value", clock.timed("primal", native_l2._primal_value))
+    strategy = native_l2._strategy
+
+    def assemble(*args):
+        clock.assembling = True
+        return strategy(*args)
+
+    monkeypatch.setattr(native_l2, "_strategy", assemble)
+    return clock
+
+
+@pytest.mark.parametrize("limit", [0.0, 2.5, 7.5, 12.5, 38.5, 48.5])
+def test_time_limit_is_checked_before_every_expensive_step(monkeypatch, limit):
+    # 40 random ranges on 64 cells: low rank, so Newton steps with line searches (dual steps) run
+    # after NEWTON_AFTER iterations; every step costs one (fake) second
+    W = random_range(64, 40, seed=3)
+    clock = _clocked(monkeypatch)
+    res = solve_total_l2(W.gram(), time_limit=limit, tol=1e-15, max_iters=1000)
+    assert res.status == "time_limit"
+    late = [(name, t) for name, t, final in clock.calls if t >= limit and not final]
+    # only the first dual step may start at or after the deadline (a strategy needs one)
+    assert late in ([], [("dual", 0.0)])
+    assert sum(final for *_, final in clock.calls) == 1  # the assembly factors the final Gram once
+    assert any(name == "dual" and t > 0 for name, t, _ in clock.calls) == (limit > 1)
+    # the best iterate so far is returned, and certified
+    assert unit_error(res.A, W, 2) == pytest.approx(res.primal, rel=1e-8)
+    assert res.dual <= res.primal
+    assert res.dual <= dual_bound(W.gram(), res.u) * (1 + 1e-12)
+
+
+def test_first_progress_line_comes_before_the_first_expensive_step(monkeypatch, caplog):
+    seen = []
+    dual_step = native_l2._dual_step
+
+    def dual(*args):
+        seen.append({r.getMessage() for r in caplog.records})
+        return dual_step(*args)
+
+    def classes(G):
+        seen.append({r.getMessage() for r in caplog.records})
+        return cell_classes(G)
+
+    monkeypatch.setattr(native_l2, "_dual_step", dual)
+    monkeypatch.setattr(native_l2, "cell_classes", classes)
+    logger = logging.getLogger("strategy_opt")
+    logger.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="strategy_opt"):
+            solve_total_l2(prefix(32).gram(), time_limit=100.0)
+    finally:
+        logger.removeHandler(caplog.handler)
+    # when cell_classes and the first dual step run, the start line (and only it) is out
+    assert len(seen[0]) == 1 and seen[0] == seen[1]
+    (start,) = seen[0]
+    assert "32 cells" in start and "time limit 100 s" in start and start.endswith("starting")
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(line.startswith("minerror-l2 native: iteration 1 primal") for line in lines)  # iteration 1 always reported

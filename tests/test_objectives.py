@@ -149,3 +149,47 @@ def test_cli_solve_with_objective_max(tmp_path):
     s = read_strategy(out)
     assert s.meta["objective"] == "max"
     assert s.meta["objective_value"] == pytest.approx(per_query_variances(s.matrix, prefix(6), 2).max(), rel=1e-9)
+
+
+# --------------------------------------------------------------------------- monotonicity probe
+
+
+@pytest.mark.parametrize("name", ["total", "max", "weighted"])
+def test_builtins_pass_the_monotonicity_probe(name):
+    from strategy_opt.objectives import check_monotone
+
+    check_monotone(get_objective(name), 7, np.linspace(1, 2, 7) if name == "weighted" else None)
+    check_monotone(get_objective(name), 500, np.linspace(1, 2, 500) if name == "weighted" else None)  # sampled queries
+
+
+def test_user_pnorm_passes_and_decreasing_objectives_are_refused():
+    from strategy_opt.objectives import check_monotone
+
+    check_monotone(weighted_pnorm(3.0, "p3"), 5, np.ones(5))
+    # decreasing in query 3 only, and only at large variances (caught at the probe's second scale)
+    bump = Objective("bump", "", lambda u, w=None: float(np.sum(u) - (2.0 * u[3] if u[3] > 100 else 0.0)), None)
+    with pytest.raises(InputError) as info:
+        check_monotone(bump, 5)
+    msg = str(info.value)
+    assert msg.startswith("objective 'bump' decreases when the variance of query 3 grows (value ")
+    assert msg.endswith("after raising it); objectives must be non-decreasing in every per-query variance")
+    # independent check of the values in the message: recompute them from the same probe
+    rng = np.random.default_rng(0)
+    rng.uniform(0.5, 1.5, 5)  # the first probe (scale 1) passes
+    u0 = 1000.0 * rng.uniform(0.5, 1.5, 5)
+    f0 = bump.value(u0)
+    u1 = u0.copy()
+    u1[3] *= 1.5
+    assert f"(value {f0:.6g} at a probe, {bump.value(u1):.6g} after raising it)" in msg
+
+
+def test_an_objective_failing_on_the_probe_is_refused():
+    from strategy_opt.objectives import check_monotone
+
+    def value(u, w=None):
+        raise ZeroDivisionError("nope")
+
+    with pytest.raises(InputError, match=r"^objective 'bad': its value failed on a probe vector of 4 variances \(nope\)$"):
+        check_monotone(Objective("bad", "", value, None), 4)
+    with pytest.raises(InputError, match="NaN"):
+        check_monotone(Objective("nan", "", lambda u, w=None: float("nan"), None), 4)

@@ -1,5 +1,7 @@
 """SPEC parsing: every form of CLI.md, and clear errors for malformed SPECs."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -49,3 +51,97 @@ def test_file_spec(tmp_path):
 def test_malformed(spec):
     with pytest.raises(InputError):
         parse_spec(spec)
+
+
+# --------------------------------------------------------------------------- problem files (strategy_opt.problem)
+
+
+def _cli(*args):
+    from strategy_opt.cli import main
+
+    return main([str(a) for a in args])
+
+
+@pytest.fixture
+def problem_dir(tmp_path, monkeypatch):
+    """A problem file in tmp/probs naming a workload, a solver profile and weights beside it; cwd = tmp."""
+    d = tmp_path / "probs"
+    d.mkdir()
+    W = np.array([[1.0, 2, 0, 1], [0, 1, 1, 0], [1, 0, 0, 3]])
+    np.save(d / "w.npy", W)
+    np.save(d / "wts.npy", np.array([1.0, 2.0, 0.5]))
+    (d / "prof.toml").write_text('backend = "native"\ntol = 1e-9\n')
+    (d / "p.toml").write_text(
+        'workload = "file:w.npy"\nprivacy = "approx"\nmethod = "minerror-l2"\nobjective = "weighted"\n'
+        'solver = "prof.toml"\n[options]\nweights = "wts.npy"\n'
+    )
+    # decoys in the current directory: same names, other contents
+    np.save(tmp_path / "w.npy", np.eye(4))
+    np.save(tmp_path / "wts.npy", np.ones(4))
+    monkeypatch.chdir(tmp_path)
+    return d, W
+
+
+def test_problem_file_paths_resolve_against_its_directory(problem_dir, capsys, monkeypatch):
+    from strategy_opt.error import per_query_variances
+    from strategy_opt.io import read_strategy
+
+    d, W = problem_dir
+    assert _cli("-q", "solve", "probs/p.toml", "--out", "s.npz") == 0
+    capsys.readouterr()
+    s = read_strategy("s.npz")
+    assert s.meta["workload"] == "file:probs/w.npy" and s.meta["solver"] == "prof"
+    assert s.meta["weights_file"] == "probs/wts.npy" and s.meta["weights"] == [1.0, 2.0, 0.5]
+    # independent: the weighted objective of the written strategy on the TOML's W and weights
+    A = s.matrix
+    v = np.einsum("ij,jk,ik->i", W, np.linalg.pinv(A.T @ A), W) * (A**2).sum(axis=0).max()
+    np.testing.assert_allclose(per_query_variances(A, parse_spec("file:probs/w.npy"), 2), v, rtol=1e-9)
+    assert s.meta["objective_value"] == pytest.approx(v @ [1.0, 2.0, 0.5], rel=1e-9)
+    # the same from inside the problem's directory, and from elsewhere by absolute path
+    for cwd, arg in ((d, "p.toml"), (d.parent.parent, d / "p.toml")):
+        monkeypatch.chdir(cwd)
+        assert _cli("-q", "solve", arg, "--json") == 0
+        meta = json.loads(capsys.readouterr().out)
+        assert meta["objective_value"] == pytest.approx(s.meta["objective_value"], rel=1e-9)
+
+
+def test_command_line_flags_stay_relative_to_the_current_directory(problem_dir, capsys):
+    assert _cli("-q", "solve", "probs/p.toml", "--workload", "file:w.npy", "--objective", "weighted", "--option", "weights=wts.npy", "--json") == 0
+    meta = json.loads(capsys.readouterr().out)
+    assert meta["workload"] == "file:w.npy" and meta["weights"] == [1.0, 1.0, 1.0, 1.0]  # the cwd's identity and unit weights
+
+
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        ("file:w.npy", "file:probs/w.npy"),
+        ("file:w.npy*prefix:2", "file:probs/w.npy*prefix:2"),
+        ("(file:a.npy + identity:3)", "(file:probs/a.npy + identity:3)"),
+        ("file:'a+b.npy'*total:2", "file:'probs/a+b.npy'*total:2"),
+        ('file:"it\'s.npy"', "file:probs/it's.npy"),
+        ("file:/abs/w.npy", "file:/abs/w.npy"),
+        ("all-range:8", "all-range:8"),
+        ("file:'unclosed", "file:'unclosed"),
+    ],
+)
+def test_spec_file_atoms_are_rebased(spec, expected):
+    from pathlib import Path
+
+    from strategy_opt.problem import _rebase_spec
+
+    assert _rebase_spec(spec, Path("probs")) == expected
+    assert _rebase_spec(spec, Path(".")) == spec
+
+
+def test_problem_file_errors_have_one_prefix(tmp_path, capsys):
+    p = tmp_path / "p.toml"
+    p.write_text('workload = "all-range:8"\nsovler = "scs"\n')
+    assert _cli("solve", p) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"strategy-opt: error: problem file {p}: unknown keys ['sovler']; allowed: "
+        "['data', 'delta', 'description', 'epsilon', 'method', 'objective', 'options', 'privacy', 'solver', 'workload']"
+    )
+    assert _cli("solve", "--problem", p) == 2  # there is no --problem flag: the problem file is the positional argument
+    assert capsys.readouterr().err.strip() == "strategy-opt: error: unrecognized arguments: --problem"
+    assert _cli("solve", p, "--privacy", "bogus") == 2
+    assert capsys.readouterr().err.strip() == "strategy-opt: error: solve: argument --privacy: invalid choice: 'bogus' (choose from 'pure', 'approx')"

@@ -39,7 +39,13 @@ of 2048 cells). The certificate attached is the dual bound of the L2 program
 strategy) at the KKT weights ``u ∝ diag(X^+ G X^+)`` of the strategy's
 ``X = A^T A`` (`certificates.kkt_weights`); the compiler keeps the SVD bound when
 it is larger. (The dual of Program 5.1.1 itself gives far weaker bounds there,
-0.16-0.6 SVD bounds in our checks.)
+0.16-0.6 SVD bounds in our checks.) For ``relative`` and ``weighted`` the same
+bound on the design's reweighted Gram is ``objective_lower_bound``; the
+``weights`` option is recorded as by minerror-l2 (`minerror_l2.weights_meta`).
+No bound is left above the value it bounds (`certificates.reconcile_bound`).
+
+Memory: refused before any allocation when `DENSE_COPIES` (or
+`DENSE_COPIES_REWEIGHTED`) dense n x n matrices do not fit.
 """
 
 from __future__ import annotations
@@ -56,13 +62,14 @@ import scipy.linalg as la
 import scipy.sparse as sp
 
 from ..bases import fourier_matrix, wavelet_matrix
-from ..certificates import dual_bound, kkt_weights
-from ..compiler import compile_strategy
+from ..certificates import INACCURATE_RTOL, dual_bound, kkt_weights, reconcile_bound, relative_gap
+from ..compiler import compile_strategy, finite_or_none
 from ..defaults import EIG_RTOL
 from ..error import ErrorProfile
 from ..exceptions import InputError, OptionError
 from ..problem import Problem
 from ..registry import register_method
+from ..resources import format_bytes, require_memory
 from ..threads import FACTORIZATION_THREADS, factorization_threads
 from ..weighting import solve_weighting
 from ..workload import (
@@ -76,7 +83,7 @@ from ..workload import (
     _Prefix,
     from_matrix,
 )
-from .minerror_l2 import check_weights_objective, query_weights
+from .minerror_l2 import check_weights_objective, query_weights, weights_meta
 
 __all__ = [
     "eigen_design",
@@ -96,6 +103,18 @@ CERTIFICATE_MAX_N = 4096
 PRINCIPAL_FRACTION = 0.10
 #: Domains above this size compute only the principal eigenvectors (if G is positive definite).
 SUBSET_EIGH_MIN_N = 2048
+#: Dense n x n float64 matrices at the peak of an eigen-design solve, above the memory the
+#: process already holds (`strategy_opt.resources.require_memory` compares with the memory
+#: available): Program 5.1.1 on n eigen-queries (the queries, their squares and the solver's
+#: arrays), then the strategy (up to 2n rows) and the compiler's analysis of it. Measured
+#: peaks (tracemalloc, n = 384-1024): 8.0-8.1 for the full design and on fixed bases, 7.2 with
+#: separation, 6.3 with principal vectors, 5.5 on a low-rank workload; RSS sampled every 2 ms
+#: on all-range:4096 and :8192 agrees (7.6 full, 6.4-6.8 principal). The generic estimate of a
+#: solve (`strategy_opt.defaults.DENSE_WORK_COPIES` = 6) was 25-33% short of them.
+DENSE_COPIES = 9
+#: The same for objectives ``relative`` and ``weighted``, whose design Gram stays alive
+#: through the solve (measured 9.1 and 8.8).
+DENSE_COPIES_REWEIGHTED = 10
 _OPTIONS = {"separation", "group_size", "principal", "basis", "certificate", "weights"}
 _BASES = ("eigen", "wavelet", "fourier", "identity")
 
@@ -320,13 +339,21 @@ class _Eigen:
     partial: bool = False
 
 
+def _take_rows(VT: np.ndarray, idx) -> np.ndarray:
+    """``VT[idx]``, without a copy when idx is every row in order (the full design: one n x n matrix less)."""
+    idx = np.asarray(idx)
+    if idx.ndim == 1 and idx.size == VT.shape[0] and np.array_equal(idx, np.arange(VT.shape[0])):
+        return VT
+    return VT[idx]
+
+
 def _workload_eigen(f: Workload) -> _Eigen:
     """Eigen-queries from the workload's closed-form ``gram_eigh`` (all ranges, prefixes, predicates, identity)."""
     lam, V = f.gram_eigh()
     lam, VT = np.clip(lam[::-1], 0.0, None), np.ascontiguousarray(V[:, ::-1].T)
     keep = lam > EIG_RTOL * max(lam[0], 1e-300)
     range_diag = np.ones(len(lam)) if keep.all() else (VT[keep] ** 2).sum(axis=0)
-    return _Eigen(lam, lambda idx: VT[np.asarray(idx)], range_diag, float(lam.sum()))
+    return _Eigen(lam, lambda idx: _take_rows(VT, idx), range_diag, float(lam.sum()))
 
 
 def _generic_eigen(G: np.ndarray, top: int | None = None) -> _Eigen:
@@ -342,12 +369,12 @@ def _generic_eigen(G: np.ndarray, top: int | None = None) -> _Eigen:
             with factorization_threads():
                 w, V = la.eigh(G, subset_by_index=[n - top, n - 1], driver="evr", check_finite=False)
             VT = np.ascontiguousarray(V[:, ::-1].T)
-            return _Eigen(w[::-1].copy(), lambda idx: VT[np.asarray(idx)], np.ones(n), float(np.trace(G)), partial=True)
+            return _Eigen(w[::-1].copy(), lambda idx: _take_rows(VT, idx), np.ones(n), float(np.trace(G)), partial=True)
     with factorization_threads():
         w, V = np.linalg.eigh(G)
     w, VT = np.clip(w[::-1], 0.0, None), np.ascontiguousarray(V[:, ::-1].T)
     keep = w > EIG_RTOL * max(w[0], 1e-300)
-    return _Eigen(w, lambda idx: VT[np.asarray(idx)], (VT[keep] ** 2).sum(axis=0), float(np.trace(G)))
+    return _Eigen(w, lambda idx: _take_rows(VT, idx), (VT[keep] ** 2).sum(axis=0), float(np.trace(G)))
 
 
 def _kron_eigen(parts: list[_Eigen]) -> _Eigen:
@@ -506,8 +533,10 @@ def _basis_design(problem: Problem, basis: str, profile) -> tuple[_Weighted, _De
     G = W.gram()
     Qinv = la.inv(Q)
     c = ((Qinv.T @ G) * Qinv.T).sum(axis=1)  # diag(Q^{-T} G Q^{-1})
+    del G, Qinv  # two n x n matrices Program 5.1.1 does not need
     keep = c > EIG_RTOL * c.max()
-    Q = Q[keep]
+    if not keep.all():
+        Q = Q[keep]
     B = np.ascontiguousarray((Q * Q).T)
     res = solve_weighting(c[keep], B, profile)
     mini = Minimization.identity(W.n)
@@ -526,7 +555,7 @@ def _assemble(wt: _Weighted, eigen: _Eigen | None) -> tuple[np.ndarray, int]:
     completion = np.flatnonzero(d2)
     n = wt.Q.shape[1]
     if wt.shared is None:
-        blocks = [np.sqrt(wt.u)[:, None] * wt.Q]
+        blocks = [(np.sqrt(wt.u), wt.Q)]  # diag(sqrt(u)) Q, written straight into A
         diag = d2
     else:
         u0, rest = wt.shared
@@ -547,16 +576,32 @@ def _assemble(wt: _Weighted, eigen: _Eigen | None) -> tuple[np.ndarray, int]:
             blocks = [np.sqrt(wt.u)[:, None] * wt.Q, math.sqrt(u0) * eigen.rows(rest)]
             diag = d2
     rows = np.flatnonzero(diag)
-    D = np.zeros((len(rows), n))
-    D[np.arange(len(rows)), rows] = np.sqrt(diag[rows])
-    A = np.vstack(blocks + [D])
-    return A[np.any(A != 0, axis=1)], len(completion)
+    # one preallocated matrix instead of a dense D' and a stacked copy (two n x n matrices fewer at the peak)
+    sizes = [b[1].shape[0] if isinstance(b, tuple) else b.shape[0] for b in blocks]
+    A = np.zeros((sum(sizes) + len(rows), n))
+    start = 0
+    for i, size in enumerate(sizes):
+        if isinstance(blocks[i], tuple):
+            np.multiply(blocks[i][0][:, None], blocks[i][1], out=A[start : start + size])
+        else:
+            A[start : start + size] = blocks[i]
+        blocks[i] = None
+        start += size
+    A[start + np.arange(len(rows)), rows] = np.sqrt(diag[rows])
+    nonzero = np.any(A != 0, axis=1)
+    return (A if nonzero.all() else A[nonzero]), len(completion)
 
 
-def _certificate(A_min: np.ndarray, G: np.ndarray, factor: np.ndarray | None) -> float:
-    """Dual bound of the L2 program at the KKT weights of ``X = A^T A`` (see the module docstring)."""
+def _certificate(A_min: np.ndarray, gram: Callable[[], np.ndarray], factor: np.ndarray | None) -> float:
+    """Dual bound of the L2 program at the KKT weights of ``X = A^T A`` (see the module docstring).
+
+    With a factor ``L L^T = G`` the weights come from ``X^{-1} L`` and G is never formed.
+    """
     with factorization_threads():
-        return dual_bound(G, kkt_weights(G, A_min.T @ A_min), factor=factor)
+        if factor is not None:
+            return dual_bound(None, kkt_weights(None, A_min.T @ A_min, factor=factor), factor=factor)
+        G = gram()
+        return dual_bound(G, kkt_weights(G, A_min.T @ A_min), factor=None)
 
 
 def _gram_factor(eigen: _Eigen) -> np.ndarray | None:
@@ -636,6 +681,12 @@ def eigen_design(problem: Problem):
     t0 = time.perf_counter()
     W = problem.workload
     opts = _options(problem, W.n)
+    copies = DENSE_COPIES if problem.objective == "total" else DENSE_COPIES_REWEIGHTED
+    require_memory(
+        copies * 8.0 * float(W.n) ** 2,
+        f"eigen-design on {W.n} cells ({copies} dense {W.n}x{W.n} matrices of {format_bytes(8.0 * W.n * W.n)})",
+        "try a smaller domain, or hierarchical/wavelet (structured strategies)",
+    )
     profile = problem.solver
     if opts["basis"] != "eigen":
         wt, design = _basis_design(problem, opts["basis"], profile)
@@ -670,32 +721,57 @@ def eigen_design(problem: Problem):
             "program_5_1_1": wt.program,
         }
     }
-    objective_value = None
-    if problem.objective != "total":
-        E = float(wt.loads.max()) * ErrorProfile(A_min).trace_with(design.gram())
-        log_val = math.log(E) + design.log_scale if E > 0 else -math.inf
-        objective_value = math.exp(log_val) if log_val < 709 else math.inf
-        extra["objective_value_log10"] = log_val / math.log(10)
-    lower, kind = None, None
+    extra.update(weights_meta(problem, query_weights(problem) if problem.objective == "weighted" else None))
+    M2 = float(wt.loads.max())
+    solver, status = wt.program["backend"], wt.program["status"]
+    del wt  # the design queries (up to n x n) are not needed past this point
     want_cert = opts["certificate"]
     if want_cert is None:
         want_cert = design.mini.n_min <= CERTIFICATE_MAX_N and not (design.eigen is not None and design.eigen.partial)
+    objective_value = None
+    if problem.objective != "total":
+        G_design = design.gram()
+        E = M2 * ErrorProfile(A_min).trace_with(G_design)
+        log_val = math.log(E) + design.log_scale if E > 0 else -math.inf
+        objective_value = math.exp(log_val) if log_val < 709 else math.inf
+        extra["objective_value_log10"] = log_val / math.log(10)
+        if want_cert:
+            # the dual bound of the program the design minimises (weighted Gram) at the strategy's KKT weights
+            with factorization_threads():
+                obj_lower = dual_bound(G_design, kkt_weights(G_design, A_min.T @ A_min)) * math.exp(design.log_scale)
+            extra.update(
+                objective_lower_bound=finite_or_none(obj_lower),
+                objective_lower_bound_kind="dual-certificate",
+                objective_relative_gap=finite_or_none(relative_gap(objective_value, obj_lower)),
+            )
+        else:
+            extra.update(objective_lower_bound=None, objective_lower_bound_kind=None, objective_relative_gap=None)
+            extra["objective_lower_bound_unavailable"] = "certificate skipped (more than CERTIFICATE_MAX_N cells or partial eigen-queries); pass --option certificate=true"
+        del G_design
+    lower, kind = None, None
+    factor = _gram_factor(design.eigen) if want_cert and problem.objective == "total" and design.eigen is not None else None
+    design.eigen = design.gram = None  # the eigen-queries and the design Gram (n x n each) are not needed past here
     if want_cert:
         tc = time.perf_counter()
-        factor = _gram_factor(design.eigen) if problem.objective == "total" and design.eigen is not None else None
-        lower, kind = _certificate(A_min, design.total_gram(), factor), "dual-certificate"
+        lower, kind = _certificate(A_min, design.total_gram, factor), "dual-certificate"
         extra["certificate_seconds"] = time.perf_counter() - tc
+    del factor
     extra["eigen_design"]["factorization_threads"] = FACTORIZATION_THREADS
+    rtol = max(problem.solver.tol, INACCURATE_RTOL) if str(status).endswith("_inaccurate") else problem.solver.tol
+    A = design.mini.expand(A_min)
+    del A_min
     with factorization_threads():  # the compiler factors A^T A (see strategy_opt.threads)
-        return compile_strategy(
-            design.mini.expand(A_min),
+        strategy = compile_strategy(
+            A,
             problem,
             "eigen-design",
-            solver=wt.program["backend"],
-            status=wt.program["status"],
+            solver=solver,
+            status=status,
             solve_seconds=solve_seconds,
             objective_value=objective_value,
             lower_bound=lower,
             lower_bound_kind=kind,
             extra=extra,
         )
+    reconcile_bound(strategy.meta, rtol)
+    return strategy

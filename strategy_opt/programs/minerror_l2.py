@@ -24,15 +24,38 @@ Forms used here:
 Certificates (`strategy_opt.certificates`): for the total objective the dual
 bound ``||W diag(u)^{1/2}||_*^2`` at the KKT weights ``u ∝ diag(X^{-1} G X^{-1})``
 (cvxpy) or at the native solver's dual iterate becomes ``meta.lower_bound``
-(kind ``dual-certificate``). For other linear objectives the bound on the
-objective is reported as ``objective_lower_bound``.
+(kind ``dual-certificate``). Every other objective gets ``objective_lower_bound``
+and ``objective_lower_bound_kind`` (or, when none is available,
+``objective_lower_bound`` None and ``objective_lower_bound_unavailable`` saying why):
 
-Options: ``weights`` (objective ``weighted``): one non-negative number per
-query, as a list or a path to a ``.npy`` file.
+* ``weighted``, ``relative``: the same dual bound on the reweighted Gram;
+* ``max``: ``max_i u_i >= sum_i c_i u_i`` for every c on the simplex, so the
+  native solver's dual bound of the total error weighted by c (the multipliers
+  of the Schur complements, uniform if the solver gives none) bounds the
+  optimum (kind ``simplex-weighted-dual``), or the per-query floor below when larger;
+* user objectives (non-decreasing by contract, checked on a probe): each
+  variance is at least the single-query optimum ``u_i >= max_j w_ij^2`` (the
+  dual bound of the rank-one workload ``w_i``), so ``f(floor)`` bounds the
+  optimum (kind ``per-query-floor``; weak, but valid).
+
+No bound is ever above the value it bounds: an excess within the solver's
+accuracy (the profile's ``tol``, or `certificates.INACCURATE_RTOL` for a
+``*_inaccurate`` status) is clamped, a larger one dropped, and the metadata
+says which (`certificates.reconcile_bound`).
+
+The native solver's status is ``optimal``, ``budget`` (``max_iters``), ``time_limit``
+(the profile's ``time_limit``, which covers the Gram factorisation before it: the best
+certified iterate is returned) or ``stalled``.
+
+Options: ``weights`` (objective ``weighted``): one positive number per query,
+as a list or a path to a ``.npy`` file. They are recorded in ``meta.weights``
+(up to `WEIGHTS_INLINE_MAX` of them) with ``weights_sha256`` (SHA-256 of the
+float64 little-endian vector), ``weights_count`` and, for a file, ``weights_file``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import re
@@ -43,19 +66,19 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ..certificates import dual_bound, gram_factor, kkt_weights, relative_gap
-from ..compiler import compile_strategy, strategy_from_gram
+from ..certificates import INACCURATE_RTOL, dual_bound, gram_factor, kkt_weights, reconcile_bound, relative_gap
+from ..compiler import compile_strategy, finite_or_none, strategy_from_gram
 from ..error import per_query_variances
 from ..exceptions import InputError, OptionError, SolverError
 from ..native_l2 import solve_total_l2
 from ..threads import factorization_threads
-from ..objectives import get_objective
+from ..objectives import BUILTIN_OBJECTIVES, check_monotone, get_objective
 from ..problem import Problem
 from ..registry import register_method
 from ..resources import psd_solver_bytes, require_memory
 from ..workload import Workload
 
-__all__ = ["minerror_l2", "query_weights", "check_weights_objective", "SCHUR_MAX_ENTRIES", "LINEAR_OBJECTIVES"]
+__all__ = ["minerror_l2", "query_weights", "weights_meta", "check_weights_objective", "SCHUR_MAX_ENTRIES", "LINEAR_OBJECTIVES", "WEIGHTS_INLINE_MAX"]
 
 log = logging.getLogger("strategy_opt")
 
@@ -65,6 +88,12 @@ LINEAR_OBJECTIVES = ("total", "weighted", "relative")
 #: Largest ``m (n + 1)^2`` for the per-query Schur-complement form (``max``, user objectives).
 SCHUR_MAX_ENTRIES = 2_000_000
 
+
+#: Time budget of the native solve that certifies the ``max`` objective (its Schur form keeps n small).
+MAX_BOUND_SECONDS = 60.0
+
+#: Up to this many query weights are written into the strategy metadata (above: digest, count and file only).
+WEIGHTS_INLINE_MAX = 1000
 
 #: Built-in objectives that take no user weights (``relative`` computes its own).
 UNWEIGHTED_OBJECTIVES = ("total", "max", "relative")
@@ -123,6 +152,36 @@ def query_weights(problem: Problem) -> np.ndarray | None:
     return w
 
 
+def weights_meta(problem: Problem, weights: np.ndarray | None) -> dict:
+    """What the strategy metadata records about the ``weights`` option (empty when it was not given).
+
+    ``weights`` (the list, when at most `WEIGHTS_INLINE_MAX`), ``weights_count``,
+    ``weights_sha256`` (of the float64 little-endian vector, so a file's weights
+    can be checked against it) and ``weights_file`` (when given as a ``.npy`` path).
+
+    Examples
+    --------
+    >>> from strategy_opt.api import solve
+    >>> s = solve("prefix:3", method="minerror-l2", objective="weighted", weights=[1, 2, 3])
+    >>> s.meta["weights"], s.meta["weights_count"], len(s.meta["weights_sha256"])
+    ([1.0, 2.0, 3.0], 3, 64)
+    """
+    raw = problem.options.get("weights")
+    if raw is None or weights is None:
+        return {}
+    w = np.ascontiguousarray(weights, dtype="<f8")
+    out = {
+        "weights": [float(v) for v in w] if w.size <= WEIGHTS_INLINE_MAX else None,
+        "weights_count": int(w.size),
+        "weights_sha256": hashlib.sha256(w.tobytes()).hexdigest(),
+    }
+    if isinstance(raw, (str, Path)) and str(raw).strip().endswith(".npy"):
+        out["weights_file"] = str(raw).strip()
+    if out["weights"] is None:
+        out["weights_omitted"] = f"{w.size} weights (more than {WEIGHTS_INLINE_MAX}): see weights_sha256 and weights_file"
+    return out
+
+
 def _weighted_gram(W: Workload, weights: np.ndarray) -> np.ndarray:
     """``W^T diag(weights) W`` from the query rows."""
     M = sp.csr_matrix(W.matrix())
@@ -159,10 +218,18 @@ def _solve_cvxpy(prob, X, problem: Problem, psd_sizes: list[int]) -> tuple[np.nd
         f"minerror-l2 with solver profile {profile.name!r} ({profile.solver}) on {problem.workload.n} cells",
         "use --solver native (total and weighted objectives) or --solver scs",
     )
+    kwargs = _solver_kwargs(profile)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-            prob.solve(solver=profile.solver, verbose=profile.verbose, **_solver_kwargs(profile))
+            prob.solve(solver=profile.solver, verbose=profile.verbose, **kwargs)
+    except (TypeError, ValueError) as exc:
+        # options are checked on a probe when the Problem is made (solvers.check_solver_options);
+        # one refused only on the real problem is still the profile's fault, not a crash
+        named = [k for k in profile.options if re.search(rf"\b{re.escape(str(k))}\b", str(exc))]
+        if not named:
+            raise
+        raise InputError(f"solver profile {profile.source or repr(profile.name)}: [options] {named[0]} = {profile.options[named[0]]!r} is not accepted by {profile.solver} ({' '.join(str(exc).split())}); fix or remove it") from None
     except cp.error.SolverError as exc:
         raise SolverError(f"minerror-l2 (cvxpy/{profile.solver}) failed: {exc}; try --solver native (total objective) or another profile") from None
     if X.value is None or prob.status in ("infeasible", "unbounded", "infeasible_inaccurate", "unbounded_inaccurate"):
@@ -197,8 +264,13 @@ def _total_cvxpy(G: np.ndarray, L: np.ndarray, problem: Problem) -> tuple[np.nda
     return Xv, status, iters, max(bounds)
 
 
-def _schur_cvxpy(W: Workload, objective, weights, problem: Problem) -> tuple[np.ndarray, str, int, float]:
-    """Program 3.4.2 with one Schur complement per query and the objective's cvx form."""
+def _schur_cvxpy(W: Workload, objective, weights, problem: Problem) -> tuple[np.ndarray, str, int, float, np.ndarray | None]:
+    """Program 3.4.2 with one Schur complement per query and the objective's cvx form.
+
+    Returns X, status, iterations, the solver's objective value and the
+    multipliers of the variances ``u_i`` (the corner entries of the Schur
+    complements' dual matrices; None if the solver gives none).
+    """
     import cvxpy as cp
 
     n, m = W.n, W.m
@@ -213,8 +285,8 @@ def _schur_cvxpy(W: Workload, objective, weights, problem: Problem) -> tuple[np.
     M = W.matrix().toarray()
     X = cp.Variable((n, n), PSD=True)
     u = cp.Variable(m)
-    cons = [cp.diag(X) <= 1]
-    cons += [cp.bmat([[X, M[i][:, None]], [M[i][None, :], cp.reshape(u[i], (1, 1), order="C")]]) >> 0 for i in range(m)]
+    lmis = [cp.bmat([[X, M[i][:, None]], [M[i][None, :], cp.reshape(u[i], (1, 1), order="C")]]) >> 0 for i in range(m)]
+    cons = [cp.diag(X) <= 1, *lmis]
     try:
         expr = objective.cvx(u, weights)
         prob = cp.Problem(cp.Minimize(expr), cons)
@@ -223,7 +295,41 @@ def _schur_cvxpy(W: Workload, objective, weights, problem: Problem) -> tuple[np.
     if not prob.is_dcp():
         raise InputError(f"objective {problem.objective!r} is not DCP-convex in cvxpy; register a convex, non-decreasing cvx form")
     Xv, status, iters = _solve_cvxpy(prob, X, problem, [n] + [n + 1] * m)
-    return Xv, status, iters, float(prob.value)
+    try:
+        mult = np.array([float(np.asarray(c.dual_value)[n, n]) for c in lmis])
+    except (TypeError, IndexError, ValueError):
+        mult = None
+    return Xv, status, iters, float(prob.value), mult
+
+
+def _max_bound(W: Workload, mult: np.ndarray | None, profile) -> tuple[float, dict]:
+    """Lower bound on ``min max_i u_i``: the dual bound of the total error weighted by c on the simplex.
+
+    ``max_i u_i >= sum_i c_i u_i`` for every c on the simplex, so the best dual
+    value of ``min sum_i c_i u_i`` (native solver on ``W^T diag(c) W``) bounds
+    the optimum whatever c is; the solver's multipliers of the ``u_i`` make it
+    tight, uniform c is the fallback.
+    """
+    m = W.m
+    c = np.clip(mult, 0.0, None) if mult is not None and np.all(np.isfinite(mult)) else np.zeros(m)
+    source = "schur-multipliers"
+    if c.sum() <= 0:
+        c, source = np.ones(m), "uniform"
+    c = c / c.sum()
+    res = solve_total_l2(_weighted_gram(W, c), max_iters=profile.max_iters, time_limit=min(profile.time_limit, MAX_BOUND_SECONDS), tol=max(profile.tol, 1e-10))
+    return float(res.dual), {"weights_from": source, "status": res.status, "iterations": res.iterations}
+
+
+def _floor_bound(W: Workload, objective, weights) -> float:
+    """``f(l)`` with ``l_i = max_j w_ij^2``, the least variance query i can have at unit L2 sensitivity.
+
+    The single-query optimum: ``min w X^+ w^T`` over ``diag X <= 1`` is the dual
+    bound of the rank-one workload w, ``max_v sum_j v_j w_j^2 = max_j w_j^2``; as
+    every strategy has ``u_i >= l_i``, a non-decreasing f has ``f(u) >= f(l)``.
+    """
+    M = sp.csr_matrix(W.matrix())
+    floor = np.asarray(abs(M).max(axis=1).toarray()).ravel() ** 2
+    return float(objective.value(floor, weights))
 
 
 def _factor(W: Workload, G: np.ndarray, from_workload: bool) -> np.ndarray:
@@ -272,14 +378,20 @@ def minerror_l2(problem: Problem):
     linear = problem.objective in LINEAR_OBJECTIVES
     if profile.backend == "native" and not linear:
         raise InputError(f"objective {problem.objective!r} needs a cvxpy profile (--solver scs or clarabel); the native solver handles {', '.join(LINEAR_OBJECTIVES)}")
-    extra: dict = {}
-    lower = obj_lower = None
+    if problem.objective not in BUILTIN_OBJECTIVES:
+        check_monotone(objective, W.m, weights)
+    extra: dict = weights_meta(problem, weights)
+    lower = obj_lower = obj_kind = no_bound = None
     reweighted = linear and weights is not None and problem.objective != "total"
     if linear:
+        # the first progress line, before the first expensive step (minutes at thousands of cells)
+        log.info("minerror-l2: %d cells, objective %s, solver profile %s: factoring the Gram matrix", W.n, problem.objective, profile.name)
         G = _weighted_gram(W, weights) if reweighted else W.gram()
         L = _factor(W, G, from_workload=not reweighted)
         if profile.backend == "native":
-            res = solve_total_l2(G, factor=L, max_iters=profile.max_iters, time_limit=profile.time_limit, tol=profile.tol)
+            # the time limit covers the whole program: the factorisation above counts against it
+            remaining = max(0.0, profile.time_limit - (time.perf_counter() - t0))
+            res = solve_total_l2(G, factor=L, max_iters=profile.max_iters, time_limit=remaining, tol=profile.tol)
             A, status, iters, lower = res.A, res.status, res.iterations, res.dual
             extra.update(native_primal=res.primal, native_dual=res.dual, cells=res.cells)
         else:
@@ -287,18 +399,37 @@ def minerror_l2(problem: Problem):
             A = strategy_from_gram(Xv)
         extra["iterations"] = iters
         if reweighted:
-            obj_lower, lower = lower, None
+            obj_lower, obj_kind, lower = lower, "dual-certificate", None
     else:
-        Xv, status, iters, solver_value = _schur_cvxpy(W, objective, weights, problem)
+        Xv, status, iters, solver_value, mult = _schur_cvxpy(W, objective, weights, problem)
         A = strategy_from_gram(Xv)
         extra.update(iterations=iters, solver_objective_value=solver_value)
+        try:
+            floor = _floor_bound(W, objective, weights)
+        except Exception as exc:  # a user's objective may fail where the probe did not
+            floor, no_bound = None, f"objective {problem.objective!r} failed on the per-query floor ({' '.join(str(exc).split())})"
+        else:
+            no_bound = None if math.isfinite(floor) else f"objective {problem.objective!r} is not finite on the per-query floor"
+        obj_lower, obj_kind = (floor, "per-query-floor") if no_bound is None else (None, None)
+        if problem.objective == "max":
+            bound, facts = _max_bound(W, mult, profile)
+            extra["objective_lower_bound_details"] = facts
+            if obj_lower is None or bound > obj_lower:
+                obj_lower, obj_kind, no_bound = bound, "simplex-weighted-dual", None
     solve_seconds = time.perf_counter() - t0
     objective_value = None
     if problem.objective != "total":
         objective_value = objective.value(per_query_variances(A, W, 2), weights)
-        if reweighted:
-            extra.update(objective_lower_bound=obj_lower, objective_relative_gap=relative_gap(objective_value, obj_lower))
-    return compile_strategy(
+        extra.update(
+            objective_lower_bound=finite_or_none(obj_lower),
+            objective_lower_bound_kind=obj_kind,
+            objective_relative_gap=finite_or_none(relative_gap(objective_value, obj_lower)) if obj_lower is not None else None,
+        )
+        if extra["objective_lower_bound"] is None:
+            extra["objective_lower_bound_kind"] = None
+            extra["objective_lower_bound_unavailable"] = no_bound or f"no finite lower bound was computed for objective {problem.objective!r}"
+    rtol = max(profile.tol, INACCURATE_RTOL) if str(status).endswith("_inaccurate") else profile.tol
+    strategy = compile_strategy(
         A,
         problem,
         "minerror-l2",
@@ -310,3 +441,5 @@ def minerror_l2(problem: Problem):
         lower_bound_kind="dual-certificate" if lower is not None else None,
         extra=extra,
     )
+    reconcile_bound(strategy.meta, rtol)
+    return strategy
