@@ -79,6 +79,7 @@ __all__ = [
     "read_histogram",
     "histogram_from_records",
     "write_answers",
+    "write_answer_file",
     "read_answers",
     "file_sha256",
     "atomic_path",
@@ -849,21 +850,32 @@ def write_answers(path: str | os.PathLike, answers: np.ndarray, lower=None, uppe
         ``strategy_opt_version``, ``format_version``, ``created`` and ``m``.
     """
     path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in (".npy", ".csv"):
-        raise InputError(f"answers must be written to .npy or .csv, got {path.suffix!r}")
     answers = np.asarray(answers, dtype=float)
     m = answers.size
+    if path.suffix.lower() != ".csv":
+        return write_answer_file(path, lambda fh: np.save(fh, answers), m, meta)
+    columns = [answers] + [np.full(m, np.nan) if b is None else np.asarray(b, dtype=float) for b in (lower, upper)]
+
+    def write_csv(fh) -> None:
+        fh.write(b"query,answer,lower,upper\n")
+        fh.writelines(f"{i},{_num(a)},{_num(lo)},{_num(hi)}\n".encode() for i, (a, lo, hi) in enumerate(zip(*(c.tolist() for c in columns))))
+
+    return write_answer_file(path, write_csv, m, meta)
+
+
+def write_answer_file(path: str | os.PathLike, write, m: int, meta: dict | None = None) -> Path:
+    """Write an answer file (``.npy`` or ``.csv``) by ``write(binary file)`` and its sidecar ``<path>.json``, both atomic.
+
+    The sidecar holds ``meta`` (provenance) and always ``file``, ``sha256`` (of
+    the answer file), ``m`` (answers), ``format_version``,
+    ``strategy_opt_version`` and ``created``.
+    """
+    path = Path(path)
+    if path.suffix.lower() not in (".npy", ".csv"):
+        raise InputError(f"answers must be written to .npy or .csv, got {path.suffix!r}")
     with atomic_path(_answers_sidecar(path)) as tmp_json, atomic_path(path) as tmp:
-        if suffix == ".npy":
-            with open(tmp, "wb") as fh:
-                np.save(fh, answers)
-        else:
-            columns = [answers] + [np.full(m, np.nan) if b is None else np.asarray(b, dtype=float) for b in (lower, upper)]
-            rows = zip(*(c.tolist() for c in columns))
-            with open(tmp, "w", newline="") as fh:
-                fh.write("query,answer,lower,upper\n")
-                fh.writelines(f"{i},{_num(a)},{_num(lo)},{_num(hi)}\n" for i, (a, lo, hi) in enumerate(rows))
+        with open(tmp, "wb") as fh:
+            write(fh)
         side = dict(meta or {})
         side.update(
             {

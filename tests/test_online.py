@@ -1,6 +1,8 @@
 """Tests of the online answerer (strategy_opt.online) against Xiao & Xiong's running example (notes Sec. 3)."""
 
 import csv
+import hashlib
+import json
 import math
 
 import numpy as np
@@ -213,6 +215,10 @@ def test_cli_online(tmp_path, capsys):
     sources = [r["source"] for r in rows]
     assert f"history {sources.count('history')}, fresh {sources.count('fresh')}" in summary
     assert float(rows[-1]["spent"]) <= 1.0 and all(r["answer"] == "" for r in rows if r["source"] == "refused")
+    side = json.loads((tmp_path / "a.csv.json").read_text())  # provenance beside the answers
+    assert side["sha256"] == hashlib.sha256(out.read_bytes()).hexdigest() and side["m"] == 40
+    assert side["spent"] == pytest.approx(float(rows[-1]["spent"])) and side["counts"]["fresh"] == sources.count("fresh")
+    assert side["budget"] == 1.0 and side["seed"] == 2 and side["sampler"] == "simulate"
     with open(tmp_path / "req.csv", "w") as fh:
         fh.write("half_width,confidence\n" + "".join(f"{10 + i},0.9\n" for i in range(40)))
     assert main(base + ["--requirements", str(tmp_path / "req.csv"), "--inference", "wls", "--fuse", "--out", str(tmp_path / "a.npy")]) == 0

@@ -25,7 +25,8 @@ Contract (also in ``strategy-opt online --help``)::
   (source: history | fresh | refused; alpha: budget of the fresh measurement,
   or the one a refused query needed; spent: total privacy cost after the
   query; answer/lower/upper empty when refused), or ``.npy`` (answers, NaN
-  when refused).
+  when refused); beside it ``<out>.json`` with the file's SHA-256 and how the
+  answers were made (queries, budget and spent, counts, inference, sampler).
 * stdout: one summary line (answered, from history, fresh, refused, spent).
   Exit status 0 even when queries are refused; 2 on bad input.
 """
@@ -55,7 +56,8 @@ _PROGRESS_SECONDS = 5.0
 EPILOG = """
 output (.csv): query,answer,lower,upper,source,alpha,spent -- source is history (free), fresh
 (budget alpha spent) or refused (budget exhausted; answer empty); spent = total privacy cost
-max_j B_j after the query. (.npy): the answers, NaN where refused.
+max_j B_j after the query. (.npy): the answers, NaN where refused. Sidecar <out>.json: SHA-256
+of the answer file and provenance (queries, budget, spent, counts, inference, sampler).
 
 examples:
   strategy-opt online --data hist.npy --queries Q.npy --budget 1 --half-width 50 --confidence 0.8 \\
@@ -129,21 +131,21 @@ def _requirements(args, m: int) -> tuple[np.ndarray, np.ndarray]:
     return hw, conf
 
 
-def _write(path: Path, results) -> None:
-    from ..io import atomic_path
+def _write(path: Path, results, provenance: dict) -> None:
+    """The answers (.npy, or .csv with sources and budgets) and their sidecar ``<out>.json``."""
+    from ..io import write_answer_file
 
     def fmt(v):
         return "" if math.isnan(v) else repr(float(v))
 
-    with atomic_path(path) as tmp:
+    def write(fh) -> None:
         if path.suffix.lower() == ".npy":
-            with open(tmp, "wb") as fh:
-                np.save(fh, np.array([r.value for r in results], dtype=float))
-        else:
-            with open(tmp, "w", newline="") as fh:
-                fh.write("query,answer,lower,upper,source,alpha,spent\n")
-                for i, r in enumerate(results):
-                    fh.write(f"{i},{fmt(r.value)},{fmt(r.lower)},{fmt(r.upper)},{r.source},{r.alpha!r},{r.spent!r}\n")
+            np.save(fh, np.array([r.value for r in results], dtype=float))
+            return
+        fh.write(b"query,answer,lower,upper,source,alpha,spent\n")
+        fh.writelines(f"{i},{fmt(r.value)},{fmt(r.lower)},{fmt(r.upper)},{r.source},{r.alpha!r},{r.spent!r}\n".encode() for i, r in enumerate(results))
+
+    write_answer_file(path, write, len(results), provenance)
 
 
 def _cmd_online(args) -> int:
@@ -174,8 +176,22 @@ def _cmd_online(args) -> int:
         if now - last >= _PROGRESS_SECONDS:
             log.info("query %d/%d: spent %.6g of %.6g; %s", i + 1, Q.shape[0], answerer.spent, answerer.budget, answerer.counts)
             last = now
-    _write(out, results)
     c = answerer.counts
+    provenance = {
+        "command": "online",
+        "queries": args.queries,
+        "n": int(queries.n),
+        "privacy": {"notion": "pure", "epsilon": float(args.budget), "delta": None},
+        "budget": float(args.budget),
+        "spent": float(answerer.spent),
+        "counts": {k: int(v) for k, v in c.items()},
+        "inference": args.inference,
+        "fuse": bool(args.fuse),
+        "requirements": args.requirements if args.requirements else {"half_width": args.half_width, "confidence": args.confidence},
+        "sampler": sampler,
+        "seed": args.seed,
+    }
+    _write(out, results, provenance)
     print(
         f"answered {c['history'] + c['fresh']} of {Q.shape[0]} queries (history {c['history']}, fresh {c['fresh']}, "
         f"refused {c['refused']}); privacy spent {answerer.spent:.6g} of budget {answerer.budget:.6g}; "
