@@ -2,6 +2,8 @@
 does not know are refused, auto honours the objective, conic-solver memory is estimated
 before the solver allocates, problem files are validated, bounds never exceed the error."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -182,3 +184,13 @@ def test_max_query_variance_of_a_rescaled_workload():
     rows = np.array(list(itertools.product([0.0, 1.0], repeat=8)))
     expected = np.linalg.norm(A, axis=0).max() ** 2 * np.einsum("ij,jk,ik->i", rows, np.linalg.pinv(A.T @ A), rows).max()
     assert error_report(s, "all-predicate:8")["max_query_variance"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_bundled_problem_data_paths_resolve_to_the_shared_data(dpbench_1d):
+    """A problem file's ``data`` is relative to the file: the bundled DPBench problems name ../shared's histogram."""
+    from strategy_opt.problem import list_problems, read_problem_file
+
+    for name, path in list_problems().items():
+        data = read_problem_file(path).get("data")
+        if data is not None:
+            assert Path(data).resolve() == (dpbench_1d / "NETTRACE.n4096.npy").resolve(), name
