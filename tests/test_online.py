@@ -225,7 +225,14 @@ def test_cli_online(tmp_path, capsys):
     assert np.load(tmp_path / "a.npy").shape == (40,)
     assert main(base + ["--requirements", str(tmp_path / "req.csv"), "--half-width", "3", "--out", str(out)]) == 2
     assert main(base + ["--out", str(out)]) == 2
+    capsys.readouterr()
     assert main(base + ["--half-width", "3", "--fuse", "--out", str(out)]) == 2  # fuse needs wls
+    assert capsys.readouterr().err.strip() == "strategy-opt: error: --fuse needs --inference wls (got --inference bayes)"
+    queries[7] = 0
+    np.save(tmp_path / "q0.npy", queries)
+    zero = ["-q", "online", "--data", str(tmp_path / "x.npy"), "--queries", str(tmp_path / "q0.npy"), "--budget", "1", "--half-width", "3", "--out", str(tmp_path / "z.csv")]
+    assert main(zero) == 2 and "query 7 (row 8) is all zeros" in capsys.readouterr().err
+    assert not (tmp_path / "z.csv").exists()
     assert main(base + ["--half-width", "3", "--confidence", "1.5", "--out", str(out)]) == 2
     assert main(["-q", "online", "--data", str(tmp_path / "x.npy"), "--queries", "prefix:8", "--budget", "1", "--half-width", "3", "--out", str(out)]) == 2
     assert "cells" in capsys.readouterr().err

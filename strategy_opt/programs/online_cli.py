@@ -161,6 +161,11 @@ def _cmd_online(args) -> int:
     if np.any(x < 0):
         raise InputError(f"{args.data}: histogram has negative counts; counts must be >= 0")
     Q = queries.matrix()
+    empty = np.flatnonzero(np.asarray(abs(Q).sum(axis=1)).ravel() == 0)
+    if empty.size:
+        raise InputError(f"{args.queries}: query {int(empty[0])} (row {int(empty[0]) + 1}) is all zeros{f' ({empty.size} such rows)' if empty.size > 1 else ''}; every query needs a non-zero coefficient")
+    if args.fuse and args.inference != "wls":
+        raise InputError(f"--fuse needs --inference wls (got --inference {args.inference})")
     hw, conf = _requirements(args, Q.shape[0])
     sampler = args.sampler or ("simulate" if args.seed is not None else "opendp")
     if sampler == "opendp" and args.seed is not None:
