@@ -15,7 +15,7 @@ from strategy_opt.privacy import ApproxDP, PureDP
 from strategy_opt.programs.dawa import dawa, dawa_estimate, random_rectangles, rectangle_workload
 from strategy_opt.programs.greedy_h import MappedWorkload, greedy_hierarchy
 from strategy_opt.registry import get_release
-from strategy_opt.workload import identity, kronecker, prefix, random_range
+from strategy_opt.workload import from_matrix, identity, kronecker, prefix, random_range
 
 
 def sparse_histogram(n, seed=0):
@@ -57,6 +57,45 @@ def test_reproducible_by_seed():
     assert np.array_equal(a.answers, b.answers) and not np.array_equal(a.answers, c.answers)
     assert a.lower is None and a.noise_scale == pytest.approx(1 / (0.75 * 0.5))
     np.testing.assert_allclose(a.answers, W.matvec(a.x_hat))
+
+
+def test_explicit_workload_same_release_on_both_routes(monkeypatch):
+    """The same ranges given as a matrix (sparse or dense) give DAWA's release of the interval workload, by seed,
+    whether the mapped workload goes through the matrix route (chosen) or the dense Gram (forced)."""
+    import strategy_opt.programs.greedy_h as gh
+
+    W = random_range(512, 200, 3)
+    x = sparse_histogram(512, 1)
+    ref = dawa_estimate(x, W, 0.5, rng=4)
+    for M in (W.matrix(), W.matrix().toarray()):
+        E = from_matrix(M)
+        assert MappedWorkload._choose_route(E) == "matrix"
+        got = dawa_estimate(x, E, 0.5, rng=4)
+        np.testing.assert_array_equal(got.edges, ref.edges)
+        np.testing.assert_allclose(got.x_hat, ref.x_hat, rtol=1e-9, atol=1e-9)
+        assert E._gram is None  # the matrix route never forms the 512 x 512 Gram
+        with monkeypatch.context() as mp:
+            mp.setattr(gh.MappedWorkload, "_choose_route", staticmethod(lambda w: "gram"))
+            forced = dawa_estimate(x, E, 0.5, rng=4)
+        assert E._gram is not None
+        np.testing.assert_array_equal(forced.edges, ref.edges)
+        np.testing.assert_allclose(forced.hierarchy.weight, got.hierarchy.weight, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(forced.x_hat, got.x_hat, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(dawa(x, E, PureDP(0.5), rng=4).answers, W.matvec(got.x_hat), rtol=1e-9, atol=1e-6)
+
+
+def test_file_range_workload_at_4096_takes_the_matrix_route(tmp_path):
+    """Audit: a file: workload of 2000 random ranges on 4096 cells was sent through the dense 4096 x 4096 Gram
+    because its non-zeros were unknown; they are counted now (2.8 M <= n^2/4), like random-range's."""
+    import scipy.sparse as sp
+
+    from strategy_opt.io import read_workload_file
+
+    W = random_range(4096, 2000, 7)
+    sp.save_npz(tmp_path / "W.npz", W.matrix())
+    F = read_workload_file(tmp_path / "W.npz")
+    assert F.nnz() == W.matrix().nnz
+    assert MappedWorkload._choose_route(F) == MappedWorkload._choose_route(W) == "matrix"
 
 
 def test_budget_split_and_options():

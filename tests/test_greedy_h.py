@@ -15,7 +15,7 @@ from strategy_opt.programs.greedy_h import (
     domain_order,
     greedy_hierarchy,
 )
-from strategy_opt.workload import all_range, identity, kronecker, prefix, random_range, total, union
+from strategy_opt.workload import all_range, from_matrix, identity, kronecker, prefix, random_range, total, union
 
 
 def cells(W):
@@ -71,9 +71,9 @@ def test_best_lambda_matches_grid_search():
     lam = best_lambda(e, A, d)
     grid = np.linspace(0, LAMBDA_MAX, 20001)
 
-    def f(l, e, A, d):
-        beta = l**2 / ((1 - l) ** 2 + l**2 * d)
-        return (e - A * beta) / (1 - l) ** 2
+    def f(lm, e, A, d):
+        beta = lm**2 / ((1 - lm) ** 2 + lm**2 * d)
+        return (e - A * beta) / (1 - lm) ** 2
 
     for i in range(300):
         assert f(lam[i], e[i], A[i], d[i]) <= f(grid, e[i], A[i], d[i]).min() * (1 + 1e-9)
@@ -85,8 +85,8 @@ def test_root_choice_minimises_true_error():
     t = greedy_hierarchy(cells(W), 2)
     G = W.gram()
 
-    def err(l):
-        A = np.array([[l, l], [1 - l, 0], [0, 1 - l]])
+    def err(lm):
+        A = np.array([[lm, lm], [1 - lm, 0], [0, 1 - lm]])
         return np.trace(G @ np.linalg.inv(A.T @ A))
 
     grid = np.linspace(0, LAMBDA_MAX, 5001)
@@ -146,6 +146,33 @@ def test_routes_agree(W, monkeypatch):
     np.testing.assert_allclose(mw._pairwise_norms_sq(lo, hi, w), want, rtol=1e-10)
     monkeypatch.setattr(gh, "_BLOCK_ENTRIES", 7)
     np.testing.assert_allclose(mw._pairwise_norms_sq(lo, hi, w), want, rtol=1e-10)
+
+
+@pytest.mark.parametrize("dense", [False, True], ids=["sparse", "dense"])
+def test_explicit_workload_routes(dense):
+    """An explicit matrix is routed by its non-zeros like the interval workload it holds; gram and matrix routes agree."""
+    rng = np.random.default_rng(2)
+    R = random_range(300, 120, 4)  # about a third of the entries: nnz <= n^2/4 -> matrix
+    for spec_workload, route in ((R, "matrix"), (prefix(300), "gram")):  # prefix: n(n+1)/2 non-zeros -> gram
+        M = spec_workload.matrix()
+        W = from_matrix(M.toarray() if dense else M)
+        assert gh._matrix_nnz(W) == M.nnz == gh._matrix_nnz(spec_workload)
+        assert MappedWorkload._choose_route(W) == route == MappedWorkload._choose_route(spec_workload)
+        edges = np.unique(np.r_[0, rng.choice(np.arange(1, 300), 40, replace=False), 300])
+        k = edges.size - 1
+        w = rng.random(k)
+        lo, hi = np.array([0, 3, 10, 11]), np.array([3, 10, 11, k])
+        Wm, P = M.toarray(), MappedWorkload(W, np.arange(300), edges)._P.toarray()
+        want = [np.sum((Wm @ P[:, a:b] @ w[a:b]) ** 2) for a, b in zip(lo, hi)]
+        for r in ("gram", "matrix"):
+            np.testing.assert_allclose(MappedWorkload(W, np.arange(300), edges, route=r).norms_sq(lo, hi, w), want, rtol=1e-10)
+        with pytest.raises(InputError, match="structured route"):
+            MappedWorkload(W, np.arange(300), edges, route="structured")
+        # the whole greedy allocation is the same as on the structured workload
+        a = greedy_hierarchy(MappedWorkload(W, np.arange(300), edges), 2)
+        b = greedy_hierarchy(MappedWorkload(spec_workload, np.arange(300), edges), 2)
+        np.testing.assert_allclose(a.weight, b.weight, rtol=1e-9, atol=1e-12)
+        assert a.unit_error == pytest.approx(b.unit_error, rel=1e-10)
 
 
 def test_solve_method_greedy_h():

@@ -136,3 +136,101 @@ def test_explicit_workload_validation():
 def test_matrix_refused_when_huge():
     with pytest.raises(InputError, match="too large"):
         all_range(20000).matrix()
+
+
+# --------------------------------------------------------------------------- explicit workloads
+
+
+def _explicit_cases():
+    """(name, matrix, expected product route) for ExplicitWorkload Gram tests."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(5)
+    lo, hi = random_range(700, 300, 2).intervals
+    ranges = sp.csr_matrix(brute_intervals(700, list(zip(lo, hi))))  # long ranges: fills in -> dense route
+    short = sp.random(400, 700, density=0.004, random_state=3, format="csr")  # genuinely sparse
+    signed = sp.random(150, 600, density=0.4, random_state=4, format="csr")
+    signed.data = rng.normal(size=signed.nnz)  # real-valued, both signs
+    dup = sp.coo_matrix((np.array([1.0, 2.0, -0.5, 3.0, 0.0]), (np.array([0, 0, 1, 2, 2]), np.array([3, 3, 1, 0, 4]))), shape=(3, 5))
+    return [
+        ("ranges-csr", ranges, True),
+        ("sparse-csr", short, False),
+        ("signed-csr", signed, True),
+        ("duplicates-coo", dup, None),
+        ("ranges-dense", ranges.toarray(), None),
+        ("signed-dense", signed.toarray(), None),
+    ]
+
+
+@pytest.mark.parametrize("name, M, dense_route", _explicit_cases(), ids=lambda v: v if isinstance(v, str) else "")
+def test_explicit_gram_equals_dense_numpy_product(name, M, dense_route, monkeypatch):
+    """W^T W and W W^T of a file-like workload equal the plain dense NumPy products, on both product routes."""
+    import scipy.sparse as sp
+
+    import strategy_opt.workload as wl
+
+    D = M.toarray() if sp.issparse(M) else np.asarray(M)
+    want, want_rows = D.T @ D, D @ D.T
+    W = from_matrix(M)
+    if dense_route is not None:
+        assert wl._dense_product_cheaper(W.matrix()) is dense_route
+    G = W.gram()
+    scale = np.abs(want).max()
+    np.testing.assert_allclose(G, want, rtol=0, atol=1e-12 * scale)
+    assert np.array_equal(G, G.T) and G.flags.c_contiguous and G.dtype == np.float64
+    np.testing.assert_allclose(W._row_gram(), want_rows, rtol=0, atol=1e-12 * np.abs(want_rows).max())
+    assert W.frobenius_sq() == pytest.approx(np.trace(want), rel=1e-12)
+    assert W.nnz() == np.count_nonzero(D)
+    if sp.issparse(M):
+        # the other route, and the dense route in several row blocks, give the same matrix
+        for forced in (True, False):
+            monkeypatch.setattr(wl, "_dense_product_cheaper", lambda _M, f=forced: f)
+            np.testing.assert_allclose(from_matrix(M).gram(), want, rtol=0, atol=1e-12 * scale)
+        monkeypatch.setattr(wl, "_dense_product_cheaper", lambda _M: True)
+        monkeypatch.setattr(wl, "_GRAM_BLOCK_ENTRIES", 7 * D.shape[1] + 3)
+        np.testing.assert_allclose(from_matrix(M).gram(), want, rtol=0, atol=1e-12 * scale)
+        np.testing.assert_allclose(from_matrix(M)._row_gram(), want_rows, rtol=0, atol=1e-12 * np.abs(want_rows).max())
+
+
+def test_explicit_gram_eigvals_from_row_gram():
+    M = brute_intervals(40, [(0, 39), (3, 9), (5, 30), (20, 20)])
+    np.testing.assert_allclose(from_matrix(M).gram_eigvals(), np.linalg.eigvalsh(M.T @ M), atol=1e-10)
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+def test_explicit_workload_is_immutable_and_caches_its_grams(sparse, monkeypatch):
+    """The matrix is copied and read-only, so the cached Gram can never go stale; a repeated gram() is free."""
+    import scipy.sparse as sp
+
+    import strategy_opt.workload as wl
+
+    D = brute_intervals(30, [(0, 29), (2, 5), (10, 20)])
+    src = sp.csr_matrix(D) if sparse else D.copy()
+    W = from_matrix(src)
+    calls = []
+    real = wl._cross_product
+    monkeypatch.setattr(wl, "_cross_product", lambda M: calls.append(M.shape) or real(M))
+    G = W.gram()
+    assert W.gram() is G and W._row_gram() is W._row_gram() and calls == [(3, 30), (30, 3)]
+    assert not G.flags.writeable and not W._row_gram().flags.writeable
+    with pytest.raises(ValueError):
+        G[0, 0] = 5.0
+    # changing the array the workload was built from changes nothing
+    if sparse:
+        src.data[:] = 7.0
+    else:
+        src[:] = 7.0
+    np.testing.assert_array_equal(W.matrix().toarray(), D)
+    np.testing.assert_array_equal(W.gram(), D.T @ D)
+    np.testing.assert_array_equal(W.matvec(np.ones(30)), D.sum(axis=1))
+    # and what it hands out cannot change it (read-only views of the stored matrix, or fresh copies)
+    M = W.matrix()
+    if sparse:
+        with pytest.raises(ValueError):
+            M.data[0] = 3.0
+    else:
+        M.data[0] = 3.0
+        with pytest.raises(ValueError):
+            W.dense()[0, 0] = 3.0
+    np.testing.assert_array_equal(W.matrix().toarray(), D)
+    np.testing.assert_array_equal(W.gram(), D.T @ D)

@@ -54,7 +54,7 @@ from ..exceptions import InputError, OptionError
 from ..partition import hilbert_order
 from ..problem import Problem
 from ..registry import register_method
-from ..workload import IntervalWorkload, Kronecker, Union, Workload
+from ..workload import ExplicitWorkload, IntervalWorkload, Kronecker, Union, Workload
 
 __all__ = ["MappedWorkload", "Hierarchy", "build_hierarchy", "greedy_hierarchy", "greedy_h", "greedy_h_matrix", "LAMBDA_MAX"]
 
@@ -83,10 +83,12 @@ def _interval_factor(W: Workload) -> bool:
 
 
 def _matrix_nnz(W: Workload) -> float | None:
-    """Non-zeros of W's matrix when known without building it (interval structure), else None."""
+    """Non-zeros of W's matrix when known without building it (interval structure, explicit matrices), else None."""
     if isinstance(W, IntervalWorkload):
         lo, hi = W.intervals
         return float(np.sum(hi - lo + 1))
+    if isinstance(W, ExplicitWorkload):
+        return float(W.nnz())
     if isinstance(W, Kronecker):
         parts = [_matrix_nnz(f) for f in W.factors]
         return None if None in parts else float(np.prod(parts))
@@ -123,7 +125,7 @@ class MappedWorkload:
 
     * ``gram``: ``G_hat = P^T (W^T W) P`` by block sums of the dense Gram
       matrix (domains up to `GRAM_ROUTE_MAX_N` cells whose workload matrix
-      is dense or unknown, e.g. all ranges);
+      has more than ``n^2/4`` non-zeros or an unknown count, e.g. all ranges);
     * ``matrix``: ``W_hat`` as a sparse product (workloads whose matrix fits);
     * ``structured``: interval workloads and Kronecker products / unions of
       them whose matrix is too large (e.g. 2-D prefix on 256 x 256): short
