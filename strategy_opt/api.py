@@ -112,8 +112,15 @@ def error_report(strategy: Strategy, workload, privacy: str | None = None) -> di
         raise InputError(f"strategy has {A.shape[1]} columns but the workload has {W.n} cells")
     sens = sensitivity(A, p)
     max_var = None
-    if _kron_parts(A, W) is not None:
+    kparts = _kron_parts(A, W)
+    if kparts is not None:
         E = unit_error(A, W, p)
+        # a product query's variance is the product of its factors' (each query's weight squared)
+        pinvs = [ErrorProfile(f).pinv() for f in A.factors]
+        try:
+            max_var = sens**2 * max(float(w) ** 2 * math.prod(float(Wj.query_variances(P).max()) for Wj, P in zip(factors, pinvs)) for w, factors in kparts)
+        except InputError:  # a factor with too many queries to enumerate
+            max_var = None
     else:
         if isinstance(A, KroneckerMatrix):
             A = A.tocsr()

@@ -171,3 +171,20 @@ def test_gram_eigvals_of_wide_workloads_from_the_row_gram(spec):
         W = parse_spec(spec)
     assert W.m < W.n
     np.testing.assert_allclose(W.gram_eigvals(), np.linalg.eigvalsh(W.matrix().toarray().T @ W.matrix().toarray()), atol=1e-10)
+
+
+@pytest.mark.parametrize("privacy", ["pure", "approx"])
+def test_max_query_variance_of_kronecker_strategies(privacy):
+    """Kronecker strategy on a weighted union of products: the largest variance from factors equals the dense one."""
+    from strategy_opt.api import error_report
+    from strategy_opt.bases import hierarchical_matrix, wavelet_matrix
+    from strategy_opt.spec import parse_spec
+    from strategy_opt.strategy import Strategy
+    from strategy_opt.workload import Union
+
+    W = Union([parse_spec("all-range:4*prefix:3"), parse_spec("identity:4*total:3")], [1.0, 2.5])
+    K = KroneckerMatrix([hierarchical_matrix(4, 2).toarray(), wavelet_matrix(4).toarray()[:3, :3] + np.eye(3)])
+    Wm, A = W.matrix().toarray(), K.tocsr().toarray()
+    s2 = np.abs(A).sum(axis=0).max() ** 2 if privacy == "pure" else (A**2).sum(axis=0).max()
+    dense = s2 * np.max(np.einsum("ij,jk,ik->i", Wm, np.linalg.pinv(A.T @ A), Wm))
+    assert error_report(Strategy(K), W, privacy)["max_query_variance"] == pytest.approx(dense, rel=1e-10)
