@@ -36,6 +36,7 @@ from .defaults import MAX_DENSE_N, MAX_MATRIX_ENTRIES
 from .exceptions import InputError
 
 __all__ = [
+    "weighted_gram",
     "Workload",
     "ExplicitWorkload",
     "IntervalWorkload",
@@ -203,6 +204,12 @@ def _dense_product_cheaper(M: sp.csr_matrix) -> bool:
     pairs = float(r @ r)
     sparse_cost = _SPARSE_PAIR_COST * pairs + _SPARSE_ENTRY_COST * min(float(n) * n, pairs)
     return 0.5 * m * float(n) * n < sparse_cost
+
+
+def weighted_gram(workload: "Workload", weights: np.ndarray) -> np.ndarray:
+    """``W^T diag(weights) W`` from the query rows, by the cheaper dense or sparse product (`_cross_product`)."""
+    W = sp.csr_matrix(workload.matrix(), dtype=float)
+    return _cross_product(sp.csr_matrix(sp.diags(np.sqrt(np.asarray(weights, dtype=float))) @ W))
 
 
 def _symmetrize_from_upper(G: np.ndarray) -> None:

@@ -234,3 +234,14 @@ def test_explicit_workload_is_immutable_and_caches_its_grams(sparse, monkeypatch
             W.dense()[0, 0] = 3.0
     np.testing.assert_array_equal(W.matrix().toarray(), D)
     np.testing.assert_array_equal(W.gram(), D.T @ D)
+
+
+@pytest.mark.parametrize("spec", ["random-range:64:300:1", "prefix:40", "marginals:4x5:1"])
+def test_weighted_gram_matches_the_dense_product(spec):
+    from strategy_opt.spec import parse_spec
+    from strategy_opt.workload import weighted_gram
+
+    W = parse_spec(spec)
+    M = W.matrix().toarray()
+    c = np.random.default_rng(2).uniform(0.1, 3.0, M.shape[0])
+    np.testing.assert_allclose(weighted_gram(W, c), M.T @ (c[:, None] * M), rtol=1e-12, atol=1e-12 * np.abs(M).max() ** 2 * c.max())

@@ -82,6 +82,7 @@ from ..workload import (
     _Identity,
     _Prefix,
     from_matrix,
+    weighted_gram,
 )
 from .minerror_l2 import check_weights_objective, query_weights, weights_meta
 
@@ -310,15 +311,7 @@ def normalized_gram(workload: Workload) -> np.ndarray:
     W = workload.matrix()
     norms = np.sqrt(np.asarray(W.multiply(W).sum(axis=1)).ravel())
     scale = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
-    Wn = sp.diags(scale) @ W
-    return (Wn.T @ Wn).toarray()
-
-
-def _weighted_gram(workload: Workload, weights: np.ndarray) -> np.ndarray:
-    """``W^T diag(weights) W`` (objective ``weighted``)."""
-    W = workload.matrix()
-    Ww = sp.diags(np.sqrt(weights)) @ W
-    return (Ww.T @ Ww).toarray()
+    return weighted_gram(workload, scale**2)
 
 
 # --------------------------------------------------------------------------- eigen-queries
@@ -430,7 +423,7 @@ def _design(problem: Problem, top: int | None) -> _Design:
     if objective == "relative":
         grams = [normalized_gram(f) for f in factors]
     elif objective == "weighted":
-        grams = [_weighted_gram(W, query_weights(problem))]  # refuses a missing or non-positive weights option
+        grams = [weighted_gram(W, query_weights(problem))]  # refuses a missing or non-positive weights option
         factors = [W]
     else:
         raise InputError(f"eigen-design minimises a (weighted) total error; objective {objective!r} is not supported (use total, relative or weighted)")

@@ -76,7 +76,7 @@ from ..objectives import BUILTIN_OBJECTIVES, check_monotone, get_objective
 from ..problem import Problem
 from ..registry import register_method
 from ..resources import psd_solver_bytes, require_memory
-from ..workload import Workload
+from ..workload import Workload, weighted_gram
 
 __all__ = ["minerror_l2", "query_weights", "weights_meta", "check_weights_objective", "SCHUR_MAX_ENTRIES", "LINEAR_OBJECTIVES", "WEIGHTS_INLINE_MAX"]
 
@@ -180,12 +180,6 @@ def weights_meta(problem: Problem, weights: np.ndarray | None) -> dict:
     if out["weights"] is None:
         out["weights_omitted"] = f"{w.size} weights (more than {WEIGHTS_INLINE_MAX}): see weights_sha256 and weights_file"
     return out
-
-
-def _weighted_gram(W: Workload, weights: np.ndarray) -> np.ndarray:
-    """``W^T diag(weights) W`` from the query rows."""
-    M = sp.csr_matrix(W.matrix())
-    return np.asarray((M.T @ sp.csr_matrix(M.multiply(weights[:, None]))).toarray())
 
 
 def _solver_kwargs(profile) -> dict:
@@ -316,7 +310,7 @@ def _max_bound(W: Workload, mult: np.ndarray | None, profile) -> tuple[float, di
     if c.sum() <= 0:
         c, source = np.ones(m), "uniform"
     c = c / c.sum()
-    res = solve_total_l2(_weighted_gram(W, c), max_iters=profile.max_iters, time_limit=min(profile.time_limit, MAX_BOUND_SECONDS), tol=max(profile.tol, 1e-10))
+    res = solve_total_l2(weighted_gram(W, c), max_iters=profile.max_iters, time_limit=min(profile.time_limit, MAX_BOUND_SECONDS), tol=max(profile.tol, 1e-10))
     return float(res.dual), {"weights_from": source, "status": res.status, "iterations": res.iterations}
 
 
@@ -386,7 +380,7 @@ def minerror_l2(problem: Problem):
     if linear:
         # the first progress line, before the first expensive step (minutes at thousands of cells)
         log.info("minerror-l2: %d cells, objective %s, solver profile %s: factoring the Gram matrix", W.n, problem.objective, profile.name)
-        G = _weighted_gram(W, weights) if reweighted else W.gram()
+        G = weighted_gram(W, weights) if reweighted else W.gram()
         L = _factor(W, G, from_workload=not reweighted)
         if profile.backend == "native":
             # the time limit covers the whole program: the factorisation above counts against it
