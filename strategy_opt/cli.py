@@ -58,7 +58,8 @@ noise samplers:
 
 every answer file OUT gets a sidecar OUT.json: its SHA-256, the strategy_opt version, the
 workload, privacy parameters, sampler and estimator (under run also the strategy file and its hash;
-under release the method and its options).
+under release the method and its options; for dawa and mwem also method_facts: the effective
+options, the budget split and, for dawa, the number of buckets of its private partition).
 """
 
 EPILOG_RUN = SAMPLERS_HELP + """
@@ -431,6 +432,8 @@ def _cmd_release(args) -> int:
     provenance = _provenance(args, workload, privacy, sampler, release, estimator)
     provenance["method"] = args.method
     provenance["options"] = options
+    if release.facts:
+        provenance["method_facts"] = release.facts  # effective options and what the method decided
     _write_release(args, release, provenance)
     return 0
 

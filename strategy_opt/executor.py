@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import NormalDist
 
 import numpy as np
@@ -63,6 +63,9 @@ class Release:
         Estimated histogram.
     noise_scale : float
         Laplace scale b or Gaussian sigma used for every strategy answer.
+    facts : dict
+        What a data-dependent release decided (effective options, budget split, ...),
+        recorded in the answer sidecar.
     """
 
     answers: np.ndarray
@@ -70,6 +73,7 @@ class Release:
     upper: np.ndarray | None
     x_hat: np.ndarray
     noise_scale: float
+    facts: dict = field(default_factory=dict)
 
 
 def _as_operator_matrix(A):

@@ -15,6 +15,7 @@ from strategy_opt.privacy import ApproxDP, PureDP
 from strategy_opt.programs.dawa import dawa, dawa_estimate, random_rectangles, rectangle_workload
 from strategy_opt.programs.greedy_h import MappedWorkload, greedy_hierarchy
 from strategy_opt.registry import get_release
+from strategy_opt.spec import parse_spec
 from strategy_opt.workload import from_matrix, identity, kronecker, prefix, random_range
 
 
@@ -208,6 +209,11 @@ def test_cli_release(tmp_path, capsys):
     assert a.shape == (20,) and np.array_equal(a, b)
     sidecar = json.loads((tmp_path / "a.npy.json").read_text())
     assert sidecar["estimator"] == "dawa" and sidecar["confidence"] is None
+    facts = sidecar["method_facts"]  # effective options (typed and defaulted) and the budget split
+    assert facts["rho"] == 0.25 and facts["noise"] == "bucket" and facts["all_intervals"] is False
+    assert facts["epsilon_partition"] == pytest.approx(0.25) and facts["epsilon_measurement"] == pytest.approx(0.75)
+    seeded = dawa_estimate(sparse_histogram(64), parse_spec("random-range:64:20:1"), 1.0, rng=5)
+    assert facts["buckets"] == seeded.buckets
 
 
 DPBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "dpbench"

@@ -1,5 +1,7 @@
 """MWEM (strategy_opt.programs.mwem): selection law, updates, budget, edge cases."""
 
+import json
+
 import numpy as np
 import pytest
 from scipy.stats import chisquare
@@ -8,7 +10,7 @@ import strategy_opt.programs.mwem as mw
 from strategy_opt.exceptions import InputError
 from strategy_opt.privacy import ApproxDP, PureDP
 from strategy_opt.programs.dawa import random_rectangles
-from strategy_opt.programs.mwem import _max_entry, _row, mwem, mwem_estimate
+from strategy_opt.programs.mwem import DEFAULT_SWEEPS, _max_entry, _row, mwem, mwem_estimate
 from strategy_opt.registry import get_release
 from strategy_opt.workload import identity, kronecker, prefix, random_range, total, union
 
@@ -134,3 +136,14 @@ def test_edge_cases_and_validation():
         mwem(np.zeros(16), W, PureDP(1.0), rng=0, T=5)
     with pytest.raises(InputError):
         mwem(np.zeros(16), W, ApproxDP(1.0, 1e-6), rng=0)
+
+
+def test_release_sidecar_records_the_effective_options(tmp_path):
+    """`release --method mwem`: the sidecar names the rounds and sweeps actually used and the budget per round."""
+    from strategy_opt.cli import main
+
+    np.save(tmp_path / "x.npy", np.arange(16.0))
+    out = tmp_path / "a.npy"
+    assert main(["-q", "release", "--method", "mwem", "--data", str(tmp_path / "x.npy"), "--workload", "prefix:16", "--epsilon", "2", "--seed", "1", "--option", "rounds=4", "--out", str(out)]) == 0
+    facts = json.loads((tmp_path / "a.npy.json").read_text())["method_facts"]
+    assert facts == {"rounds": 4, "sweeps": DEFAULT_SWEEPS, "epsilon_per_round": 0.5}

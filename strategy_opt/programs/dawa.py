@@ -173,7 +173,8 @@ def dawa_estimate(
     return DawaResult(x_hat, edges, order, tree, eps1, eps2, scale)
 
 
-_OPTIONS = ("rho", "branching", "all_intervals", "noise")
+#: DAWA's options and their defaults (those of `dawa_estimate`).
+_OPTIONS = {"rho": DEFAULT_RHO, "branching": 2, "all_intervals": False, "noise": "bucket"}
 
 
 @register_release(
@@ -193,8 +194,10 @@ def dawa(x, workload: Workload, privacy: Privacy, *, rng=None, sampler: str = "s
         raise InputError(f"unknown DAWA option(s) {', '.join(unknown)}; available: {', '.join(_OPTIONS)}")
     if privacy.notion != "pure":
         raise InputError(f"DAWA is eps-DP (privacy 'pure'), got {privacy.notion!r}")
-    result = dawa_estimate(x, workload, privacy.epsilon, rng=rng, sampler=sampler, **options)
-    return Release(workload.matvec(result.x_hat), None, None, result.x_hat, result.noise_scale)
+    effective = {**_OPTIONS, **options}
+    result = dawa_estimate(x, workload, privacy.epsilon, rng=rng, sampler=sampler, **effective)
+    facts = effective | {"epsilon_partition": result.eps1, "epsilon_measurement": result.eps2, "buckets": result.buckets}
+    return Release(workload.matvec(result.x_hat), None, None, result.x_hat, result.noise_scale, facts)
 
 
 def rectangle_workload(shape, lo, hi, spec: str = "rectangles") -> ExplicitWorkload:

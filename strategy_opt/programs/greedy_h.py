@@ -486,7 +486,7 @@ def greedy_h(problem: Problem):
     branching = check_branching(problem.options.get("branching", 2))
     A, tree = greedy_h_matrix(problem.workload, branching)
     extra = {"branching": branching, "greedy_unit_error": tree.unit_error, "internal_nodes_asked": int(np.count_nonzero(tree.weight[tree.k :]))}
-    return compile_strategy(A, problem, "greedy-h", solver="greedy", solve_seconds=time.perf_counter() - t0, extra=extra)
+    return compile_strategy(A, problem, "greedy-h", solver="greedy", status="heuristic", solve_seconds=time.perf_counter() - t0, extra=extra)
 
 
 def greedy_h_matrix(W: Workload, branching: int = 2) -> tuple[sp.csr_matrix, Hierarchy]:

@@ -167,5 +167,7 @@ def mwem(x, workload: Workload, privacy: Privacy, *, rng=None, sampler: str = "s
         raise InputError(f"unknown MWEM option(s) {', '.join(unknown)}; available: rounds, sweeps")
     if privacy.notion != "pure":
         raise InputError(f"MWEM is eps-DP (privacy 'pure'), got {privacy.notion!r}")
-    x_hat, scale = mwem_estimate(x, workload, privacy.epsilon, rng=rng, sampler=sampler, **options)
-    return Release(workload.matvec(x_hat), None, None, x_hat, scale)
+    effective = {"rounds": DEFAULT_ROUNDS, "sweeps": DEFAULT_SWEEPS, **options}
+    x_hat, scale = mwem_estimate(x, workload, privacy.epsilon, rng=rng, sampler=sampler, **effective)
+    facts = effective | {"epsilon_per_round": privacy.epsilon / effective["rounds"]}
+    return Release(workload.matvec(x_hat), None, None, x_hat, scale, facts)
