@@ -87,11 +87,17 @@ class KroneckerMatrix:
 
 
 def _gram_of(A) -> np.ndarray:
-    if sp.issparse(A):
-        A = sp.csr_matrix(A)
-        return (A.T @ A).toarray()
-    A = np.asarray(A, dtype=float)
-    return A.T @ A
+    """``A^T A`` (dense); an overflow shows as infinite entries, which `ErrorProfile` reports."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if sp.issparse(A):
+            A = sp.csr_matrix(A)
+            return (A.T @ A).toarray()
+        A = np.asarray(A, dtype=float)
+        return A.T @ A
+
+
+#: Column norms^2 below this (near the subnormal range, where A^T A loses its digits) are refused as too small.
+TINY_GRAM = 1e-250
 
 
 class ErrorProfile:
@@ -117,11 +123,17 @@ class ErrorProfile:
         _check_dense_n(n, "error analysis of this strategy")
         AtA = _gram_of(A)
         if not np.all(np.isfinite(AtA)):
-            raise InputError("strategy matrix contains NaN or infinite entries")
+            finite = np.all(np.isfinite(A.data if sp.issparse(A) else np.asarray(A)))
+            raise InputError(
+                "strategy matrix contains NaN or infinite entries" if not finite
+                else "strategy entries are too large for error analysis in float64 (A^T A overflows); rescale the strategy (its error does not depend on scale)"
+            )
         self.n = n
         self._chol = self._inv_diag = None
         self._V = self._inv_eig = self._null = self._pinv = None
         d = np.diag(AtA)
+        if 0.0 < d.max() < TINY_GRAM:
+            raise InputError(f"strategy entries are too small for error analysis in float64 (largest column norm^2 {d.max():.3g}); rescale the strategy (its error does not depend on scale)")
         if d.min() > EIG_RTOL * max(d.max(), 1e-300) and np.count_nonzero(AtA) == np.count_nonzero(d):
             self._inv_diag = 1.0 / d
             return

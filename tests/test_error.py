@@ -7,6 +7,7 @@ import pytest
 
 from strategy_opt.bases import hierarchical_matrix, wavelet_matrix
 from strategy_opt.error import (
+    ErrorProfile,
     KroneckerMatrix,
     log_svd_bound,
     per_query_variances,
@@ -188,3 +189,13 @@ def test_max_query_variance_of_kronecker_strategies(privacy):
     s2 = np.abs(A).sum(axis=0).max() ** 2 if privacy == "pure" else (A**2).sum(axis=0).max()
     dense = s2 * np.max(np.einsum("ij,jk,ik->i", Wm, np.linalg.pinv(A.T @ A), Wm))
     assert error_report(Strategy(K), W, privacy)["max_query_variance"] == pytest.approx(dense, rel=1e-10)
+
+
+@pytest.mark.parametrize(("scale", "words"), [(1e155, "too large"), (1e-160, "too small"), (np.inf, "NaN or infinite")])
+def test_strategies_beyond_float64_range_are_refused_for_what_they_are(scale, words):
+    """E_p is scale-invariant, but A^T A of 1e155 * A overflows and of 1e-160 * A is subnormal: say so, not 'unsupported'."""
+    A = hierarchical_matrix(8, 2).toarray()
+    A = A * scale if np.isfinite(scale) else np.where(A != 0, scale, 0.0)
+    with pytest.raises(InputError, match=words):
+        ErrorProfile(A)
+    assert unit_error(hierarchical_matrix(8, 2).toarray() * 1e100, prefix(8), 1) == pytest.approx(unit_error(hierarchical_matrix(8, 2), prefix(8), 1), rel=1e-12)
