@@ -103,7 +103,7 @@ class Workload(ABC):
         """Dense n x n Gram matrix ``W^T W`` (divided by ``exp(log_scale)``).
 
         May be a cached, read-only array shared between calls (`ExplicitWorkload`
-        computes it once): copy it before modifying it in place.
+        and `Union` compute it once): copy it before modifying it in place.
         """
 
     @abstractmethod
@@ -660,6 +660,7 @@ class Union(Workload):
             self.spec = "+".join(p.spec for p in self.parts)
         else:
             self.spec = "union(" + ",".join(f"{w:g}*({p.spec})" for w, p in zip(self.weights, self.parts)) + ")"
+        self._gram_cache: np.ndarray | None = None
 
     @property
     def m(self) -> int:
@@ -669,7 +670,14 @@ class Union(Workload):
         return np.cumsum([0] + [p.m for p in self.parts])
 
     def gram(self):
-        return sum(w**2 * p.gram() for w, p in zip(self.weights, self.parts))
+        """``sum_k w_k^2 W_k^T W_k``, accumulated in place; computed once (read-only, cached)."""
+        if self._gram_cache is None:
+            G = np.zeros((self.n, self.n))
+            for w, p in zip(self.weights, self.parts):
+                G += w**2 * p.gram()
+            G.flags.writeable = False
+            self._gram_cache = G
+        return self._gram_cache
 
     def matrix(self):
         return sp.vstack([w * p.matrix() for w, p in zip(self.weights, self.parts)], format="csr")

@@ -245,3 +245,13 @@ def test_weighted_gram_matches_the_dense_product(spec):
     M = W.matrix().toarray()
     c = np.random.default_rng(2).uniform(0.1, 3.0, M.shape[0])
     np.testing.assert_allclose(weighted_gram(W, c), M.T @ (c[:, None] * M), rtol=1e-12, atol=1e-12 * np.abs(M).max() ** 2 * c.max())
+
+
+def test_union_gram_is_computed_once_and_read_only():
+    from strategy_opt.workload import Union
+
+    parts = [prefix(6), all_range(6)]
+    U = Union(parts, [1.0, 2.0])
+    G = U.gram()
+    assert U.gram() is G and not G.flags.writeable
+    np.testing.assert_allclose(G, parts[0].gram() + 4.0 * parts[1].gram(), rtol=1e-14)
