@@ -12,7 +12,7 @@ written as a scipy sparse ``.npz`` and as a dense ``.npy`` and read back with
   over seeds, next to the same queries given as the ``random-range`` SPEC.
 
 Run: ``python benchmarks/explicit_workload.py [--threads N] [--skip-solve]`` (prints a
-Markdown table and the thread settings; nothing is written).
+Markdown table and the thread settings; committed in benchmarks/results/explicit_workload.md).
 """
 
 from __future__ import annotations
