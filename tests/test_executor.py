@@ -1,6 +1,7 @@
 """Executor: noise calibration, reconstruction, intervals, estimators."""
 
 import numpy as np
+import scipy.sparse as sp
 import pytest
 
 import strategy_opt as so
@@ -131,6 +132,11 @@ def test_sparse_nnls_reaches_the_dense_active_set_optimum():
     objective = lambda z: np.sum((A @ z - y) ** 2)  # noqa: E731
     assert got.min() >= 0
     assert objective(got) == pytest.approx(objective(direct), rel=1e-9)  # before (200 iterations, LSMR tolerance auto): +1.2e-3
+    # rank-deficient (a repeated column): the n x n factor keeps only the row space, the objective still matches
+    B = sp.hstack([A, A[:, :1]], format="csr")
+    got = reconstruct(B, y, "nnls")
+    direct = nnls(B.toarray(), y, maxiter=50 * n)[0]
+    assert np.sum((B @ got - y) ** 2) == pytest.approx(np.sum((B @ direct - y) ** 2), rel=1e-9)
 
 
 def test_run_refuses_unsupported_and_mismatched():
