@@ -31,7 +31,7 @@ from pathlib import Path
 
 from .exceptions import InputError
 
-__all__ = ["SolverProfile", "load_profile", "list_profiles", "profile_dirs", "check_solver_options"]
+__all__ = ["SolverProfile", "load_profile", "list_profiles", "profile_dirs", "check_solver_options", "rejected_option"]
 
 _ROOT = Path(__file__).resolve().parent.parent
 _KNOWN = {"backend", "solver", "max_iters", "time_limit", "tol", "verbose", "options", "description"}
@@ -173,6 +173,12 @@ def _one_line(exc: Exception, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def rejected_option(profile: SolverProfile, name, exc: Exception) -> InputError:
+    """The one-line input error for option ``name`` of the profile's ``[options]``, refused by its solver with ``exc``."""
+    where = f"solver profile {profile.source or repr(profile.name)}"
+    return InputError(f"{where}: [options] {name} = {profile.options[name]!r} is not accepted by {profile.solver.upper()} ({_one_line(exc)}); fix or remove it")
+
+
 def check_solver_options(profile: SolverProfile) -> None:
     """Refuse (`InputError`) a cvxpy profile whose ``[options]`` its solver would not accept.
 
@@ -214,8 +220,7 @@ def check_solver_options(profile: SolverProfile) -> None:
         for name, value in profile.options.items():
             one = _probe(solver, {name: value})
             if one is not None:
-                reason = _one_line(one)
-                raise InputError(f"{where}: [options] {name} = {value!r} is not accepted by {solver} ({reason}); fix or remove it")
+                raise rejected_option(profile, name, one)
         reason = _one_line(exc)
         raise InputError(f"{where}: [options] {', '.join(map(str, profile.options))} are not accepted together by {solver} ({reason})")
     _checked.add(key)

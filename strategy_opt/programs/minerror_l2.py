@@ -76,6 +76,7 @@ from ..objectives import BUILTIN_OBJECTIVES, check_monotone, get_objective
 from ..problem import Problem
 from ..registry import register_method
 from ..resources import psd_solver_bytes, require_memory
+from ..solvers import rejected_option
 from ..workload import Workload, weighted_gram
 
 __all__ = ["minerror_l2", "query_weights", "weights_meta", "check_weights_objective", "SCHUR_MAX_ENTRIES", "LINEAR_OBJECTIVES", "WEIGHTS_INLINE_MAX"]
@@ -223,7 +224,7 @@ def _solve_cvxpy(prob, X, problem: Problem, psd_sizes: list[int]) -> tuple[np.nd
         named = [k for k in profile.options if re.search(rf"\b{re.escape(str(k))}\b", str(exc))]
         if not named:
             raise
-        raise InputError(f"solver profile {profile.source or repr(profile.name)}: [options] {named[0]} = {profile.options[named[0]]!r} is not accepted by {profile.solver} ({' '.join(str(exc).split())}); fix or remove it") from None
+        raise rejected_option(profile, named[0], exc) from None
     except cp.error.SolverError as exc:
         raise SolverError(f"minerror-l2 (cvxpy/{profile.solver}) failed: {exc}; try --solver native (total objective) or another profile") from None
     if X.value is None or prob.status in ("infeasible", "unbounded", "infeasible_inaccurate", "unbounded_inaccurate"):
