@@ -80,6 +80,7 @@ __all__ = [
     "histogram_from_records",
     "write_answers",
     "write_answer_file",
+    "csv_number",
     "read_answers",
     "file_sha256",
     "atomic_path",
@@ -858,7 +859,7 @@ def write_answers(path: str | os.PathLike, answers: np.ndarray, lower=None, uppe
 
     def write_csv(fh) -> None:
         fh.write(b"query,answer,lower,upper\n")
-        fh.writelines(f"{i},{_num(a)},{_num(lo)},{_num(hi)}\n".encode() for i, (a, lo, hi) in enumerate(zip(*(c.tolist() for c in columns))))
+        fh.writelines(f"{i},{csv_number(a)},{csv_number(lo)},{csv_number(hi)}\n".encode() for i, (a, lo, hi) in enumerate(zip(*(c.tolist() for c in columns))))
 
     return write_answer_file(path, write_csv, m, meta)
 
@@ -891,8 +892,9 @@ def write_answer_file(path: str | os.PathLike, write, m: int, meta: dict | None 
     return path
 
 
-def _num(v: float) -> str:
-    return "" if v != v else repr(v)
+def csv_number(v: float) -> str:
+    """A CSV field for an answer: ``repr`` of the float (round-trips exactly), empty for NaN."""
+    return "" if math.isnan(v) else repr(float(v))
 
 
 def read_answers(path: str | os.PathLike, verify: bool = True):

@@ -133,10 +133,7 @@ def _requirements(args, m: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _write(path: Path, results, provenance: dict) -> None:
     """The answers (.npy, or .csv with sources and budgets) and their sidecar ``<out>.json``."""
-    from ..io import write_answer_file
-
-    def fmt(v):
-        return "" if math.isnan(v) else repr(float(v))
+    from ..io import csv_number as fmt, write_answer_file
 
     def write(fh) -> None:
         if path.suffix.lower() == ".npy":
