@@ -126,7 +126,7 @@ def error_report(strategy: Strategy, workload, privacy: str | None = None) -> di
             A = A.tocsr()
         prof = ErrorProfile(A)
         G = W.gram()
-        prof.check_support(G)
+        prof.check_support(G, workload=W)
         E = sens**2 * prof.trace_with(G)
         try:  # rows are the true queries even where the Gram is rescaled (all-predicate)
             max_var = float(W.query_variances(prof.pinv()).max()) * sens**2

@@ -205,13 +205,45 @@ class ErrorProfile:
             return 0.0
         return float(np.einsum("ij,ij->", self._null, G @ self._null)) / tr
 
-    def check_support(self, G: np.ndarray, what: str = "strategy") -> None:
-        """Raise `InputError` unless A supports the workload with Gram G."""
+    def unsupported_query(self, workload: Workload) -> tuple[int, float]:
+        """The query with the largest share of its norm outside A's row space.
+
+        Returns ``(i, ||w_i (I - P_A)||^2 / ||w_i||^2)``; ``(-1, 0.0)`` when A has
+        full column rank. Raises `InputError` when W has too many rows to enumerate.
+        """
+        if self.full_rank or self._null.shape[1] == 0:
+            return -1, 0.0
+        outside = workload.query_variances(self._null @ self._null.T)
+        norms = workload.query_variances(np.eye(self.n))
+        share = np.divide(outside, norms, out=np.zeros_like(outside), where=norms > 0)
+        i = int(np.argmax(share))
+        return i, float(share[i])
+
+    def check_support(self, G: np.ndarray, what: str = "strategy", workload: Workload | None = None) -> None:
+        """Raise `InputError` unless A supports the workload with Gram G.
+
+        The Gram test bounds the share of ``||W||_F^2`` outside A's row space;
+        given the `workload` itself, each query is also tested on its own, so a
+        query much smaller than the others cannot go unsupported unnoticed
+        (skipped when W has too many rows to enumerate).
+        """
         frac = self.unsupported_fraction(G)
         if frac > SUPPORT_RTOL:
             raise InputError(
                 f"{what} does not support the workload (W A+ A != W: {frac:.3g} of ||W||_F^2 lies "
                 "outside the strategy's row space); add rows (e.g. the identity) so that every "
+                "query is a linear combination of strategy queries"
+            )
+        if workload is None:
+            return
+        try:
+            i, share = self.unsupported_query(workload)
+        except InputError:  # too many queries to enumerate: the Gram test stands
+            return
+        if share > SUPPORT_RTOL:
+            raise InputError(
+                f"{what} does not support the workload (W A+ A != W: {share:.3g} of query {i}'s squared "
+                "norm lies outside the strategy's row space); add rows (e.g. the identity) so that every "
                 "query is a linear combination of strategy queries"
             )
 
@@ -292,7 +324,7 @@ def per_query_variances(A, workload: Workload, p: int, noise_variance_factor: fl
     if isinstance(A, KroneckerMatrix):
         A = A.tocsr()
     prof = ErrorProfile(A)
-    prof.check_support(workload.gram())
+    prof.check_support(workload.gram(), workload=workload)
     return noise_variance_factor * sensitivity(A, p) ** 2 * workload.query_variances(prof.pinv())
 
 

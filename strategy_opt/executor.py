@@ -360,7 +360,7 @@ def run(
         G = workload.gram()
         check_measured_cells(A, workload, np.diag(G))
         prof = ErrorProfile(A)
-        prof.check_support(G)
+        prof.check_support(G, workload=workload)
     else:
         check_measured_cells(A, workload)
         log.warning("domain of %d cells: only measured cells are checked (not full support); intervals are omitted", workload.n)

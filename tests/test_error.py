@@ -16,6 +16,7 @@ from strategy_opt.error import (
     svd_bound,
     unit_error,
 )
+from strategy_opt.defaults import SUPPORT_RTOL
 from strategy_opt.exceptions import InputError
 from strategy_opt.workload import all_range, from_matrix, kronecker, prefix, random_range
 
@@ -55,6 +56,20 @@ def test_unsupported_strategy_is_refused():
     assert not supports(A, W)
     with pytest.raises(InputError, match="does not support"):
         unit_error(A, W, 2)
+
+
+def test_small_unsupported_query_is_refused_per_query():
+    # query 1 carries 1e-10 of ||W||_F^2, below the Gram test's tolerance: only the per-query test sees it
+    W = from_matrix([[1e5, 0.0], [0.0, 1.0]])
+    A = np.array([[1.0, 0.0]])
+    prof = ErrorProfile(A)
+    assert prof.unsupported_fraction(W.gram()) < SUPPORT_RTOL
+    assert prof.unsupported_query(W) == (1, pytest.approx(1.0))
+    with pytest.raises(InputError, match="query 1's squared norm"):
+        per_query_variances(A, W, 1)
+    # a supported rank-deficient strategy passes both tests
+    W2 = from_matrix([[1e5, 1e5], [2.0, 2.0]])
+    assert ErrorProfile(np.array([[1.0, 1.0]])).unsupported_query(W2)[1] < 1e-20
 
 
 def test_error_scale_invariance_and_sensitivity():

@@ -10,7 +10,7 @@ from strategy_opt.error import unit_error
 from strategy_opt.exceptions import InputError
 from strategy_opt.executor import reconstruct, run
 from strategy_opt.privacy import ApproxDP, PureDP
-from strategy_opt.workload import all_range, identity, prefix, random_range, total
+from strategy_opt.workload import all_range, from_matrix, identity, prefix, random_range, total
 
 
 def test_huge_epsilon_gives_exact_answers():
@@ -146,6 +146,9 @@ def test_run_refuses_unsupported_and_mismatched():
         run(A, np.ones(4), W, PureDP(1.0), rng=0)
     with pytest.raises(InputError, match="data has 3 cells"):
         run(np.eye(4), np.ones(3), W, PureDP(1.0), rng=0)
+    # a query far smaller than the others is still checked on its own (not against ||W||_F^2)
+    with pytest.raises(InputError, match="0.5 of query 1's squared norm"):
+        run(np.array([[1.0, 1.0]]), np.ones(2), from_matrix([[1e10, 1e10], [0, 1.0], [1.0, 0]]), PureDP(1.0), rng=0)
 
 
 def test_opendp_sampler_error_statistics_match_simulate():

@@ -120,6 +120,17 @@ def test_theorem5_error_on_mixed_blocks():
     assert sum(rows.shape[0] for _, rows in blocks) == A.shape[0] - s.meta["completion_rows"]
 
 
+def test_blocks_follow_each_querys_own_scale():
+    # the 1e10 row must not turn the unit rows' entries into "rounding noise": cells 0 and 1 are
+    # told apart by rows 1 and 2, so OM is the identity, and W = B W~ holds for every query
+    W = np.array([[1e10, 1e10], [0.0, 1.0], [1.0, 0.0]])
+    s = solve(W, privacy="pure", method="orthogonal")
+    A = s.dense()
+    assert np.allclose(W @ np.linalg.pinv(A) @ A, W, rtol=1e-12, atol=1e-12)
+    assert s.meta["om_decomposition_residual"] < 1e-12
+    assert s.meta["unit_total_squared_error"] == pytest.approx(np.sum(W * W), rel=1e-9)
+
+
 def test_independent_rows_are_a_basis_of_the_row_space():
     W = census_workload()
     for seed in range(4):
