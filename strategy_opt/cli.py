@@ -530,7 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Optimal query strategies for linear counting queries under differential privacy.",
         epilog="Workload SPECs: identity:N total:N prefix:N all-range:N all-predicate:N random-range:N:M[:SEED] "
         "marginals:D1xD2x..:K SPEC*SPEC (Kronecker) SPEC+SPEC (union) file:PATH (.npy .npz .mtx .csv; quote a PATH "
-        "holding the operators + * ( ) or blanks at its ends: file:'a+b.npz' or file:\"a*b.npz\", e.g. --workload \"file:'d+x/W.npz'\"). See README.md.",
+        "holding the operators + * ( ) or blanks at its ends: file:'a+b.npz' or file:\"a*b.npz\", e.g. --workload \"file:'d+x/W.npz'\"). Exit status: 0 on success, 2 on a usage or input "
+        "error (one line on stderr naming the bad value, no output file written), 1 when a solver fails. See README.md.",
     )
     parser.add_argument("--version", action="version", version=f"strategy-opt {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress output on stderr")
@@ -587,7 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .registry import subcommands
 
     for register in subcommands():
-        register(sub)
+        register(sub, common)
     return parser
 
 

@@ -108,6 +108,14 @@ _READ_ERRORS = (
     zipfile.BadZipFile,
 )
 
+def _unreadable(path: Path, exc: BaseException) -> InputError:
+    """The one-line error for a file whose parser failed (never an object repr such as NumPy's header ``<ast.Name ...>``)."""
+    text = " ".join(str(exc).split())
+    if not text or " at 0x" in text:
+        text = f"damaged array header ({type(exc).__name__})"
+    return InputError(f"cannot read {path}: {text[:200]} (corrupted or truncated file)")
+
+
 #: Members of a ``scipy.sparse.save_npz`` file: CSR/CSC layout, and the extra COO members.
 _SPARSE_KEYS = {"data", "indices", "indptr", "shape", "format"}
 _COO_KEYS = {"data", "row", "col", "shape", "format"}
@@ -624,7 +632,7 @@ def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
             except InputError:
                 raise
             except _READ_ERRORS as exc:
-                raise InputError(f"cannot read {path}: {exc} (corrupted or truncated file)") from None
+                raise _unreadable(path, exc) from None
     elif suffix == ".mtx":
         meta = {}
         try:
@@ -701,7 +709,7 @@ def read_workload_file(path: str | os.PathLike):
             except InputError:
                 raise
             except _READ_ERRORS as exc:
-                raise InputError(f"cannot read {path}: {exc} (corrupted or truncated file)") from None
+                raise _unreadable(path, exc) from None
     elif suffix == ".mtx":
         W = _read_mtx(path, what)
     elif suffix == ".csv":

@@ -106,7 +106,11 @@ def register_release(name: str, *, privacy=("pure",), source: str = "", summary:
 
 
 def register_subcommand(func: Callable) -> Callable:
-    """Register ``func(subparsers)`` that adds an extra CLI sub-command (e.g. ``online``)."""
+    """Register ``func(subparsers, common)`` that adds an extra CLI sub-command (e.g. ``online``).
+
+    ``common`` is the parent parser holding the options every sub-command takes
+    (``-q``/``-v``); pass it as ``parents=[common]`` to ``subparsers.add_parser``.
+    """
     _SUBCOMMANDS.append(func)
     return func
 

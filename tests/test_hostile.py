@@ -419,8 +419,29 @@ def test_every_flipped_byte_is_detected(tmp_path, fmt):
             except InputError as exc:
                 if fmt == ".csv" and "corrupted" not in str(exc):  # the seal is checked before the text is parsed
                     unnamed.append((offset, mask, str(exc)))
+                if " at 0x" in str(exc):  # a parser's object repr (NumPy's header: <ast.Name object at 0x...>)
+                    unnamed.append((offset, mask, str(exc)))
     f.write_bytes(raw)
     assert undetected == [] and unnamed == []
+
+
+def test_damaged_array_header_is_named_without_internals(tmp_path):
+    # a header NumPy cannot parse (a bare name where a dtype string belongs) makes its parser fail
+    # with "malformed node or string ... <ast.Name object at 0x...>"; the message names the damage
+    import zipfile
+
+    from strategy_opt.exceptions import InputError
+    from strategy_opt.io import read_strategy
+
+    header = b"{'descr': x, 'fortran_order': False, 'shape': (2, 2), }"
+    header += b" " * (117 - len(header)) + b"\n"
+    f = tmp_path / "d.npz"
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("A.npy", b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + bytes(32))
+    with pytest.raises(InputError) as err:
+        read_strategy(f)
+    msg = str(err.value)
+    assert "damaged array header (ValueError)" in msg and " at 0x" not in msg and "\n" not in msg
 
 
 # --------------------------------------------------------------------------- interrupted writes

@@ -204,10 +204,11 @@ def _cmd_online(args) -> int:
 
 
 @register_subcommand
-def register(subparsers) -> None:
-    """Add the ``online`` sub-command to the ``strategy-opt`` parser."""
+def register(subparsers, common) -> None:
+    """Add the ``online`` sub-command to the ``strategy-opt`` parser (``common``: the shared -q/-v options)."""
     p = subparsers.add_parser(
         "online",
+        parents=[common],
         help="answer a query stream online under an overall budget (Bayesian inference from history)",
         description=(
             "Answer queries one by one (Xiao & Xiong's online system): from the history of earlier noisy "
