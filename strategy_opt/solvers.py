@@ -15,6 +15,13 @@ A profile (``solvers/NAME.toml``) looks like::
 (``$STRATEGY_OPT_SOLVERS``, ``./solvers`` and the ``solvers/`` folder of the
 installation); ``--solver path/to/file.toml`` uses that file.
 
+Loading a profile file checks its top-level keys: each must have its type
+(``max_iters`` a TOML integer >= 1, ``time_limit`` and ``tol`` finite numbers
+> 0, ``verbose`` a boolean, ``backend``, ``solver`` and ``description``
+strings), ``solver`` must name an installed cvxpy solver
+(``cvxpy.installed_solvers()``) and is refused with the ``native`` backend (the
+default). Each refusal is an `InputError` naming the file, key and value.
+
 The ``[options]`` of a cvxpy profile are checked before a program solves
 (`check_solver_options`, called when a `strategy_opt.problem.Problem` is made):
 an unknown option or a value of the wrong type is refused as an input error
@@ -26,6 +33,7 @@ from __future__ import annotations
 import math
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +42,23 @@ from .exceptions import InputError
 __all__ = ["SolverProfile", "load_profile", "list_profiles", "profile_dirs", "check_solver_options", "rejected_option"]
 
 _ROOT = Path(__file__).resolve().parent.parent
-_KNOWN = {"backend", "solver", "max_iters", "time_limit", "tol", "verbose", "options", "description"}
+
+
+def _positive_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf
+
+
+#: Each top-level key: (test of its TOML value, what the value must be).
+_RULES: dict[str, tuple[Callable[[object], bool], str]] = {
+    "backend": (lambda v: v in ("cvxpy", "native"), "must be 'cvxpy' or 'native'"),
+    "solver": (lambda v: isinstance(v, str), "must be a string naming a cvxpy solver"),
+    "max_iters": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "must be an integer >= 1"),
+    "time_limit": (_positive_number, "must be a finite number > 0 (seconds)"),
+    "tol": (_positive_number, "must be a finite number > 0"),
+    "verbose": (lambda v: isinstance(v, bool), "must be true or false"),
+    "options": (lambda v: isinstance(v, dict), "[options] must be a table of solver keyword arguments"),
+    "description": (lambda v: isinstance(v, str), "must be a string"),
+}
 #: Keyword arguments of ``cvxpy.Problem.solve`` that the programs set from the profile's top-level keys.
 RESERVED_OPTIONS = ("solver", "verbose")
 
@@ -77,37 +101,37 @@ def _read(path: Path, name: str) -> SolverProfile:
         raise InputError(f"solver profile {path}: malformed TOML ({exc})") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"solver profile {path}: cannot read ({exc})") from None
-    unknown = set(data) - _KNOWN
+    unknown = set(data) - set(_RULES)
     if unknown:
-        raise InputError(f"solver profile {path}: unknown keys {sorted(unknown)}; allowed: {sorted(_KNOWN)}")
+        raise InputError(f"solver profile {path}: unknown keys {sorted(unknown)}; allowed: {sorted(_RULES)}")
+    for key, value in data.items():
+        ok, what = _RULES[key]
+        if not ok(value):
+            raise InputError(f"solver profile {path}: bad value: {key} = {value!r:.60} ({what})")
     backend = data.get("backend", "native")
-    if backend not in ("cvxpy", "native"):
-        raise InputError(f"solver profile {path}: backend must be 'cvxpy' or 'native', got {backend!r}")
-    if not isinstance(data.get("options", {}), dict):
-        raise InputError(f"solver profile {path}: bad value: [options] must be a table of solver keyword arguments, got {data['options']!r:.60}")
-    try:
-        profile = SolverProfile(
-            name=name,
-            backend=backend,
-            solver=data.get("solver"),
-            max_iters=int(data.get("max_iters", 10_000)),
-            time_limit=float(data.get("time_limit", 600.0)),
-            tol=float(data.get("tol", 1e-8)),
-            verbose=bool(data.get("verbose", False)),
-            options=dict(data.get("options", {})),
-            description=str(data.get("description", "")),
-            source=str(path),
-        )
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise InputError(f"solver profile {path}: bad value ({exc})") from None
-    if profile.solver is not None and not isinstance(profile.solver, str):
-        raise InputError(f"solver profile {path}: solver must be a string, got {profile.solver!r}")
-    if profile.max_iters < 1 or not 0 < profile.time_limit < math.inf or not 0 < profile.tol < math.inf:
+    if "solver" in data and backend == "native":
         raise InputError(
-            f"solver profile {path}: need max_iters >= 1 and finite time_limit > 0 and tol > 0, got "
-            f"max_iters={profile.max_iters}, time_limit={profile.time_limit}, tol={profile.tol}"
+            f"solver profile {path}: solver = {data['solver']!r:.60} names a cvxpy solver but the backend is 'native'"
+            f'{"" if "backend" in data else " (the default)"}; add backend = "cvxpy" or remove solver'
         )
-    return profile
+    if "solver" in data:
+        import cvxpy as cp
+
+        installed = cp.installed_solvers()
+        if data["solver"].upper() not in installed:
+            raise InputError(f"solver profile {path}: bad value: solver = {data['solver']!r:.60} is not an installed cvxpy solver; installed: {', '.join(installed)}")
+    return SolverProfile(
+        name=name,
+        backend=backend,
+        solver=data.get("solver"),
+        max_iters=data.get("max_iters", 10_000),
+        time_limit=float(data.get("time_limit", 600.0)),
+        tol=float(data.get("tol", 1e-8)),
+        verbose=data.get("verbose", False),
+        options=dict(data.get("options", {})),
+        description=data.get("description", ""),
+        source=str(path),
+    )
 
 
 def load_profile(name_or_path: str | os.PathLike | None) -> SolverProfile:
@@ -189,6 +213,7 @@ def check_solver_options(profile: SolverProfile) -> None:
     option or a value of the wrong type. The offending key is found by trying the
     options one at a time. ``solver`` and ``verbose`` are refused as options (the
     profile sets them with its top-level keys). A solver that is not installed is
+    refused when a profile file is loaded; in a profile made through the API it is
     left to the program, which reports it when it solves. Native profiles are not
     checked.
 

@@ -78,12 +78,85 @@ def test_an_option_refused_only_by_the_real_solve_is_still_an_input_error(monkey
     assert err == [f"strategy-opt: error: solver profile {profile}: [options] bogus_opt = 3 is not accepted by SCS ('bogus_opt' is an invalid keyword argument for this function); fix or remove it"]
 
 
-def test_an_uninstalled_solver_is_left_to_the_program(tmp_path, capsys):
-    f = tmp_path / "ecos.toml"
-    f.write_text('backend = "cvxpy"\nsolver = "NO_SUCH_SOLVER"\n[options]\nfoo = 1\n')
-    check_solver_options(load_profile(f))  # nothing to probe
-    assert cli("solve", "--workload", "all-range:4", "--method", "minerror-l2", "--solver", f) == 1
-    assert "not installed" in capsys.readouterr().err
+def test_an_uninstalled_solver_is_refused_at_load(tmp_path, capsys, monkeypatch):
+    import cvxpy
+
+    f = tmp_path / "p.toml"
+    f.write_text('backend = "cvxpy"\nsolver = "NOSUCH"\n')
+    installed = ", ".join(cvxpy.installed_solvers())
+    msg = f"solver profile {f}: bad value: solver = 'NOSUCH' is not an installed cvxpy solver; installed: {installed}"
+    with pytest.raises(InputError) as info:
+        load_profile(f)
+    assert str(info.value) == msg
+    monkeypatch.setattr(solvers, "_probe", lambda *a: pytest.fail("a solve was attempted"))
+    assert cli("solve", "--workload", "all-range:16", "--method", "minerror-l2", "--solver", f) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"strategy-opt: error: {msg}"]
+    f.write_text('backend = "cvxpy"\nsolver = "scs"\n')  # cvxpy takes solver names in any case
+    assert load_profile(f).solver == "scs"
+
+
+@pytest.mark.parametrize("backend", ["", 'backend = "native"\n'])
+def test_a_solver_with_the_native_backend_is_refused(tmp_path, capsys, backend):
+    f = tmp_path / "p.toml"
+    f.write_text(f'{backend}solver = "SCS"\n')
+    assert cli("solve", "--workload", "all-range:4", "--method", "minerror-l2", "--solver", f) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"strategy-opt: error: solver profile {f}: solver = 'SCS' names a cvxpy solver but the backend is 'native'")
+    assert err[0].endswith('; add backend = "cvxpy" or remove solver')
+
+
+@pytest.mark.parametrize(
+    "line, what",
+    [
+        ("max_iters = 2.5", "must be an integer >= 1"),
+        ("max_iters = 0", "must be an integer >= 1"),
+        ("max_iters = true", "must be an integer >= 1"),
+        ('max_iters = "100"', "must be an integer >= 1"),
+        ("max_iters = inf", "must be an integer >= 1"),
+        ('verbose = "yes"', "must be true or false"),
+        ("verbose = 1", "must be true or false"),
+        ('tol = "1e-8"', "must be a finite number > 0"),
+        ("tol = nan", "must be a finite number > 0"),
+        ("tol = false", "must be a finite number > 0"),
+        ("time_limit = -1", "must be a finite number > 0 (seconds)"),
+        ("time_limit = inf", "must be a finite number > 0 (seconds)"),
+        ("solver = 7", "must be a string naming a cvxpy solver"),
+        ("description = 3", "must be a string"),
+        ('backend = "gpu"', "must be 'cvxpy' or 'native'"),
+        ("options = 5", "[options] must be a table of solver keyword arguments"),
+    ],
+)
+def test_top_level_values_of_the_wrong_type_are_refused(tmp_path, capsys, line, what):
+    import tomllib
+
+    f = tmp_path / "p.toml"
+    key = line.split(" = ")[0]
+    prefix = "" if key in ("backend", "solver") else 'backend = "cvxpy"\n'
+    f.write_text(f"{prefix}{line}\n")
+    value = tomllib.loads(line)[key]
+    msg = f"solver profile {f}: bad value: {key} = {value!r} ({what})"
+    with pytest.raises(InputError) as info:
+        load_profile(f)
+    assert str(info.value) == msg
+    assert cli("solve", "--workload", "all-range:4", "--method", "minerror-l2", "--solver", f) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"strategy-opt: error: {msg}"]
+
+
+def test_integral_floats_and_integer_numbers_are_accepted(tmp_path):
+    f = tmp_path / "p.toml"
+    f.write_text('backend = "cvxpy"\nsolver = "SCS"\nmax_iters = 7\ntime_limit = 60\ntol = 1e-6\nverbose = true\n')
+    p = load_profile(f)
+    assert (p.max_iters, p.time_limit, p.tol, p.verbose) == (7, 60.0, 1e-6, True)
+    assert isinstance(p.time_limit, float)
+
+
+@pytest.mark.parametrize("name", ["scs", "clarabel", "native"])
+def test_bundled_profiles_load(name, capsys):
+    p = load_profile(name)
+    assert p.name == name and p.source.endswith(f"{name}.toml")
+    assert p.backend == ("native" if name == "native" else "cvxpy")
+    assert cli("list", "solvers") == 0
+    assert name in capsys.readouterr().out
 
 
 def test_options_must_be_a_table(tmp_path):
