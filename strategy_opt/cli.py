@@ -177,14 +177,14 @@ def _summary(meta: dict) -> str:
 def _cmd_solve(args) -> int:
     from .api import solve
     from .io import STRATEGY_FORMATS, check_writable, write_strategy
-    from .problem import read_problem_file
+    from .problem import absolute_file_paths, read_problem_file
     from .spec import parse_spec
 
     data = read_problem_file(args.problem) if args.problem else {}
     workload = args.workload or data.get("workload")
     if not workload:
         raise InputError("no workload: give --workload SPEC or a PROBLEM.toml with a 'workload'")
-    workload = parse_spec(workload, operation="solve")
+    workload = parse_spec(absolute_file_paths(workload), operation="solve")  # recorded: valid from any directory
     options = dict(data.get("options", {}))
     if args.branching is not None:
         options["branching"] = args.branching
@@ -275,19 +275,32 @@ def _privacy_notion(strategy, args) -> str:
     return args.privacy or strategy.meta.get("privacy") or ("approx" if delta is not None else "pure")
 
 
+def _has_provenance(meta: dict) -> bool:
+    """Whether strategy metadata records what the strategy was computed for."""
+    return bool(meta.get("workload") or meta.get("privacy"))
+
+
 def _warn_unverified(strategy, args, notion: str) -> None:
-    """One warning line for a strategy without metadata (nothing verified it); after success, so that errors stay one line."""
-    if strategy.meta:
+    """One warning line for a strategy without provenance (no recorded workload or privacy); after success, so that errors stay one line.
+
+    A bare matrix converted by ``export`` carries hashes but no provenance, and
+    is warned about like the bare matrix itself.
+    """
+    if _has_provenance(strategy.meta):
         return
     path = Path(args.strategy)
-    missing = f"no {path.with_suffix('.json').name} beside it" if path.suffix.lower() == ".csv" else "no metadata"
+    if strategy.meta:
+        missing = "metadata without a recorded workload or privacy (a bare matrix converted by export?): the strategy is not verified (no recorded workload or privacy)"
+    else:
+        missing = f"no {path.with_suffix('.json').name} beside it" if path.suffix.lower() == ".csv" else "no metadata"
+        missing += ": the strategy is not verified (no hashes, recorded workload or privacy)"
     if args.privacy:
         how = "from --privacy"
     elif hasattr(args, "delta"):
         how = "the default, approx if --delta is given; choose with --privacy"
     else:
         how = "the default, as for run without --delta; choose with --privacy"
-    log.warning("%s has %s: the strategy is not verified (no hashes, recorded workload or privacy); privacy %s (%s); sensitivity from the matrix", args.strategy, missing, notion, how)
+    log.warning("%s has %s; privacy %s (%s); sensitivity from the matrix", args.strategy, missing, notion, how)
 
 
 def _cmd_error(args) -> int:
@@ -447,6 +460,8 @@ def _cmd_export(args) -> int:
         raise InputError("--out is the input file; choose another name")
     check_writable(args.out)
     write_strategy(strategy, args.out)
+    if not _has_provenance(strategy.meta):
+        log.warning("%s records no workload or privacy: %s is sealed against changes but stays unverified (error and run will say so)", args.strategy, args.out)
     log.info("wrote %s", args.out)
     return 0
 
@@ -499,7 +514,7 @@ def _print_listing(what: str) -> None:
 
 # ----------------------------------------------------------------------------------------- parser
 def _add_data_args(p, privacy_default: str) -> None:
-    p.add_argument("--data", required=True, help="histogram (.npy any shape, or .csv one count per line), or raw CSV records with --column/--bins")
+    p.add_argument("--data", required=True, help="histogram (.npy: a vector, or an array of the workload's domain shape, flattened C-order; .csv: one count per line), or raw CSV records with --column/--bins")
     p.add_argument("--column", action="append", help="column of raw CSV records to histogram (repeat for product domains)")
     p.add_argument(
         "--bins",
@@ -600,6 +615,22 @@ def _setup_logging(quiet: bool, verbose: bool) -> None:
     log.propagate = False
 
 
+#: Options whose value may start with "-" without being a plain number (argparse would take
+#: ``--bins -5:5`` for an option named ``-5:5``).
+_DASH_VALUES = ("--bins",)
+
+
+def _attach_dash_values(argv: list[str]) -> list[str]:
+    """Rewrite ``--bins -5:5`` as ``--bins=-5:5`` so that a negative LO is read as the value."""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] in _DASH_VALUES and arg[:1] == "-" and arg[1:2] in tuple("0123456789."):
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
 def main(argv=None) -> int:
     """Entry point of the ``strategy-opt`` console script.
 
@@ -610,7 +641,7 @@ def main(argv=None) -> int:
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread else None
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args = parser.parse_args(_attach_dash_values([str(a) for a in (sys.argv[1:] if argv is None else argv)]))
         _setup_logging(args.quiet, args.verbose)
         # NumPy's floating-point RuntimeWarnings (overflow on 1e308 counts, division at epsilon
         # 1e-320) would print source paths ahead of the one-line error: the commands check

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
 import hashlib
 import io as _io
 import json
@@ -725,7 +726,7 @@ def read_workload_file(path: str | os.PathLike):
 
 
 def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None) -> np.ndarray:
-    """Read a histogram (``.npy`` of any shape, flattened C-order, or ``.csv`` one count per line).
+    """Read a histogram (``.npy``: a vector or an array of the domain's shape, flattened C-order; ``.csv``: one count per line).
 
     Parameters
     ----------
@@ -758,24 +759,37 @@ def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None) -
 
 
 def _parse_bins(text: str) -> tuple[np.ndarray, float]:
-    """Bin edges ``LO, LO+WIDTH, ...`` (the last one at or beyond HI) and HI, from ``LO:HI[:WIDTH]``."""
+    """Bin edges ``LO, LO+WIDTH, ...`` (the last one at or beyond HI) and HI, from ``LO:HI[:WIDTH]``.
+
+    The edges are the decimal values ``LO + i*WIDTH`` as typed, each rounded once
+    to the nearest float (so ``--bins 0:1:0.1`` puts a record ``0.3`` in bin 3,
+    where ``0.1 * 3 = 0.30000000000000004`` would put it in bin 2).
+    """
     parts = text.split(":")
     try:
-        vals = [float(p) for p in parts]
-    except ValueError:
+        dec = [Decimal(p.strip()) for p in parts]
+    except InvalidOperation:
         raise InputError(f"--bins must be LO:HI[:WIDTH] numbers, got {text!r}") from None
-    if len(vals) not in (2, 3) or not all(np.isfinite(vals)):
-        raise InputError(f"--bins must be LO:HI[:WIDTH], got {text!r}")
-    lo, hi = vals[0], vals[1]
-    width = vals[2] if len(vals) == 3 else 1.0
+    if len(dec) not in (2, 3) or not all(d.is_finite() and math.isfinite(float(d)) for d in dec):
+        raise InputError(f"--bins must be LO:HI[:WIDTH] finite numbers, got {text!r}")
+    lo, hi = dec[0], dec[1]
+    width = dec[2] if len(dec) == 3 else Decimal(1)
     if hi <= lo or width <= 0:
         raise InputError(f"--bins {text!r}: need LO < HI and WIDTH > 0")
-    k = int(np.ceil((hi - lo) / width - 1e-9))
+    k = int(((hi - lo) / width).to_integral_value(rounding=ROUND_CEILING))
     if k > 10**8:
         raise InputError(f"--bins {text!r} gives {k} bins; too many")
-    edges = lo + width * np.arange(k + 1)
-    edges[-1] = max(edges[-1], hi)  # rounding must not cut values just below HI out of the last bin
-    return edges, hi
+    # exact integers in units of the finest decimal digit typed, one correctly rounded division each
+    digits = max(0, -min(int(d.as_tuple().exponent) for d in (lo, hi, width)))
+    unit = Decimal(10) ** -digits
+    first, step = int(lo / unit), int(width / unit)
+    last = first + step * k
+    if digits <= 22 and max(abs(first), abs(last)) < 2**53:
+        edges = (first + step * np.arange(k + 1, dtype=np.int64)) / float(10**digits)
+    else:  # more digits than float64 holds: plain float arithmetic
+        edges = float(lo) + float(width) * np.arange(k + 1)
+    edges[-1] = max(edges[-1], float(hi))  # rounding must not cut values just below HI out of the last bin
+    return edges, float(hi)
 
 
 def _csv_columns(path: Path, header: list[str], columns: list[str]) -> list[int]:

@@ -34,7 +34,7 @@ from .solvers import SolverProfile, check_solver_options, load_profile
 from .spec import file_spec, parse_spec
 from .workload import Workload
 
-__all__ = ["Problem", "load_problem", "list_problems", "problem_dir"]
+__all__ = ["Problem", "absolute_file_paths", "load_problem", "list_problems", "problem_dir"]
 
 _ROOT = Path(__file__).resolve().parent.parent
 _KEYS = {"description", "workload", "privacy", "method", "objective", "solver", "options", "data", "epsilon", "delta"}
@@ -135,6 +135,15 @@ def _rebase_spec(spec: str, base: Path) -> str:
             path = raw.rstrip()
             tail, i = raw[len(path) :], end
         out.append((file_spec(_rebase(path, base)) if path else spec[j:k]) + tail)
+
+
+def absolute_file_paths(spec: str) -> str:
+    """The SPEC with every relative ``file:PATH`` atom made absolute (against the current directory).
+
+    A strategy records the SPEC it was computed for; with absolute paths the
+    record names the same files from any directory.
+    """
+    return _rebase_spec(spec, Path.cwd())
 
 
 def _rebase_paths(data: dict, base: Path) -> dict:

@@ -51,6 +51,29 @@ def test_raw_records(tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "a.npy"), [0, 1, 2, 0, 0, 1], atol=1e-3)
 
 
+def test_raw_records_with_negative_lo_and_decimal_widths(tmp_path):
+    # --bins -5:5 is a value (not an option named -5:5); decimal edges are LO + i*WIDTH as typed,
+    # so 0.3 with width 0.1 lies in bin 3 (0.1 * 3 = 0.30000000000000004 would put it in bin 2)
+    (tmp_path / "r.csv").write_text("t,v\n-5,0.3\n4.9,0.6\n5,0.7\n-5.1,0.1\n")
+    cli("solve", "--workload", "identity:10", "--method", "identity", "--out", tmp_path / "s.npz")
+    common = ("--workload", "identity:10", "--epsilon", 1e9, "--seed", 0)
+    assert cli("-q", "run", tmp_path / "s.npz", "--data", tmp_path / "r.csv", "--column", "t", "--bins", "-5:5", *common, "--out", tmp_path / "t.npy") == 0
+    np.testing.assert_allclose(np.load(tmp_path / "t.npy"), np.eye(10)[0] + np.eye(10)[9], atol=1e-3)  # 5 and -5.1 are outside [-5, 5)
+    assert cli("-q", "run", tmp_path / "s.npz", "--data", tmp_path / "r.csv", "--column", "v", "--bins", "0:1:0.1", *common, "--out", tmp_path / "v.npy") == 0
+    np.testing.assert_allclose(np.load(tmp_path / "v.npy"), np.eye(10)[[1, 3, 6, 7]].sum(axis=0), atol=1e-3)
+
+
+def test_recorded_file_workload_is_valid_from_any_directory(tmp_path, monkeypatch, capsys):
+    (tmp_path / "f").mkdir()
+    np.save(tmp_path / "f" / "w.npy", np.tril(np.ones((6, 6))))
+    monkeypatch.chdir(tmp_path)
+    assert cli("-q", "solve", "--workload", "file:f/w.npy", "--method", "identity", "--out", "s.npz") == 0
+    assert json.loads(str(np.load(tmp_path / "s.npz")["meta"]))["workload"] == f"file:{tmp_path / 'f' / 'w.npy'}"
+    monkeypatch.chdir(tmp_path / "f")
+    capsys.readouterr()
+    assert cli("-q", "error", tmp_path / "s.npz", "--workload", "file:w.npy") == 0, capsys.readouterr().err
+
+
 def _bad(tmp_path, capsys, *args, out=None):
     capsys.readouterr()
     code = cli(*args)

@@ -621,3 +621,17 @@ def test_strategy_without_metadata_is_warned_and_has_one_default_privacy(files, 
     capsys.readouterr()
     assert cli("-q", "error", d / "s.npz", "--workload", f"prefix:{N}") == 0
     assert unverified(capsys.readouterr().err) == []
+
+
+def test_export_of_a_bare_matrix_stays_unverified(files, capsys, tmp_path):
+    # export seals the file (hashes) but cannot invent a workload or privacy: error still warns
+    A = np.tril(np.ones((4, 4)))
+    np.savetxt(tmp_path / "bare.csv", A, delimiter=",")
+    capsys.readouterr()
+    assert cli("-q", "export", tmp_path / "bare.csv", "--out", tmp_path / "bare.npz") == 0
+    assert "stays unverified" in capsys.readouterr().err
+    assert cli("-q", "error", tmp_path / "bare.npz", "--workload", "identity:4", "--json") == 0
+    out, err = capsys.readouterr()
+    warned = [line for line in err.splitlines() if "not verified" in line]
+    assert len(warned) == 1 and "no recorded workload or privacy" in warned[0] and "privacy pure" in warned[0]
+    assert json.loads(out)["sensitivity"] == pytest.approx(4.0)  # largest column L1 norm of tril(ones)

@@ -10,7 +10,7 @@ Contract (also in ``strategy-opt online --help``)::
 * ``--queries``: the stream, one query per row, answered in row order: a
   workload SPEC (``file:Q.npy``, ``random-range:4096:1000:7``, ...) or a matrix
   file (.npy, .npz, .mtx, .csv: one query per line, n coefficients).
-* ``--data``: histogram (.npy, any shape flattened C-order, or .csv one count
+* ``--data``: histogram (.npy, a vector or the domain's shape flattened C-order, or .csv one count
   per line) with as many cells as the queries have columns.
 * Requirement of query i: ``P(|answer - true| <= half_width) >= confidence``;
   one pair for all (``--half-width``, ``--confidence``, default 0.95) or one
@@ -219,7 +219,7 @@ def register(subparsers, common) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--data", required=True, help="histogram: .npy (any shape, flattened C-order) or .csv (one count per line)")
+    p.add_argument("--data", required=True, help="histogram: .npy (a vector, or an array of the query domain's shape, flattened C-order) or .csv (one count per line)")
     p.add_argument("--queries", required=True, metavar="SPEC|FILE", help="query stream, one query per row: workload SPEC or matrix file (.npy .npz .mtx .csv)")
     p.add_argument("--budget", required=True, type=_float("--budget"), help="overall privacy budget (pure epsilon-DP)")
     p.add_argument("--half-width", type=_float("--half-width"), help="required interval half-width (count units) for every query")
