@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from .defaults import MAX_SPEC_DEPTH, MAX_SPEC_LENGTH, WORKLOAD_OBJECT_BYTES
 from .exceptions import InputError
 from .resources import WorkloadSize, operation_bytes, require_memory
-from .workload import Workload, all_predicate, all_range, identity, kronecker, marginals, prefix, random_range, total, union
+from .workload import Workload, all_predicate, all_range, identity, kronecker, marginals, prefix, random_range, total, union, union_domain
 
 __all__ = ["parse_spec", "canonical_spec", "file_spec", "MAX_CELLS"]
 
@@ -104,6 +104,7 @@ class _Node:
     args: tuple = ()
     children: list = field(default_factory=list)
     loaded: Workload | None = None  # file: atoms, read while sizing
+    domain: tuple = ()  # set while sizing
 
 
 def _int(text: str, what: str, spec: str, minimum: int = 1) -> int:
@@ -213,7 +214,25 @@ def _elementary_symmetric(values, k: int) -> int:
 
 
 def _size(node: _Node, spec: str) -> WorkloadSize:
-    """Sizes of the workload of ``node`` without building it (file: atoms are read)."""
+    """Sizes of the workload of ``node`` without building it (file: atoms are read); sets ``node.domain``."""
+    size = _sized(node, spec)
+    if node.kind == "marginals":
+        node.domain = node.args[0]
+    elif node.kind == "file":
+        node.domain = node.loaded.domain
+    elif node.kind == "kron":
+        node.domain = tuple(d for c in node.children for d in c.domain)
+    elif node.kind == "union":
+        try:
+            node.domain = union_domain([c.domain for c in node.children])
+        except InputError as exc:
+            raise InputError(f"workload SPEC {spec!r}: {exc}") from None
+    else:
+        node.domain = (size.n,)
+    return size
+
+
+def _sized(node: _Node, spec: str) -> WorkloadSize:
     kind, args = node.kind, node.args
     if kind in ("identity", "prefix"):
         return WorkloadSize(args[0], args[0], 16.0 * args[0] + WORKLOAD_OBJECT_BYTES)

@@ -637,8 +637,28 @@ class Kronecker(Workload):
         return self._apply(y, False)
 
 
+def union_domain(domains: Sequence[Sequence[int]]) -> tuple[int, ...]:
+    """The domain of a union whose terms (over the same number of cells) have these domains.
+
+    Terms over multi-dimensional domains must all have the same one. A flat
+    1-D term (``identity:12``, a 12-column matrix file) is read in the
+    row-major cell order of that product domain, which the union takes
+    whatever the order of its terms; a union of 1-D terms is 1-D.
+
+    Raises
+    ------
+    InputError
+        Two terms have different multi-dimensional domains, e.g. ``[4, 3]`` and ``[2, 6]``.
+    """
+    domains = [tuple(int(d) for d in dom) for dom in domains]
+    shaped = list(dict.fromkeys(dom for dom in domains if len(dom) > 1))
+    if len(shaped) > 1:
+        raise InputError(f"union terms have different domains {list(shaped[0])} and {list(shaped[1])}")
+    return shaped[0] if shaped else domains[0]
+
+
 class Union(Workload):
-    """Weighted union (stack) of workloads over the same domain."""
+    """Weighted union (stack) of workloads over the same domain (`union_domain`)."""
 
     def __init__(self, parts: Sequence[Workload], weights: Sequence[float] | None = None):
         if len(parts) < 1:
@@ -655,7 +675,7 @@ class Union(Workload):
         self.weights = np.ones(len(parts)) if weights is None else np.asarray(weights, dtype=float)
         if len(self.weights) != len(self.parts) or not np.all(self.weights > 0):
             raise InputError("union weights must be positive, one per part")
-        self.domain = self.parts[0].domain
+        self.domain = union_domain([p.domain for p in self.parts])
         if np.all(self.weights == 1):
             self.spec = "+".join(p.spec for p in self.parts)
         else:

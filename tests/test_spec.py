@@ -145,3 +145,55 @@ def test_problem_file_errors_have_one_prefix(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == "strategy-opt: error: unrecognized arguments: --problem"
     assert _cli("solve", p, "--privacy", "bogus") == 2
     assert capsys.readouterr().err.strip() == "strategy-opt: error: solve: argument --privacy: invalid choice: 'bogus' (choose from 'pure', 'approx')"
+
+
+# --------------------------------------------------------------------------- domains of unions (CLI.md: "over the same domain")
+
+
+@pytest.mark.parametrize(
+    "flat, product, domain",
+    [
+        ("identity:12", "prefix:4*prefix:3", (4, 3)),
+        ("all-range:12", "marginals:4x3:1", (4, 3)),
+        ("total:24", "(identity:12+prefix:4*prefix:3)*prefix:2", (4, 3, 2)),
+    ],
+)
+def test_union_of_a_flat_term_and_a_product_takes_the_product_domain_in_either_order(flat, product, domain):
+    a, b = parse_spec(f"{flat}+{product}"), parse_spec(f"{product}+{flat}")
+    assert a.domain == b.domain == domain
+    np.testing.assert_allclose(a.gram(), b.gram())
+
+
+def test_union_of_a_flat_file_and_a_product(tmp_path):
+    f = tmp_path / "w.npy"
+    np.save(f, np.arange(24.0).reshape(2, 12))
+    assert parse_spec(f"file:{f}+prefix:4*prefix:3").domain == parse_spec(f"prefix:4*prefix:3+file:{f}").domain == (4, 3)
+    assert parse_spec(f"file:{f}+identity:12").domain == (12,)
+
+
+def test_union_of_products_over_different_domains_is_refused(tmp_path, capsys):
+    spec = "prefix:4*prefix:3+prefix:2*prefix:6"
+    with pytest.raises(InputError, match=r"union terms have different domains \[4, 3\] and \[2, 6\]"):
+        parse_spec(spec)
+    with pytest.raises(InputError, match=r"different domains \[4, 3\] and \[2, 6\]"):
+        parse_spec("(identity:12+prefix:4*prefix:3)+prefix:2*prefix:6")  # the nested union took [4, 3]
+    assert _cli("-q", "solve", "--workload", spec, "--method", "hierarchical", "--out", tmp_path / "a.npz") == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"strategy-opt: error: workload SPEC {spec!r}: union terms have different domains [4, 3] and [2, 6]"
+    assert not (tmp_path / "a.npz").exists()
+    from strategy_opt.workload import union
+
+    with pytest.raises(InputError, match=r"different domains \[2, 6\] and \[4, 3\]"):  # the API refuses it too
+        union(parse_spec("prefix:2*prefix:6"), parse_spec("prefix:4*prefix:3"))
+
+
+def test_union_of_kronecker_terms_keeps_kronecker_strategies(tmp_path, capsys):
+    from strategy_opt.io import read_strategy
+
+    for i, spec in enumerate(["identity:12+prefix:4*prefix:3", "prefix:4*prefix:3+identity:12", "prefix:4*prefix:3+all-range:4*identity:3"]):
+        out = tmp_path / f"s{i}.npz"
+        assert _cli("-q", "solve", "--workload", spec, "--method", "hierarchical", "--out", out) == 0
+        meta = read_strategy(out).meta
+        assert meta["domain"] == [4, 3] and [s[1] for s in meta["kronecker_factor_shapes"]] == [4, 3]
+        assert _cli("-q", "error", out, "--workload", spec) == 0
+    capsys.readouterr()
