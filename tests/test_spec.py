@@ -1,6 +1,7 @@
 """SPEC parsing: every form of CLI.md, and clear errors for malformed SPECs."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -90,7 +91,8 @@ def test_problem_file_paths_resolve_against_its_directory(problem_dir, capsys, m
     assert _cli("-q", "solve", "probs/p.toml", "--out", "s.npz") == 0
     capsys.readouterr()
     s = read_strategy("s.npz")
-    assert s.meta["workload"] == "file:probs/w.npy" and s.meta["solver"] == "prof"
+    # recorded with an absolute path, so that error/run find the same file from any directory
+    assert s.meta["workload"] == f"file:{Path.cwd() / 'probs' / 'w.npy'}" and s.meta["solver"] == "prof"
     assert s.meta["weights_file"] == "probs/wts.npy" and s.meta["weights"] == [1.0, 2.0, 0.5]
     # independent: the weighted objective of the written strategy on the TOML's W and weights
     A = s.matrix
@@ -108,7 +110,7 @@ def test_problem_file_paths_resolve_against_its_directory(problem_dir, capsys, m
 def test_command_line_flags_stay_relative_to_the_current_directory(problem_dir, capsys):
     assert _cli("-q", "solve", "probs/p.toml", "--workload", "file:w.npy", "--objective", "weighted", "--option", "weights=wts.npy", "--json") == 0
     meta = json.loads(capsys.readouterr().out)
-    assert meta["workload"] == "file:w.npy" and meta["weights"] == [1.0, 1.0, 1.0, 1.0]  # the cwd's identity and unit weights
+    assert meta["workload"] == f"file:{Path.cwd() / 'w.npy'}" and meta["weights"] == [1.0, 1.0, 1.0, 1.0]  # the cwd's identity and unit weights
 
 
 @pytest.mark.parametrize(
