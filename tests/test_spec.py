@@ -127,8 +127,6 @@ def test_command_line_flags_stay_relative_to_the_current_directory(problem_dir, 
     ],
 )
 def test_spec_file_atoms_are_rebased(spec, expected):
-    from pathlib import Path
-
     from strategy_opt.problem import _rebase_spec
 
     assert _rebase_spec(spec, Path("probs")) == expected
