@@ -23,7 +23,7 @@ MAX_DENSE_N = 20_000
 DENSE_LSTSQ_ENTRIES = 4_000_000
 
 #: Non-negative least squares: sparse systems with at most this many columns are solved exactly by
-#: active-set NNLS on an n x n factor of M^T M (hierarchy on 4096 cells: ~3 s) ...
+#: active-set NNLS on an n x n factor of M^T M (hierarchy on 4096 cells: 7-11 s on 2 cores) ...
 NNLS_DENSE_MAX_N = 4096
 #: ... larger ones by scipy's trust-region reflective lsq_linear: objective tolerance and iteration limit.
 NNLS_TOL, NNLS_MAX_ITER = 1e-10, 200
