@@ -139,11 +139,69 @@ def test_edge_cases_and_validation():
 
 
 def test_release_sidecar_records_the_effective_options(tmp_path):
-    """`release --method mwem`: the sidecar names the rounds and sweeps actually used and the budget per round."""
+    """`release --method mwem`: the sidecar names the rounds and sweeps actually used and the true budget split."""
     from strategy_opt.cli import main
 
     np.save(tmp_path / "x.npy", np.arange(16.0))
     out = tmp_path / "a.npy"
-    assert main(["-q", "release", "--method", "mwem", "--data", str(tmp_path / "x.npy"), "--workload", "prefix:16", "--epsilon", "2", "--seed", "1", "--option", "rounds=4", "--out", str(out)]) == 0
-    facts = json.loads((tmp_path / "a.npy.json").read_text())["method_facts"]
-    assert facts == {"rounds": 4, "sweeps": DEFAULT_SWEEPS, "epsilon_per_round": 0.5}
+    for eps, T in ((2.0, 4), (1.0, 5)):
+        args = ["--epsilon", str(eps), "--seed", "1", "--option", f"rounds={T}", "--out", str(out)]
+        assert main(["-q", "release", "--method", "mwem", "--data", str(tmp_path / "x.npy"), "--workload", "prefix:16", *args]) == 0
+        side = json.loads((tmp_path / "a.npy.json").read_text())
+        facts = side["method_facts"]
+        share = eps / (2 * T + 1)  # 2T + 1 mechanisms: the total, then a selection and a measurement per round
+        assert facts == pytest.approx({
+            "rounds": T, "sweeps": DEFAULT_SWEEPS, "mechanisms": 2 * T + 1, "epsilon_per_mechanism": share,
+            "epsilon_per_round": 2 * share, "epsilon_total_count": share, "noise_scale_total": 1 / share,
+            "selection_noise_scale": 2 / share,
+        })
+        assert T * facts["epsilon_per_round"] + facts["epsilon_total_count"] == pytest.approx(eps, rel=1e-12)
+        assert side["noise_scale"] == pytest.approx(1 / share)  # eps 1, T 5: 11, the Laplace scale of every measurement
+
+
+def test_facts_match_the_mechanisms_actually_run(monkeypatch):
+    """The facts' split and scales are those of the selections and measurements the code path runs."""
+    calls = {"measure": [], "select": []}
+    real_measure, real_select = mw.measure, mw._select
+
+    def measure(A, x, privacy, rng=None, sampler=None):
+        y, scale = real_measure(A, x, privacy, rng=rng, sampler=sampler)
+        calls["measure"].append((privacy.epsilon, scale, float(abs(A).max())))
+        return y, scale
+
+    def select(score, sensitivity, epsilon, gen, sampler):
+        calls["select"].append((epsilon, 2.0 * sensitivity / epsilon))
+        return real_select(score, sensitivity, epsilon, gen, sampler)
+
+    monkeypatch.setattr(mw, "measure", measure)
+    monkeypatch.setattr(mw, "_select", select)
+    x = np.arange(20.0)
+    for W, eps, T in ((prefix(20), 1.0, 5), (union(prefix(20), total(20), weights=[1.0, 2.5]), 0.7, 6)):
+        for key in calls:
+            calls[key].clear()
+        r = mwem(x, W, PureDP(eps), rng=3, rounds=T)
+        f = r.facts
+        eps_measure = [e for e, _, _ in calls["measure"]]
+        eps_select = [e for e, _ in calls["select"]]
+        assert len(eps_measure) == T + 1 and len(eps_select) == T and f["mechanisms"] == 2 * T + 1
+        assert sum(eps_measure) + sum(eps_select) == pytest.approx(eps, rel=1e-12)  # sequential composition
+        assert all(e == pytest.approx(f["epsilon_per_mechanism"]) for e in eps_measure + eps_select)
+        assert eps_measure[0] == pytest.approx(f["epsilon_total_count"])
+        per_round = [m + s for m, s in zip(eps_measure[1:], eps_select)]
+        assert per_round == pytest.approx([f["epsilon_per_round"]] * T)
+        assert T * f["epsilon_per_round"] + f["epsilon_total_count"] == pytest.approx(eps, rel=1e-12)
+        # Laplace scales used: N's is 1 / share; a query's is its largest entry / share; selections 2 Delta_W / share
+        assert calls["measure"][0][1] == pytest.approx(f["noise_scale_total"]) == pytest.approx(1 / f["epsilon_per_mechanism"])
+        assert all(scale == pytest.approx(top / e) for e, scale, top in calls["measure"])
+        assert r.noise_scale == pytest.approx(max(scale for _, scale, _ in calls["measure"][1:]))
+        assert all(s == pytest.approx(f["selection_noise_scale"]) for _, s in calls["select"])
+        assert f["selection_noise_scale"] == pytest.approx(2 * _max_entry(W) / f["epsilon_per_mechanism"])
+
+
+def test_seeded_measurement_noise_has_the_reported_scale():
+    """Replaying the seeded generator: the first draw is N + Laplace(noise_scale_total), scale 1 / (eps / 11)."""
+    r = mwem(np.array([120.0]), identity(1), PureDP(1.0), rng=7, rounds=5)
+    assert r.noise_scale == pytest.approx(11.0) and r.facts["noise_scale_total"] == pytest.approx(11.0)
+    # on a single cell every update renormalises to N, so the estimate is the noisy total itself
+    noisy_total = 120.0 + np.random.default_rng(7).laplace(0.0, 11.0)
+    assert r.x_hat[0] == pytest.approx(max(noisy_total, 1.0))

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 from scipy.integrate import quad
+from scipy.optimize import brentq
 
 from strategy_opt.bases import hierarchical_matrix
 from strategy_opt.cli import main
@@ -236,3 +237,95 @@ def test_cli_online(tmp_path, capsys):
     assert main(base + ["--half-width", "3", "--confidence", "1.5", "--out", str(out)]) == 2
     assert main(["-q", "online", "--data", str(tmp_path / "x.npy"), "--queries", "prefix:8", "--budget", "1", "--half-width", "3", "--out", str(out)]) == 2
     assert "cells" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("inference", ["bayes", "wls"])
+def test_repeat_at_the_same_requirement_is_answered_from_history(inference):
+    """An earlier answer at Theorem 3.7's budget has exactly the required coverage: reuse it, spend nothing."""
+    ans = OnlineAnswerer(np.array([5.0]), 10.0, inference=inference, rng=1)
+    q = np.array([1.0])
+    first = ans.answer(q, 3, 0.9)
+    est = ans.estimate(q, 0.9)
+    assert est.upper - est.lower == pytest.approx(6, rel=1e-12)  # closed form, theta~ +- 3
+    assert est.value == ans.history[1][0]
+    again = ans.answer(q, 3, 0.9)
+    assert again.source == "history" and again.alpha == 0 and again.spent == first.spent
+    assert again.value == first.value and ans.history[0].shape == (1, 1)
+    assert ans.counts == {"history": 1, "fresh": 1, "refused": 0}
+    # genuinely too wide: width 6 > 2 * 2.9 is answered fresh
+    tight = ans.answer(q, 2.9, 0.9)
+    assert tight.source == "fresh" and tight.alpha == pytest.approx(math.log(10) / 2.9)
+    assert tight.spent == pytest.approx(first.spent + math.log(10) / 2.9)
+
+
+@pytest.mark.parametrize("inference", ["bayes", "wls"])
+def test_history_meeting_the_requirement_exactly_through_a_laplace_sum(inference):
+    """Q = x1 + x2 from one answer each: the exact law is Lap(s) + Lap(s); its exact half-width is accepted, less is not."""
+    ans = OnlineAnswerer(np.array([5.0, 7.0, 1.0]), 10.0, inference=inference, rng=2)
+    for i in (0, 1):
+        ans.answer(np.eye(3)[i], 3, 0.9)
+    s = 3 / math.log(10)  # scale of each answer
+    exact = s * brentq(lambda u: (u + 2) * math.exp(-u) / 2 - 0.1, 0, 50, xtol=1e-15)  # P(|Z| > t) = (t/s + 2) e^{-t/s} / 2
+    q = np.array([1.0, 1.0, 0.0])
+    est = ans.estimate(q, 0.9)
+    assert 0 <= (est.upper - est.lower) - 2 * exact <= est.width_error < 1e-4 * (est.upper - est.lower)
+    spent = ans.spent
+    assert ans.answer(q, exact, 0.9).source == "history" and ans.spent == spent
+    assert ans.answer(q, exact * (1 - 1e-3), 0.9).source == "fresh" and ans.spent > spent
+
+
+def _laplace_sum_tail(scales, t):
+    """Exact ``P(|sum_k Lap(s_k)| > t)`` for distinct scales: ``sum_k c_k e^{-t/s_k}``, ``c_k = prod_{j != k} s_k^2 / (s_k^2 - s_j^2)``."""
+    s = np.asarray(scales, dtype=float)
+    c = [np.prod([s[k] ** 2 / (s[k] ** 2 - s[j] ** 2) for j in range(s.size) if j != k]) for k in range(s.size)]
+    return float(sum(ck * math.exp(-t / sk) for ck, sk in zip(c, s)))
+
+
+def test_laplace_sum_half_width_error_bound():
+    """`LaplaceSum.half_width` is exact for one term and above the exact half-width by at most `half_width_error` otherwise."""
+    for level in (0.2, 0.8, 0.9, 0.99):
+        assert LaplaceSum([2.5]).half_width(level) == 2.5 * math.log(1 / (1 - level))
+        assert LaplaceSum([2.5]).half_width_error == 0
+    z = np.array([0.0, 0.3, 7.0, 400.0])
+    assert LaplaceSum([2.5]).logpdf(z) == pytest.approx(-z / 2.5 - math.log(5.0), rel=1e-14)
+    for scales in ([1.0, 0.5], [3.0, 0.5], [1.0, 0.01], [2.0, 1.0, 0.4], [1.0, 0.6, 0.3, 0.15], [5.0, 2.0, 0.8, 0.3, 0.1]):
+        law = LaplaceSum(scales)
+        for level in (0.05, 0.5, 0.8, 0.9, 0.99, 0.9999):
+            exact = brentq(lambda t: _laplace_sum_tail(scales, t) - (1 - level), 0, 200 * max(scales), xtol=1e-14)
+            assert 0 <= law.half_width(level) - exact <= law.half_width_error, (scales, level)
+
+
+def _exact_hpd_width(logpdf, lo, hi, level):
+    """Width of the HPD interval of a unimodal density (root-finding on the density level, quadrature for mass)."""
+    g = np.linspace(lo, hi, 200_001)
+    top_at = g[np.argmax(logpdf(g))]
+    top = float(logpdf(np.array([top_at]))[0])
+    dens = lambda t: math.exp(float(logpdf(np.array([t]))[0]) - top)  # noqa: E731
+    total = quad(dens, lo, top_at, limit=500)[0] + quad(dens, top_at, hi, limit=500)[0]
+
+    def ends(c):
+        f = lambda t: float(logpdf(np.array([t]))[0]) - top - c  # noqa: E731
+        return brentq(f, lo, top_at, xtol=1e-13), brentq(f, top_at, hi, xtol=1e-13)
+
+    def mass(c):
+        a, b = ends(c)
+        return (quad(dens, a, top_at, limit=500)[0] + quad(dens, top_at, b, limit=500)[0]) / total
+
+    a, b = ends(brentq(lambda c: mass(c) - level, -30, -1e-12, xtol=1e-13))
+    return b - a
+
+
+def test_posterior_grid_width_error_bound():
+    """Several observations: the gridded HPD width is above the exact one by at most `Estimate.width_error`."""
+    e1 = np.array([1.0, 0.0])
+    for seed, level, scales in ((0, 0.8, [2.0, 3.5]), (1, 0.9, [1.5, 1.5, 4.0]), (2, 0.95, [1.0, 6.0])):
+        noise = np.random.default_rng(seed).laplace(0, scales)
+        ans = OnlineAnswerer(np.array([30.0, 12.0]), 10.0, inference="bayes", rng=seed)
+        for s, z in zip(scales, noise):
+            ans.record(e1, 30.0 + z, 1 / s)  # x1 + Lap(s)
+        est = ans.estimate(e1, level)
+        assert est.observations == len(scales)
+        obs = 30.0 + noise
+        logpdf = lambda t: sum(-np.abs(o - t) / s for o, s in zip(obs, scales))  # noqa: E731
+        exact = _exact_hpd_width(logpdf, obs.min() - 40 * max(scales), obs.max() + 40 * max(scales), level)
+        assert 0 <= (est.upper - est.lower) - exact <= est.width_error < 0.01 * exact, (seed, level)

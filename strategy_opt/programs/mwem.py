@@ -24,6 +24,16 @@ never worse than the exponential mechanism, McKenna & Sheldon 2020). Both the
 selections and the measurements use the caller's sampler: OpenDP's
 ``make_noisy_max`` and Laplace measurement, or NumPy's generator for
 ``simulate``.
+
+The release records this split in its facts (the answer sidecar's
+``method_facts``): ``epsilon_per_mechanism`` = eps / (2T + 1),
+``epsilon_per_round`` = 2 eps / (2T + 1) (a selection and a measurement),
+``epsilon_total_count`` = eps / (2T + 1) (measuring N), so that
+``rounds * epsilon_per_round + epsilon_total_count = eps``; and the noise:
+``noise_scale_total`` (Laplace, N), ``selection_noise_scale`` (exponential)
+and the release's ``noise_scale``, the largest Laplace scale of the T query
+measurements (all equal when the workload's rows share their largest entry,
+e.g. counting queries: 1 / epsilon_per_mechanism).
 """
 
 from __future__ import annotations
@@ -103,7 +113,10 @@ def mwem_estimate(
     rounds: int = DEFAULT_ROUNDS,
     sweeps: int = DEFAULT_SWEEPS,
 ) -> tuple[np.ndarray, float]:
-    """Run MWEM; return the estimated histogram and the Laplace scale of a measurement.
+    """Run MWEM; return the estimated histogram and the Laplace scale of the query measurements.
+
+    The scale is the largest of the T query measurements' (each is
+    ``max_j |q_ij| / epsilon_per_mechanism``; equal for counting queries).
 
     Parameters
     ----------
@@ -120,6 +133,12 @@ def mwem_estimate(
     sweeps : int
         Passes of the update over all past measurements after each round.
     """
+    x, rounds, sweeps = _validated(x, workload, epsilon, rounds, sweeps)
+    A, scales = _mwem(x, workload, epsilon, rng, sampler, rounds, sweeps)
+    return A, scales["measurement"]
+
+
+def _validated(x, workload: Workload, epsilon: float, rounds, sweeps) -> tuple[np.ndarray, int, int]:
     x = np.asarray(x, dtype=float).ravel()
     if x.size != workload.n:
         raise InputError(f"data has {x.size} cells but the workload has {workload.n}")
@@ -129,13 +148,34 @@ def mwem_estimate(
     sweeps = _check_count(sweeps, "sweeps")
     if not (np.isfinite(epsilon) and epsilon > 0):
         raise InputError(f"epsilon must be a positive number, got {epsilon!r}")
+    return x, rounds, sweeps
+
+
+def _budget_split(epsilon: float, rounds: int) -> dict:
+    """The sequential-composition split of `mwem_estimate` (2T + 1 equal shares)."""
+    share = epsilon / (2 * rounds + 1)
+    return {
+        "mechanisms": 2 * rounds + 1,
+        "epsilon_per_mechanism": share,
+        "epsilon_per_round": 2 * share,
+        "epsilon_total_count": share,
+    }
+
+
+def _mwem(x: np.ndarray, workload: Workload, epsilon: float, rng, sampler: str, rounds: int, sweeps: int) -> tuple[np.ndarray, dict]:
+    """MWEM on validated inputs; returns the estimate and the noise scales actually used.
+
+    Scales: ``total`` (Laplace, measuring N), ``selection`` (exponential noise of
+    report-noisy-max) and ``measurement`` (the largest Laplace scale of the T query
+    measurements).
+    """
     gen = np.random.default_rng(rng)
-    share = PureDP(epsilon / (2 * rounds + 1))
+    share = PureDP(_budget_split(epsilon, rounds)["epsilon_per_mechanism"])
     delta_w = _max_entry(workload)
     if delta_w == 0:
         raise InputError("workload has no non-zero entry")
     n = x.size
-    total, _ = measure(sp.csr_matrix(np.ones((1, n))), x, share, rng=gen, sampler=sampler)
+    total, total_scale = measure(sp.csr_matrix(np.ones((1, n))), x, share, rng=gen, sampler=sampler)
     N = max(float(total[0]), 1.0)
     A = np.full(n, N / n)
     true_answers = workload.matvec(x)
@@ -145,13 +185,14 @@ def mwem_estimate(
         score = np.abs(workload.matvec(A) - true_answers)
         i = _select(score, delta_w, share.epsilon, gen, sampler)
         idx, val = _row(workload, i)
-        y, scale = measure(sp.csr_matrix((val, (np.zeros(idx.size, dtype=np.int64), idx)), shape=(1, n)), x, share, rng=gen, sampler=sampler)
+        y, scale_i = measure(sp.csr_matrix((val, (np.zeros(idx.size, dtype=np.int64), idx)), shape=(1, n)), x, share, rng=gen, sampler=sampler)
+        scale = max(scale, scale_i)
         measured.append((idx, val, float(y[0])))
         for _ in range(sweeps):
             for idx_j, val_j, m_j in measured:
                 A[idx_j] *= np.exp(np.clip(val_j * (m_j - val_j @ A[idx_j]) / (2.0 * N), -_MAX_EXPONENT, _MAX_EXPONENT))
                 A *= N / A.sum()
-    return A, scale
+    return A, {"total": total_scale, "selection": 2.0 * delta_w / share.epsilon, "measurement": scale}
 
 
 @register_release(
@@ -168,6 +209,7 @@ def mwem(x, workload: Workload, privacy: Privacy, *, rng=None, sampler: str = "s
     if privacy.notion != "pure":
         raise InputError(f"MWEM is eps-DP (privacy 'pure'), got {privacy.notion!r}")
     effective = {"rounds": DEFAULT_ROUNDS, "sweeps": DEFAULT_SWEEPS, **options}
-    x_hat, scale = mwem_estimate(x, workload, privacy.epsilon, rng=rng, sampler=sampler, **effective)
-    facts = effective | {"epsilon_per_round": privacy.epsilon / effective["rounds"]}
-    return Release(workload.matvec(x_hat), None, None, x_hat, scale, facts)
+    x, rounds, sweeps = _validated(x, workload, privacy.epsilon, effective["rounds"], effective["sweeps"])
+    x_hat, scales = _mwem(x, workload, privacy.epsilon, rng, sampler, rounds, sweeps)
+    facts = effective | _budget_split(privacy.epsilon, rounds) | {"noise_scale_total": scales["total"], "selection_noise_scale": scales["selection"]}
+    return Release(workload.matvec(x_hat), None, None, x_hat, scales["measurement"], facts)
