@@ -258,14 +258,17 @@ class ExplicitWorkload(Workload):
     canonical CSR form: sorted indices, duplicates summed, explicit zeros
     dropped), so the workload is immutable: changing the array it was built
     from changes nothing, and the Gram matrices are computed once and cached
-    (returned read-only).
+    (returned read-only). Validated as in `from_matrix`: complex, ragged,
+    non-numeric or non-finite matrices and bad domains raise `InputError`.
     """
 
-    def __init__(self, W, spec: str = "matrix", domain: tuple[int, ...] | None = None):
+    def __init__(self, W, spec: str = "matrix", domain: tuple[int, ...] | int | None = None):
         if sp.issparse(W):
+            if W.dtype.kind not in "biuf":
+                raise InputError(f"workload matrix must be real, got a sparse matrix of dtype {W.dtype}")
             W = sp.csr_matrix(W, dtype=float, copy=True)
         else:
-            W = np.array(W, dtype=float)
+            W = _real_array(W)
         if W.ndim != 2:
             raise InputError(f"workload matrix must be 2-D, got shape {W.shape}")
         if W.shape[0] == 0 or W.shape[1] == 0:
@@ -273,10 +276,9 @@ class ExplicitWorkload(Workload):
         data = W.data if sp.issparse(W) else W
         if not np.all(np.isfinite(data)):
             raise InputError("workload matrix contains NaN or infinite entries")
-        if domain is None:
-            domain = (W.shape[1],)
-        if int(np.prod(domain)) != W.shape[1]:
-            raise InputError(f"domain {domain} does not match {W.shape[1]} workload columns")
+        domain = (W.shape[1],) if domain is None else _shape(domain, "domain", allow_int=True)
+        if math.prod(domain) != W.shape[1]:
+            raise InputError(f"domain {domain} has {math.prod(domain)} cells, not the {W.shape[1]} workload columns")
         if sp.issparse(W):
             W.sum_duplicates()
             W.eliminate_zeros()
@@ -288,7 +290,7 @@ class ExplicitWorkload(Workload):
         self._gram: np.ndarray | None = None
         self._row_gram_cache: np.ndarray | None = None
         self.spec = spec
-        self.domain = tuple(int(d) for d in domain)
+        self.domain = domain
 
     @property
     def m(self) -> int:
@@ -583,9 +585,7 @@ class Kronecker(Workload):
     """
 
     def __init__(self, factors: Sequence[Workload]):
-        if len(factors) < 1:
-            raise InputError("a Kronecker workload needs at least one factor")
-        self.factors = list(factors)
+        self.factors = _workloads(factors, "a Kronecker workload", "factor")
         self.domain = tuple(d for f in self.factors for d in f.domain)
         self.spec = "*".join(_wrap(f.spec, "*") for f in self.factors)
         self.log_scale = float(sum(f.log_scale for f in self.factors))
@@ -661,8 +661,7 @@ class Union(Workload):
     """Weighted union (stack) of workloads over the same domain (`union_domain`)."""
 
     def __init__(self, parts: Sequence[Workload], weights: Sequence[float] | None = None):
-        if len(parts) < 1:
-            raise InputError("a union workload needs at least one part")
+        parts = _workloads(parts, "a union workload", "part")
         doms = {p.n for p in parts}
         if len(doms) != 1:
             raise InputError(
@@ -671,10 +670,8 @@ class Union(Workload):
             )
         if any(p.log_scale for p in parts):
             raise InputError("union of workloads with rescaled Gram matrices is not supported")
-        self.parts = list(parts)
-        self.weights = np.ones(len(parts)) if weights is None else np.asarray(weights, dtype=float)
-        if len(self.weights) != len(self.parts) or not np.all(self.weights > 0):
-            raise InputError("union weights must be positive, one per part")
+        self.parts = parts
+        self.weights = np.ones(len(parts)) if weights is None else _weights(weights, len(parts))
         self.domain = union_domain([p.domain for p in self.parts])
         if np.all(self.weights == 1):
             self.spec = "+".join(p.spec for p in self.parts)
@@ -721,6 +718,60 @@ def _positive_int(value, name: str) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
         raise InputError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def _shape(value, name: str, allow_int: bool = False) -> tuple[int, ...]:
+    """``value`` as a non-empty tuple of positive ints (NumPy integers too; a bare int if ``allow_int``)."""
+    if allow_int and isinstance(value, (int, np.integer)):
+        value = (value,)
+    if isinstance(value, (str, bytes)) or not np.iterable(value) or len(value := tuple(value)) == 0:
+        raise InputError(f"{name} must be a non-empty sequence of positive integers, got {value!r}")
+    return tuple(_positive_int(d, f"each entry of {name} {value!r}") for d in value)
+
+
+def _real_array(W) -> np.ndarray:
+    """A float copy of the dense array_like W; InputError if it is ragged, complex or not numeric."""
+    try:
+        A = np.asarray(W)
+    except ValueError:
+        raise InputError("workload matrix is ragged: its rows must all have the same length") from None
+    if A.dtype.kind not in "biufO":
+        raise InputError(f"workload matrix must hold real numbers, got dtype {A.dtype}")
+    try:
+        return A.astype(float)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"workload matrix must hold real numbers: {e}") from None
+
+
+def _workloads(items, what: str, noun: str) -> list[Workload]:
+    """``items`` (a Workload, or a list or tuple of them) as a non-empty list of Workloads."""
+    items = list(items) if isinstance(items, (list, tuple)) else [items]
+    if not items:
+        raise InputError(f"{what} needs at least one {noun}")
+    for p in items:
+        if not isinstance(p, Workload):
+            raise InputError(
+                f"the {noun}s of {what} must be Workload objects, got {type(p).__name__} "
+                "(wrap a matrix with from_matrix, a SPEC with parse_spec)"
+            )
+    return items
+
+
+def _weights(weights, count: int) -> np.ndarray:
+    """Union weights as a float array: a 1-D sequence of ``count`` finite positive numbers."""
+    try:
+        w = np.asarray(weights)
+    except ValueError:
+        w = None
+    if w is None or w.ndim != 1 or w.dtype.kind not in "iuf":
+        got = f"an array of shape {w.shape}" if isinstance(weights, np.ndarray) else repr(weights)
+        raise InputError(f"union weights must be a 1-D sequence of real numbers, one per part, got {got}")
+    if len(w) != count:
+        raise InputError(f"union weights must be one per part: {count} parts, {len(w)} weights")
+    w = w.astype(float)
+    if not np.all(np.isfinite(w) & (w > 0)):
+        raise InputError(f"union weights must be finite and positive, got {w.tolist()}")
+    return w
 
 
 def identity(n: int) -> Workload:
@@ -771,11 +822,20 @@ def marginals(shape: Sequence[int], k: int) -> Workload:
 
     Each marginal over an attribute set S is the Kronecker product over the
     attributes of ``identity:d`` (attribute in S) or ``total:d`` (summed out).
+
+    Parameters
+    ----------
+    shape : sequence of int
+        Attribute sizes, positive integers (a bare int is refused: write ``(4,)``).
+    k : int
+        Marginal order, ``0 <= k <= len(shape)``.
     """
-    shape = tuple(_positive_int(d, "attribute size") for d in shape)
+    if isinstance(shape, (int, np.integer)):
+        raise InputError(f"marginals shape must be a sequence of attribute sizes, e.g. ({shape},) or (2, 2), got {shape!r}")
+    shape = _shape(shape, "marginals shape")
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or not 0 <= k <= len(shape):
+        raise InputError(f"marginal order k must be an integer between 0 and {len(shape)}, got {k!r}")
     k = int(k)
-    if not 0 <= k <= len(shape):
-        raise InputError(f"marginal order k must be between 0 and {len(shape)}, got {k}")
     parts = []
     for S in combinations(range(len(shape)), k):
         parts.append(Kronecker([identity(d) if i in S else total(d) for i, d in enumerate(shape)]))
@@ -785,16 +845,45 @@ def marginals(shape: Sequence[int], k: int) -> Workload:
     return W
 
 
+def _unpack(items: tuple) -> tuple:
+    """The one list or tuple passed as ``f([a, b])``, else the positional arguments ``f(a, b)``."""
+    return tuple(items[0]) if len(items) == 1 and isinstance(items[0], (list, tuple)) else items
+
+
 def kronecker(*factors: Workload) -> Workload:
-    """Kronecker product of workloads (multi-dimensional domain)."""
-    return Kronecker(factors)
+    """Kronecker product of workloads (multi-dimensional domain).
+
+    The factors are `Workload` objects, given as arguments or as one list or tuple.
+    """
+    return Kronecker(_unpack(factors))
 
 
 def union(*parts: Workload, weights: Sequence[float] | None = None) -> Workload:
-    """Weighted union (stack) of workloads over the same number of cells."""
-    return Union(parts, weights)
+    """Weighted union (stack) of workloads over the same number of cells.
+
+    Parameters
+    ----------
+    *parts : Workload
+        The terms, given as arguments or as one list or tuple.
+    weights : sequence of float, optional
+        One finite positive weight per part (default all 1).
+    """
+    return Union(_unpack(parts), weights)
 
 
-def from_matrix(W, spec: str = "matrix", domain: tuple[int, ...] | None = None) -> Workload:
-    """Wrap an explicit dense or sparse matrix as a workload (validated)."""
+def from_matrix(W, spec: str = "matrix", domain: tuple[int, ...] | int | None = None) -> Workload:
+    """Wrap an explicit dense or sparse matrix as a workload (validated).
+
+    Parameters
+    ----------
+    W : array_like or sparse matrix, shape (m, n)
+        Finite real entries (bool and integer arrays are converted to float). A
+        complex matrix is refused, even when its imaginary part is zero: pass
+        ``W.real``. A ragged nested list is refused.
+    spec : str
+        SPEC string recorded for the workload.
+    domain : sequence of int or int, optional
+        Shape of the data domain, positive integers (NumPy integers accepted)
+        whose product is n; an int is a 1-D domain. Default ``(n,)``.
+    """
     return ExplicitWorkload(W, spec, domain)

@@ -255,3 +255,119 @@ def test_union_gram_is_computed_once_and_read_only():
     G = U.gram()
     assert U.gram() is G and not G.flags.writeable
     np.testing.assert_allclose(G, parts[0].gram() + 4.0 * parts[1].gram(), rtol=1e-14)
+
+
+# --------------------------------------------------------------------------- constructor validation
+
+
+@pytest.mark.parametrize(
+    "domain, match",
+    [
+        ((2.5, 1.6), "got 2.5"),
+        ((2.0, 2.0), "got 2.0"),
+        ((-2, -2), "got -2"),
+        (("2", "2"), "got '2'"),
+        ((True, 4), "got True"),
+        ("22", "sequence of positive integers"),
+        (4.0, "sequence of positive integers"),
+        ((), "non-empty"),
+        ((2, 3), "6 cells, not the 4"),
+        (5, "5 cells, not the 4"),
+    ],
+)
+def test_from_matrix_refuses_bad_domains(domain, match):
+    with pytest.raises(InputError, match=match):
+        from_matrix(np.eye(4), domain=domain)
+
+
+@pytest.mark.parametrize("domain", [(2, 2), [2, 2], (np.int64(2), np.int32(2)), np.array([2, 2])], ids=repr)
+def test_from_matrix_accepts_integer_domains(domain):
+    W = from_matrix(np.eye(4), domain=domain)
+    assert W.domain == (2, 2) and all(type(d) is int for d in W.domain) and W.n == 4
+    assert from_matrix(np.eye(4), domain=4).domain == (4,)
+    assert from_matrix(np.eye(4), domain=np.int64(4)).domain == (4,)
+
+
+@pytest.mark.parametrize(
+    "W, match",
+    [
+        (np.eye(2) * (1 + 1j), "real numbers, got dtype complex128"),
+        (np.eye(2) + 0j, "real numbers, got dtype complex128"),  # refused even with a zero imaginary part
+        (np.array([[1j, 1]], dtype=object), "real number"),
+        ([[1, 2], [3]], "ragged"),
+        ([["a", "b"]], "dtype <U1"),
+    ],
+    ids=["complex", "zero-imaginary", "object-complex", "ragged", "strings"],
+)
+def test_from_matrix_refuses_non_real_matrices(W, match):
+    with pytest.raises(InputError, match=match):
+        from_matrix(W)
+
+
+def test_from_matrix_refuses_complex_sparse_and_accepts_int_and_bool():
+    import scipy.sparse as sp
+
+    with pytest.raises(InputError, match="complex128"):
+        from_matrix(sp.eye(3, dtype=complex, format="csr"))
+    np.testing.assert_array_equal(from_matrix([[1, 2], [0, 1]]).dense(), [[1.0, 2.0], [0.0, 1.0]])
+    np.testing.assert_array_equal(from_matrix(np.eye(2, dtype=bool)).gram(), np.eye(2))
+
+
+@pytest.mark.parametrize(
+    "weights, match",
+    [
+        ([1, np.inf], r"finite and positive, got \[1.0, inf\]"),
+        ([1, np.nan], "finite and positive"),
+        ([1, -2], "finite and positive"),
+        ([1, 0], "finite and positive"),
+        (["a", 1], r"1-D sequence of real numbers, one per part, got \['a', 1\]"),
+        (2, "1-D sequence of real numbers, one per part, got 2"),
+        (np.ones((2, 2)), r"got an array of shape \(2, 2\)"),
+        ([[1], [2, 3]], "1-D sequence"),
+        ([1 + 0j, 1], "1-D sequence"),
+        ([1, 2, 3], "2 parts, 3 weights"),
+    ],
+    ids=repr,
+)
+def test_union_refuses_bad_weights(weights, match):
+    with pytest.raises(InputError, match=match):
+        union(prefix(3), identity(3), weights=weights)
+
+
+def test_union_and_kronecker_take_a_list_and_refuse_non_workloads():
+    a, b = prefix(3), identity(3)
+    assert union([a, b]).spec == union(a, b).spec == "prefix:3+identity:3"
+    np.testing.assert_array_equal(union((a, b), weights=np.array([1, 2])).weights, [1.0, 2.0])
+    assert kronecker([prefix(2), a]).domain == kronecker(prefix(2), a).domain == (2, 3)
+    with pytest.raises(InputError, match="factors of a Kronecker workload must be Workload objects, got ndarray"):
+        kronecker(np.eye(2), a)
+    with pytest.raises(InputError, match="parts of a union workload must be Workload objects, got str"):
+        union("prefix:3", a)
+    with pytest.raises(InputError, match="at least one part"):
+        union([])
+    with pytest.raises(InputError, match="at least one factor"):
+        kronecker()
+
+
+@pytest.mark.parametrize(
+    "shape, k, match",
+    [
+        ((2, 2), 1.5, "got 1.5"),
+        ((2, 2), "1", "got '1'"),
+        ((2, 2), True, "got True"),
+        ((2, 2), 3, "between 0 and 2, got 3"),
+        ((2, 2), -1, "between 0 and 2, got -1"),
+        (4, 1, r"sequence of attribute sizes, e.g. \(4,\)"),
+        ((2, 2.5), 1, "got 2.5"),
+        ((2, 0), 1, "got 0"),
+        ((), 0, "non-empty"),
+    ],
+)
+def test_marginals_refuses_bad_arguments(shape, k, match):
+    with pytest.raises(InputError, match=match):
+        marginals(shape, k)
+
+
+def test_marginals_accepts_numpy_integers():
+    W = marginals(np.array([2, 3]), np.int64(1))
+    assert W.spec == "marginals:2x3:1" and W.domain == (2, 3) and W.m == 5
