@@ -9,7 +9,10 @@ Researchers add their own with `register_objective` or through the
 `Objective` instance or a zero-argument factory returning one). An objective
 must be convex and non-decreasing in every variance (more noise is never
 better); `check_monotone` tests the second on a probe before a program uses a
-user objective, and refuses one that decreases.
+user objective, and refuses one that decreases. `check_cvx_form` refuses a
+solver (cvx) form that is not a scalar, DCP-convex cvxpy expression of the
+variance variable (None, a number, a constant); that it is the same function as
+``value`` is checked after solving (minerror-l2's ``objective_mismatch``).
 
 Examples
 --------
@@ -29,7 +32,7 @@ import numpy as np
 
 from .exceptions import InputError
 
-__all__ = ["Objective", "register_objective", "get_objective", "objectives", "check_monotone", "BUILTIN_OBJECTIVES"]
+__all__ = ["Objective", "register_objective", "get_objective", "objectives", "check_monotone", "check_cvx_form", "BUILTIN_OBJECTIVES"]
 
 #: The objectives defined here (known to be non-decreasing).
 BUILTIN_OBJECTIVES = ("total", "max", "weighted", "relative")
@@ -49,8 +52,9 @@ class Objective:
     value : callable
         ``value(u, weights=None) -> float`` on a NumPy vector of variances.
     cvx : callable
-        ``cvx(u, weights=None)`` building the same function of a cvxpy
-        expression (convex and non-decreasing in u).
+        ``cvx(u, weights=None)`` building the same function of the cvxpy
+        variable u (m variances) as a scalar cvxpy expression, convex and
+        non-decreasing in u (checked by `check_cvx_form`).
     """
 
     name: str
@@ -144,7 +148,8 @@ def check_monotone(obj: Objective, m: int, weights=None, seed: int = 0) -> None:
     1000), the value must not drop when one variance is raised (each of up to
     `MONOTONE_PROBE_QUERIES` queries, by half its value and by 10x) or when
     all of them are doubled; drops within `MONOTONE_RTOL` (relative) are rounding. An objective
-    whose ``value`` raises on the probe, or returns a non-number, is refused too.
+    whose ``value`` raises on the probe, or returns a non-number, NaN or -inf, is refused too
+    (+inf is an extended value: a finite value after raising a variance is then a decrease).
 
     Examples
     --------
@@ -163,14 +168,14 @@ def check_monotone(obj: Objective, m: int, weights=None, seed: int = 0) -> None:
             v = float(obj.value(u, weights))
         except Exception as exc:  # a user's objective may fail on any input
             raise InputError(f"objective {obj.name!r}: its value failed on a probe vector of {m} variances ({' '.join(str(exc).split())})") from None
-        if math.isnan(v):
-            raise InputError(f"objective {obj.name!r}: its value is NaN on a probe vector of {m} positive variances")
+        if math.isnan(v) or v == -math.inf:
+            raise InputError(f"objective {obj.name!r}: its value is {'NaN' if math.isnan(v) else '-inf'} on a probe vector of {m} positive variances")
         return v
 
     for scale in (1.0, 1000.0):
         u0 = scale * rng.uniform(0.5, 1.5, m)
         f0 = value(u0)
-        slack = MONOTONE_RTOL * max(abs(f0), 1e-300)
+        slack = MONOTONE_RTOL * max(abs(f0), 1e-300) if math.isfinite(f0) else 0.0
         f2 = value(2.0 * u0)
         if f2 < f0 - slack:
             raise InputError(
@@ -187,3 +192,52 @@ def check_monotone(obj: Objective, m: int, weights=None, seed: int = 0) -> None:
                         f"objective {obj.name!r} decreases when the variance of query {i} grows (value {f0:.6g} at a probe, {f1:.6g} after raising it); "
                         "objectives must be non-decreasing in every per-query variance"
                     )
+
+
+def check_cvx_form(obj: Objective, u, weights=None):
+    """The objective's cvx form built on the cvxpy variable ``u``; `InputError` unless a solver can minimise it.
+
+    Refused (the solver would otherwise return an arbitrary strategy as
+    "optimal"): a cvx form that raises, returns something other than a cvxpy
+    expression (None, a number), a non-scalar expression, one that does not
+    depend on ``u`` (a constant), one with a parameter left without a value, or
+    one that is not DCP-convex. Whether it is the same function as ``value`` can
+    only be seen at a point: programs compare the two at the optimum.
+
+    Examples
+    --------
+    >>> import cvxpy as cp
+    >>> u = cp.Variable(3)
+    >>> check_cvx_form(get_objective("max"), u).is_convex()
+    True
+    >>> check_cvx_form(Objective("zero", "", lambda u, w=None: 0.0, lambda u, w=None: cp.Constant(0.0)), u)
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: objective 'zero': its cvx form does not depend on the variance variable u (it is a constant), so every strategy would be optimal; build it from u, e.g. cp.sum(u) or cp.max(u)
+    """
+    import cvxpy as cp
+
+    m = int(u.shape[0]) if u.shape else 1
+    hint = "it must return a scalar, convex, non-decreasing cvxpy expression of the variance variable u, e.g. cp.sum(u) or cp.max(u)"
+    if not callable(obj.cvx):
+        raise InputError(f"objective {obj.name!r} has no cvx form (got {type(obj.cvx).__name__}); {hint}")
+    try:
+        expr = obj.cvx(u, weights)
+    except Exception as exc:  # a user's objective may fail on a cvxpy variable
+        raise InputError(f"objective {obj.name!r}: its cvx form failed on a cvxpy variable of {m} variances ({' '.join(str(exc).split())}); {hint}") from None
+    if not isinstance(expr, cp.Expression):
+        shown = " ".join(repr(expr).split())[:60]
+        raise InputError(f"objective {obj.name!r}: its cvx form returned {type(expr).__name__} ({shown}), not a cvxpy expression; {hint}")
+    if not expr.is_scalar():
+        raise InputError(f"objective {obj.name!r}: its cvx form has shape {tuple(expr.shape)}, not a scalar; {hint}")
+    if not any(v.id == u.id for v in expr.variables()):
+        raise InputError(
+            f"objective {obj.name!r}: its cvx form does not depend on the variance variable u (it is a constant), so every strategy would be optimal; "
+            "build it from u, e.g. cp.sum(u) or cp.max(u)"
+        )
+    unset = [p.name() for p in expr.parameters() if p.value is None]
+    if unset:
+        raise InputError(f"objective {obj.name!r}: its cvx form has cvxpy parameter(s) without a value ({', '.join(unset)}); set their values before solving")
+    if not expr.is_dcp() or not expr.is_convex():
+        raise InputError(f"objective {obj.name!r} is not DCP-convex in cvxpy; register a convex, non-decreasing cvx form")
+    return expr

@@ -355,3 +355,104 @@ def test_rank_deficient_file_workload_bound_below_error(tmp_path, capsys, solver
     assert m["unit_total_squared_error"] == pytest.approx(147.2012701251, rel=1e-6)  # the native optimum, certified to 1e-13
     if m["lower_bound"] == m["unit_total_squared_error"] and m["lower_bound_kind"] == "dual-certificate" and "lower_bound_adjustment" in m:
         assert m["lower_bound_adjustment"]["action"] == "clamped"
+
+
+# --------------------------------------------------------------------------- user objectives: cvx form against value
+
+
+@pytest.fixture
+def broken_objectives(monkeypatch):
+    """User objectives whose cvx form does nothing, or is not the function their value computes."""
+    import cvxpy as cp
+
+    import strategy_opt.objectives as objectives_module
+    from strategy_opt.objectives import Objective, register_objective
+
+    objectives_module.objectives()
+    monkeypatch.setattr(objectives_module, "_OBJECTIVES", dict(objectives_module._OBJECTIVES))
+    total = lambda u, w=None: float(np.sum(u))  # noqa: E731
+    register_objective(Objective("nonecvx", "cvx form returns None", total, lambda u, w=None: None))
+    register_objective(Objective("zerocvx", "cvx form returns 0", total, lambda u, w=None: 0))
+    register_objective(Objective("constcvx", "cvx form is a cvxpy constant", total, lambda u, w=None: cp.Constant(1.0)))
+    register_objective(Objective("vectorcvx", "cvx form is u itself", total, lambda u, w=None: u))
+    register_objective(Objective("maxsum", "value max, cvx form sum", lambda u, w=None: float(np.max(u)), lambda u, w=None: cp.sum(u)))
+    # infinite at every variance vector (passes the monotonicity probe: never decreases)
+    register_objective(Objective("infvalue", "value inf", lambda u, w=None: float("inf"), lambda u, w=None: cp.sum(u)))
+
+    def fails_at_optimum(u, w=None):
+        if np.all((np.asarray(u) > 1.8) & (np.asarray(u) < 2.8)):  # prefix:8's optimum (1.86 to 2.67), not the probe or the floor (all 1)
+            raise ArithmeticError("overflow in the user's code")
+        return float(np.sum(u))
+
+    register_objective(Objective("failsatopt", "value raises at the optimum", fails_at_optimum, lambda u, w=None: cp.sum(u)))
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("nonecvx", "objective 'nonecvx': its cvx form returned NoneType (None), not a cvxpy expression; "),
+        ("zerocvx", "objective 'zerocvx': its cvx form returned int (0), not a cvxpy expression; "),
+        ("constcvx", "objective 'constcvx': its cvx form does not depend on the variance variable u (it is a constant)"),
+        ("vectorcvx", "objective 'vectorcvx': its cvx form has shape (8,), not a scalar; "),
+    ],
+)
+def test_a_cvx_form_that_does_nothing_is_refused(broken_objectives, tmp_path, capsys, name, message):
+    # before: nonecvx was solved as 'optimal' with solver_objective_value NaN (E 23.81, the optimum 17.87)
+    with pytest.raises(InputError) as info:
+        solve("prefix:8", method="minerror-l2", solver="clarabel", objective=name)
+    assert str(info.value).startswith(message)
+    out = tmp_path / "s.npz"
+    assert cli("solve", "--workload", "prefix:8", "--method", "minerror-l2", "--solver", "clarabel", "--objective", name, "--out", out) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"strategy-opt: error: {message}")
+    assert not out.exists()
+
+
+def test_a_cvx_form_disagreeing_with_the_value_is_reported(broken_objectives, caplog):
+    import logging
+
+    logger = logging.getLogger("strategy_opt")
+    logger.addHandler(caplog.handler)  # the CLI may have stopped propagation to the root logger
+    try:
+        with caplog.at_level(logging.WARNING, logger="strategy_opt"):
+            s = solve("prefix:8", method="minerror-l2", solver="clarabel", objective="maxsum")
+    finally:
+        logger.removeHandler(caplog.handler)
+    m = s.meta
+    u = per_query_variances(s.matrix, prefix(8), 2)
+    # the strategy minimises the cvx form: the total optimum of prefix:8 (17.866, the native solver's value)
+    total = solve("prefix:8", method="minerror-l2").meta["unit_total_squared_error"]
+    assert m["solver_objective_value"] == pytest.approx(total, rel=1e-6)
+    assert m["objective_value"] == pytest.approx(u.max(), rel=1e-12)
+    mm = m["objective_mismatch"]
+    assert mm["solver_objective_value"] == m["solver_objective_value"] and mm["objective_value"] == m["objective_value"]
+    assert mm["relative_difference"] == pytest.approx(1 - u.max() / total, rel=1e-6)
+    assert mm["tolerance"] == pytest.approx(1e-3 + 1e-8)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "'maxsum'" in warned[0]
+    assert f"{m['solver_objective_value']:.6g}" in warned[0] and f"{m['objective_value']:.6g}" in warned[0]
+
+
+@pytest.mark.parametrize("solver", ["clarabel", "scs"])
+def test_consistent_objectives_report_no_mismatch(user_objectives, solver):
+    for name in ("max", "sqsum"):
+        m = solve("all-range:6", method="minerror-l2", solver=solver, objective=name).meta
+        assert "objective_mismatch" not in m
+        assert m["objective_value"] == pytest.approx(m["solver_objective_value"], rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("infvalue", r"^objective 'infvalue': its value is inf at the optimum's per-query variances \(its cvx form gives 17\.86\d* there\); "),
+        ("failsatopt", r"^objective 'failsatopt': its value failed at the optimum's 8 per-query variances \(overflow in the user's code\)$"),
+    ],
+)
+def test_a_value_that_is_not_finite_at_the_optimum_is_refused(broken_objectives, tmp_path, capsys, name, message):
+    # before: infvalue was accepted with objective_value None; failsatopt crashed with a traceback
+    with pytest.raises(InputError, match=message):
+        solve("prefix:8", method="minerror-l2", solver="clarabel", objective=name)
+    assert cli("solve", "--workload", "prefix:8", "--method", "minerror-l2", "--solver", "clarabel", "--objective", name, "--out", tmp_path / "s.npz") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"strategy-opt: error: objective '{name}': its value ")
+    assert not (tmp_path / "s.npz").exists()

@@ -193,3 +193,132 @@ def test_an_objective_failing_on_the_probe_is_refused():
         check_monotone(Objective("bad", "", value, None), 4)
     with pytest.raises(InputError, match="NaN"):
         check_monotone(Objective("nan", "", lambda u, w=None: float("nan"), None), 4)
+
+
+def test_the_probe_refuses_minus_infinity_and_sees_a_drop_from_infinity():
+    from strategy_opt.objectives import check_monotone
+
+    with pytest.raises(InputError, match=r"^objective 'neginf': its value is -inf on a probe vector of 4 positive variances$"):
+        check_monotone(Objective("neginf", "", lambda u, w=None: -float("inf"), None), 4)
+    # +inf is an extended value (a convex constraint), but inf then finite after a variance grows is a decrease
+    drop = Objective("drop", "", lambda u, w=None: float("inf") if u[1] < 4 else float(np.sum(u)), None)
+    with pytest.raises(InputError, match="^objective 'drop' decreases when the variance of query 1 grows"):
+        check_monotone(drop, 4)
+    check_monotone(Objective("always-inf", "", lambda u, w=None: float("inf"), None), 4)  # never decreases
+
+
+# --------------------------------------------------------------------------- the cvx form
+
+
+def test_check_cvx_form_accepts_the_builtins_and_a_user_pnorm():
+    import cvxpy as cp
+
+    from strategy_opt.objectives import check_cvx_form
+
+    u = cp.Variable(5)
+    for name in ("total", "max"):
+        assert check_cvx_form(get_objective(name), u).is_convex()
+    assert check_cvx_form(get_objective("weighted"), u, np.linspace(1, 2, 5)).is_scalar()
+    assert check_cvx_form(weighted_pnorm(3.0, "p3"), u).is_convex()
+
+
+def _cvx_forms():
+    import cvxpy as cp
+
+    other = cp.Variable(5)
+    unset = cp.Parameter(nonneg=True, name="scale")
+
+    def raises(u, w=None):
+        raise KeyError("weights")
+
+    return [
+        ("none", lambda u, w=None: None, r"its cvx form returned NoneType \(None\), not a cvxpy expression; it must return a scalar"),
+        ("number", lambda u, w=None: 0.0, r"its cvx form returned float \(0\.0\), not a cvxpy expression"),
+        ("array", lambda u, w=None: np.zeros(5), r"its cvx form returned ndarray \(array\(\[0\., 0\., 0\., 0\., 0\.\]\)\), not a cvxpy expression"),
+        ("constant", lambda u, w=None: cp.Constant(3.0), r"its cvx form does not depend on the variance variable u \(it is a constant\)"),
+        ("elsewhere", lambda u, w=None: cp.sum(other), r"its cvx form does not depend on the variance variable u"),
+        ("vector", lambda u, w=None: 2 * u, r"its cvx form has shape \(5,\), not a scalar"),
+        ("concave", lambda u, w=None: cp.sum(cp.sqrt(u)), r"is not DCP-convex in cvxpy"),
+        ("param", lambda u, w=None: unset * cp.sum(u), r"cvxpy parameter\(s\) without a value \(scale\)"),
+        ("raises", raises, r"its cvx form failed on a cvxpy variable of 5 variances \('weights'\)"),
+    ]
+
+
+@pytest.mark.parametrize("name, cvx, message", _cvx_forms(), ids=[c[0] for c in _cvx_forms()])
+def test_check_cvx_form_refuses_forms_a_solver_cannot_minimise(name, cvx, message):
+    import cvxpy as cp
+
+    from strategy_opt.objectives import check_cvx_form
+
+    with pytest.raises(InputError, match=f"^objective {name!r}: " if name != "concave" else "^objective 'concave' ") as info:
+        check_cvx_form(Objective(name, "", lambda u, w=None: float(np.sum(u)), cvx), cp.Variable(5))
+    assert len(str(info.value).splitlines()) == 1
+    assert info.match(message)
+
+
+def test_a_constant_cvx_form_is_refused_before_solving(clean_registry, monkeypatch):
+    import cvxpy as cp
+
+    import strategy_opt.programs.minerror_l2 as module
+
+    register_objective(Objective("const", "", lambda u, w=None: float(np.sum(u)), lambda u, w=None: cp.Constant(0.0)))
+    monkeypatch.setattr(module, "_solve_cvxpy", lambda *a, **k: pytest.fail("solved a constant objective"))
+    with pytest.raises(InputError, match="^objective 'const': its cvx form does not depend on the variance variable u"):
+        solve("prefix:4", method="minerror-l2", solver="scs", objective="const")
+
+
+# --------------------------------------------------------------------------- auto: why no candidate ran
+
+
+def test_auto_says_why_no_candidate_ran_and_is_a_user_error(capsys):
+    # before: SolverError "no candidate method could solve this problem" (exit 1); the Schur limit only in the info log
+    with pytest.raises(InputError) as info:
+        solve("all-range:64", privacy="approx", method="auto", objective="max")
+    msg = str(info.value)
+    assert msg.startswith("auto: no candidate method can take this problem: minerror-l2: objective 'max' needs one (64+1)x(64+1) Schur complement per query")
+    assert "8,788,000 entries (limit 2,000,000)" in msg and "\n" not in msg
+    assert main(["-q", "solve", "--workload", "all-range:64", "--privacy", "approx", "--method", "auto", "--objective", "max"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("strategy-opt: error: auto: no candidate method can take this problem: minerror-l2: ") and "Schur complement" in err[0]
+
+
+def test_auto_names_a_candidate_skipped_for_its_solver():
+    # a non-linear objective with the native profile on > 64 cells: auto does not hand it to a generic SDP solver
+    with pytest.raises(
+        InputError, match=r"^auto: no candidate method can take this problem: minerror-l2: objective 'max' needs a generic SDP solver, which auto runs up to 64 cells \(this workload has 65\)"
+    ):
+        solve("identity:65", privacy="approx", method="auto", objective="max", solver="native")
+
+
+def _failing(exc):
+    def func(problem):
+        raise exc
+
+    return func
+
+
+def test_auto_is_a_solver_error_when_a_candidate_failed_numerically(monkeypatch, capsys):
+    from dataclasses import replace
+
+    import strategy_opt.registry as registry
+    from strategy_opt.exceptions import SolverError
+
+    table = registry._METHODS
+    monkeypatch.setitem(table, "minerror-l2", replace(table["minerror-l2"], func=_failing(SolverError("diverged\n after 3 iterations"))))
+    with pytest.raises(SolverError, match=r"^auto: no candidate method could solve this problem: minerror-l2: diverged after 3 iterations \(SolverError\); try a specific --method$"):
+        solve("prefix:8", privacy="approx", method="auto", objective="max")
+    assert main(["-q", "solve", "--workload", "prefix:8", "--privacy", "approx", "--method", "auto", "--objective", "max"]) == 1
+    assert "minerror-l2: diverged after 3 iterations" in capsys.readouterr().err
+    # mixed reasons (total objective: every approx candidate): one numerical failure makes it a SolverError, each reason listed
+    for name in ("identity", "wavelet", "hierarchical", "eigen-design"):
+        monkeypatch.setitem(table, name, replace(table[name], func=_failing(InputError(f"{name} refuses" + " x" * 200))))
+    with pytest.raises(SolverError) as info:
+        solve("prefix:8", privacy="approx", method="auto")
+    msg = str(info.value)
+    for name in ("identity", "wavelet", "hierarchical", "eigen-design"):
+        assert f"{name}: {name} refuses x x" in msg
+    assert "minerror-l2: diverged after 3 iterations (SolverError)" in msg and "..." in msg and "\n" not in msg
+    # every candidate refusing the problem: an InputError
+    monkeypatch.setitem(table, "minerror-l2", replace(table["minerror-l2"], func=_failing(InputError("too large"))))
+    with pytest.raises(InputError, match="^auto: no candidate method can take this problem: identity: identity refuses"):
+        solve("prefix:8", privacy="approx", method="auto")

@@ -11,7 +11,9 @@ the best baseline.
 
 The chosen strategy keeps the metadata of the method that produced it, with
 ``method = 'auto'``, ``auto_choice`` naming the winner and ``auto_candidates``
-giving every candidate's objective value.
+giving every candidate's objective value. When no candidate gives a strategy,
+the error names each one's reason on one line; it is an `InputError` (the user
+must change the problem) when every candidate refused with one, else a `SolverError`.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ log = logging.getLogger("strategy_opt")
 EXACT_L2_MAX_N = 2048
 #: Largest domain on which ``auto`` lets a cvxpy profile solve the exact program.
 GENERIC_SDP_MAX_N = 64
+#: Each candidate's reason in the error raised when none gives a strategy is cut to this many characters.
+REASON_MAX_CHARS = 300
 
 
 def _candidates(problem: Problem) -> list[str]:
@@ -66,6 +70,34 @@ def _candidate_problem(problem: Problem, name: str) -> Problem | None:
     return candidate
 
 
+def no_candidate_error(failures: dict[str, Exception]) -> InputError | SolverError:
+    """The error when no candidate gave a strategy: one line with each candidate's reason.
+
+    An `InputError` (the problem is the user's to change: CLI exit 2) when every
+    candidate refused the problem with one, else a `SolverError`.
+
+    Examples
+    --------
+    >>> e = no_candidate_error({"minerror-l2": InputError("too large"), "eigen-design": SolverError("diverged")})
+    >>> type(e).__name__, str(e)
+    ('SolverError', 'auto: no candidate method could solve this problem: minerror-l2: too large | eigen-design: diverged (SolverError); try a specific --method')
+    >>> type(no_candidate_error({"minerror-l2": InputError("too large")})).__name__
+    'InputError'
+    """
+    user = bool(failures) and all(isinstance(exc, InputError) for exc in failures.values())
+
+    def reason(exc: Exception) -> str:
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        if len(text) > REASON_MAX_CHARS:
+            text = text[: REASON_MAX_CHARS - 3].rstrip() + "..."
+        return text if isinstance(exc, InputError) else f"{text} ({type(exc).__name__})"
+
+    reasons = " | ".join(f"{name}: {reason(exc)}" for name, exc in failures.items()) or "none ran"
+    if user:
+        return InputError(f"auto: no candidate method can take this problem: {reasons}")
+    return SolverError(f"auto: no candidate method could solve this problem: {reasons}; try a specific --method")
+
+
 @register_method(
     "auto",
     source="strategy_opt",
@@ -83,11 +115,16 @@ def auto(problem: Problem):
     unknown = sorted(set(problem.options) - known)
     if unknown:
         raise InputError(f"method 'auto': unknown option(s) {', '.join(map(repr, unknown))}; its candidates' options: {', '.join(sorted(known)) or 'none'}")
-    best, errors = None, {}
+    best, errors, failures = None, {}, {}
     for name in names:
         candidate = _candidate_problem(problem, name)
         if candidate is None:
-            log.info("auto: %s skipped (objective %r needs a generic SDP solver, > %d cells)", name, problem.objective, GENERIC_SDP_MAX_N)
+            reason = (
+                f"objective {problem.objective!r} needs a generic SDP solver, which auto runs up to {GENERIC_SDP_MAX_N} cells "
+                f"(this workload has {problem.workload.n}); give --solver scs or clarabel to run it anyway"
+            )
+            log.info("auto: %s skipped (%s)", name, reason)
+            failures[name] = InputError(reason)
             continue
         try:
             strategy = table[name].func(candidate)
@@ -95,6 +132,7 @@ def auto(problem: Problem):
             raise  # a bad option value is the user's to fix, not a reason to skip the candidate
         except (InputError, SolverError) as exc:
             log.info("auto: %s skipped (%s)", name, exc)
+            failures[name] = exc
             continue
         E = strategy.meta.get("objective_value")
         if E is None:
@@ -104,7 +142,7 @@ def auto(problem: Problem):
         if best is None or E < errors[best[0]]:
             best = (name, strategy)
     if best is None:
-        raise SolverError("auto: no candidate method could solve this problem; try a specific --method")
+        raise no_candidate_error(failures)
     name, strategy = best
     strategy.meta.update(
         {"method": "auto", "auto_choice": strategy.meta.get("method", name), "auto_candidates": errors, "total_seconds": time.perf_counter() - t0}

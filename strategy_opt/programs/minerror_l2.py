@@ -20,6 +20,13 @@ Forms used here:
   solver (`strategy_opt.native_l2`), which scales to thousands of cells.
 * ``max`` and user objectives: one (n+1) x (n+1) Schur complement per query,
   through cvxpy only; refused when m (n+1)^2 exceeds `SCHUR_MAX_ENTRIES`.
+  The objective's cvx form must be a scalar convex expression of u
+  (`objectives.check_cvx_form`: None, a number or a constant is refused); after
+  solving, its optimal value is compared with the objective's ``value`` at the
+  strategy's per-query variances: a ``value`` that fails or is not finite there
+  is refused, and a difference beyond ``MISMATCH_RTOL`` plus the profile's
+  accuracy is logged as a warning and recorded in ``meta.objective_mismatch``
+  (both values, their relative difference, the tolerance and a message).
 
 Certificates (`strategy_opt.certificates`): for the total objective the dual
 bound ``||W diag(u)^{1/2}||_*^2`` at the KKT weights ``u ∝ diag(X^{-1} G X^{-1})``
@@ -72,14 +79,24 @@ from ..error import per_query_variances
 from ..exceptions import InputError, OptionError, SolverError
 from ..native_l2 import solve_total_l2
 from ..threads import factorization_threads
-from ..objectives import BUILTIN_OBJECTIVES, check_monotone, get_objective
+from ..objectives import BUILTIN_OBJECTIVES, check_cvx_form, check_monotone, get_objective
 from ..problem import Problem
 from ..registry import register_method
 from ..resources import psd_solver_bytes, require_memory
 from ..solvers import rejected_option
 from ..workload import Workload, weighted_gram
 
-__all__ = ["minerror_l2", "query_weights", "weights_meta", "check_weights_objective", "SCHUR_MAX_ENTRIES", "LINEAR_OBJECTIVES", "WEIGHTS_INLINE_MAX"]
+__all__ = [
+    "minerror_l2",
+    "query_weights",
+    "weights_meta",
+    "check_weights_objective",
+    "objective_mismatch",
+    "SCHUR_MAX_ENTRIES",
+    "LINEAR_OBJECTIVES",
+    "WEIGHTS_INLINE_MAX",
+    "MISMATCH_RTOL",
+]
 
 log = logging.getLogger("strategy_opt")
 
@@ -92,6 +109,10 @@ SCHUR_MAX_ENTRIES = 2_000_000
 
 #: Time budget of the native solve that certifies the ``max`` objective (its Schur form keeps n small).
 MAX_BOUND_SECONDS = 60.0
+
+#: Relative difference between the solver's optimal value and the objective's value at the strategy
+#: tolerated on top of the profile's accuracy before ``meta.objective_mismatch`` is recorded.
+MISMATCH_RTOL = 1e-3
 
 #: Up to this many query weights are written into the strategy metadata (above: digest, count and file only).
 WEIGHTS_INLINE_MAX = 1000
@@ -282,19 +303,62 @@ def _schur_cvxpy(W: Workload, objective, weights, problem: Problem) -> tuple[np.
     u = cp.Variable(m)
     lmis = [cp.bmat([[X, M[i][:, None]], [M[i][None, :], cp.reshape(u[i], (1, 1), order="C")]]) >> 0 for i in range(m)]
     cons = [cp.diag(X) <= 1, *lmis]
-    try:
-        expr = objective.cvx(u, weights)
-        prob = cp.Problem(cp.Minimize(expr), cons)
-    except Exception as exc:  # a user's objective may build an invalid expression
-        raise InputError(f"objective {problem.objective!r}: its cvx form failed ({exc}); it must be a convex, non-decreasing cvxpy expression of u") from None
-    if not prob.is_dcp():
-        raise InputError(f"objective {problem.objective!r} is not DCP-convex in cvxpy; register a convex, non-decreasing cvx form")
+    expr = check_cvx_form(objective, u, weights)  # an expression of u a solver can minimise, or InputError
+    prob = cp.Problem(cp.Minimize(expr), cons)
     Xv, status, iters = _solve_cvxpy(prob, X, problem, [n] + [n + 1] * m)
     try:
         mult = np.array([float(np.asarray(c.dual_value)[n, n]) for c in lmis])
     except (TypeError, IndexError, ValueError):
         mult = None
-    return Xv, status, iters, float(prob.value), mult
+    value = float(prob.value) if prob.value is not None else float("nan")
+    return Xv, status, iters, value, mult
+
+
+def _value_at_optimum(objective, name: str, u: np.ndarray, weights, solver_value: float | None) -> float:
+    """The objective's ``value`` at the returned strategy's per-query variances; `InputError` unless a finite number."""
+    there = f" (its cvx form gives {solver_value:.6g} there)" if solver_value is not None and math.isfinite(solver_value) else ""
+    try:
+        v = float(objective.value(u, weights))
+    except Exception as exc:  # a user's objective may fail where the probe did not
+        raise InputError(f"objective {name!r}: its value failed at the optimum's {u.size} per-query variances ({' '.join(str(exc).split())})") from None
+    if not math.isfinite(v):
+        raise InputError(
+            f"objective {name!r}: its value is {v} at the optimum's per-query variances{there}; "
+            "value and cvx must be the same function, finite at positive variances"
+        )
+    return v
+
+
+def objective_mismatch(name: str, solver_value: float, value: float, rtol: float) -> dict | None:
+    """None when the solver's optimal value and the objective's value at the strategy agree within ``rtol`` (relative), else a record of both.
+
+    The two are the same number for a correct objective (its cvx form and
+    value the same function), up to the solver's accuracy: a larger difference
+    means the strategy minimises some other function (``meta.objective_mismatch``).
+
+    Examples
+    --------
+    >>> objective_mismatch("max", 2.0, 2.0 + 1e-9, 1e-3) is None
+    True
+    >>> round(objective_mismatch("mine", 17.87, 2.67, 1e-3)["relative_difference"], 4)
+    0.8506
+    """
+    diff = abs(solver_value - value)
+    scale = max(abs(solver_value), abs(value))
+    if math.isfinite(diff) and diff <= rtol * scale:
+        return None
+    rel = diff / scale if scale > 0 and math.isfinite(diff) else None
+    return {
+        "solver_objective_value": finite_or_none(solver_value),
+        "objective_value": finite_or_none(value),
+        "relative_difference": finite_or_none(rel),
+        "tolerance": rtol,
+        "message": (
+            f"objective {name!r}: the solver's optimal value {solver_value:.6g} (cvx form) and the objective's value {value:.6g} "
+            f"at the returned strategy differ beyond the solver's accuracy (relative {rtol:.2g}); its cvx form and value are not the same function, "
+            "so the strategy minimises the cvx form, not necessarily the value"
+        ),
+    }
 
 
 def _max_bound(W: Workload, mult: np.ndarray | None, profile) -> tuple[float, dict]:
@@ -412,9 +476,18 @@ def minerror_l2(problem: Problem):
             if obj_lower is None or bound > obj_lower:
                 obj_lower, obj_kind, no_bound = bound, "simplex-weighted-dual", None
     solve_seconds = time.perf_counter() - t0
+    rtol = max(profile.tol, INACCURATE_RTOL) if str(status).endswith("_inaccurate") else profile.tol
     objective_value = None
     if problem.objective != "total":
-        objective_value = objective.value(per_query_variances(A, W, 2), weights)
+        variances = per_query_variances(A, W, 2)
+        if linear:
+            objective_value = objective.value(variances, weights)
+        else:
+            objective_value = _value_at_optimum(objective, problem.objective, variances, weights, extra["solver_objective_value"])
+            mismatch = objective_mismatch(problem.objective, extra["solver_objective_value"], objective_value, MISMATCH_RTOL + rtol)
+            if mismatch is not None:
+                log.warning("minerror-l2: %s", mismatch["message"])
+                extra["objective_mismatch"] = mismatch
         extra.update(
             objective_lower_bound=finite_or_none(obj_lower),
             objective_lower_bound_kind=obj_kind,
@@ -423,7 +496,6 @@ def minerror_l2(problem: Problem):
         if extra["objective_lower_bound"] is None:
             extra["objective_lower_bound_kind"] = None
             extra["objective_lower_bound_unavailable"] = no_bound or f"no finite lower bound was computed for objective {problem.objective!r}"
-    rtol = max(profile.tol, INACCURATE_RTOL) if str(status).endswith("_inaccurate") else profile.tol
     strategy = compile_strategy(
         A,
         problem,
