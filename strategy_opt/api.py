@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 
 from .error import unit_error
@@ -12,9 +14,57 @@ from .registry import get_method
 from .solvers import load_profile
 from .spec import parse_spec
 from .strategy import Strategy
-from .workload import Workload
+from .workload import ExplicitWorkload, Kronecker, Union, Workload
 
 __all__ = ["solve", "error_report", "as_workload"]
+
+log = logging.getLogger("strategy_opt")
+
+NOTIONS = ("pure", "approx")
+
+
+def _check_notion(privacy) -> str:
+    """``privacy`` as a notion name, 'pure' or 'approx'; `InputError` for anything else (a `Privacy` object included)."""
+    from .privacy import Privacy
+
+    if isinstance(privacy, Privacy):
+        raise InputError(
+            f"privacy must be 'pure' or 'approx' (the notion's name; strategies do not depend on epsilon), "
+            f"got {privacy!r}: pass privacy={privacy.notion!r}"
+        )
+    if not isinstance(privacy, str) or privacy not in NOTIONS:
+        raise InputError(f"privacy must be 'pure' or 'approx', got {privacy!r}")
+    return privacy
+
+
+def _is_all_zero(workload: Workload) -> bool:
+    """Whether no query of the workload has a non-zero coefficient (``trace(W^T W) == 0``), without forming its Gram matrix.
+
+    Interval and all-predicate workloads always count some cell; a product is
+    zero when one factor is; a union (positive weights) when all its parts
+    are; an explicit matrix when its Frobenius norm is (O(nnz)).
+    """
+    if isinstance(workload, Kronecker):
+        return any(_is_all_zero(f) for f in workload.factors)
+    if isinstance(workload, Union):
+        return all(_is_all_zero(p) for p in workload.parts)
+    if isinstance(workload, ExplicitWorkload):
+        return workload.frobenius_sq() == 0
+    return False
+
+
+def _has_provenance(meta: dict) -> bool:
+    """Whether strategy metadata records what the strategy was computed for (as the CLI checks it)."""
+    return bool(meta.get("workload") or meta.get("privacy"))
+
+
+def _warn_unverified(strategy: Strategy, notion: str) -> None:
+    """The CLI's warning for a strategy without provenance (no recorded workload or privacy), for the API's default privacy."""
+    if strategy.meta:
+        missing = "metadata without a recorded workload or privacy (a bare matrix converted by export?): the strategy is not verified (no recorded workload or privacy)"
+    else:
+        missing = "no metadata: the strategy is not verified (no hashes, recorded workload or privacy)"
+    log.warning("strategy has %s; privacy %s (the default, as for the CLI's error and run; choose with privacy='pure' or 'approx'); sensitivity from the matrix", missing, notion)
 
 
 def as_workload(workload) -> Workload:
@@ -25,7 +75,14 @@ def as_workload(workload) -> Workload:
         return parse_spec(workload)
     from .workload import from_matrix
 
-    return from_matrix(workload)
+    if workload is None or isinstance(workload, (bytes, dict, Strategy)):
+        raise InputError(f"workload must be a Workload, a SPEC string or a matrix, got {type(workload).__name__}")
+    try:
+        return from_matrix(workload)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(f"workload must be a Workload, a SPEC string or a numeric matrix: {exc}") from None
 
 
 def solve(
@@ -45,6 +102,8 @@ def solve(
         The workload (object, SPEC string such as ``"all-range:256"``, or matrix).
     privacy : {'approx', 'pure'}
         (epsilon, delta)-DP (L2 sensitivity) or epsilon-DP (L1 sensitivity).
+        The notion's name, not a `PureDP`/`ApproxDP` object: strategies do not
+        depend on epsilon (or delta).
     method : str
         A registered method (``strategy_opt.registry.methods()``).
     objective : str
@@ -59,6 +118,12 @@ def solve(
     Strategy
         With ``meta`` filled by the compiler.
 
+    Raises
+    ------
+    InputError
+        A bad workload (an all-zero one included: no query has a non-zero
+        coefficient), privacy, method, objective, solver or option.
+
     Examples
     --------
     >>> s = solve("prefix:16", privacy="pure", method="hierarchical", branching=2)
@@ -68,12 +133,19 @@ def solve(
     from .solvers import SolverProfile
 
     workload = as_workload(workload)
+    privacy = _check_notion(privacy)
+    if not isinstance(method, str):
+        raise InputError(f"method must be a method name (a string), got {method!r}")
     info = get_method(method)
     if privacy not in info.privacy:
         raise InputError(f"method {method!r} supports privacy {'/'.join(info.privacy)}, not {privacy!r}")
     get_objective(objective)
     info.check(objective, options)
+    if solver is not None and not isinstance(solver, (str, os.PathLike, SolverProfile)):
+        raise InputError(f"solver must be a profile name (scs, clarabel, native), a profile file path or a SolverProfile, got {solver!r}")
     profile = solver if isinstance(solver, SolverProfile) else load_profile(solver)
+    if _is_all_zero(workload):  # once here, for every method (some would fail on it with an internal error)
+        raise InputError(f"workload {workload.spec!r} is all zeros: no query has a non-zero coefficient (its Gram matrix is zero), so there is nothing to optimise")
     problem = Problem(workload, privacy, objective, profile, options)
     t0 = time.perf_counter()
     strategy = info.func(problem)
@@ -86,10 +158,15 @@ def error_report(strategy: Strategy, workload, privacy: str | None = None) -> di
 
     Parameters
     ----------
-    strategy : Strategy
-    workload : Workload or str
+    strategy : Strategy or matrix
+        A matrix is wrapped as a `Strategy` without metadata.
+    workload : Workload, str or array_like
     privacy : {'pure', 'approx'}, optional
-        Defaults to the strategy's own ``meta['privacy']`` (else ``approx``).
+        Defaults to the strategy's own ``meta['privacy']``; for a strategy
+        without a recorded privacy (a bare matrix, a file without metadata)
+        ``pure`` (L1 sensitivity), as the CLI's ``strategy-opt error`` does. A
+        strategy without provenance (no recorded workload or privacy) then
+        gets a warning (logger ``strategy_opt``) that it is unverified.
 
     Returns
     -------
@@ -102,10 +179,13 @@ def error_report(strategy: Strategy, workload, privacy: str | None = None) -> di
 
     from .error import ErrorProfile, KroneckerMatrix, _kron_parts, log_svd_bound, sensitivity
 
+    if not isinstance(strategy, Strategy):
+        strategy = Strategy(strategy)
     W = as_workload(workload)
-    privacy = privacy or strategy.meta.get("privacy", "approx")
-    if privacy not in ("pure", "approx"):
-        raise InputError(f"privacy must be 'pure' or 'approx', got {privacy!r}")
+    defaulted = privacy is None
+    if defaulted:
+        privacy = strategy.meta.get("privacy") or "pure"
+    privacy = _check_notion(privacy)
     p = 1 if privacy == "pure" else 2
     A = strategy.matrix
     if A.shape[1] != W.n:
@@ -135,6 +215,8 @@ def error_report(strategy: Strategy, workload, privacy: str | None = None) -> di
     log_E = math.log(E) + W.log_scale if E > 0 else -math.inf
     lb = log_svd_bound(W)
     log_mse = log_E - math.log(W.m)
+    if defaulted and not _has_provenance(strategy.meta):  # after the work, as the CLI does, so that errors stay one line
+        _warn_unverified(strategy, privacy)
     return {
         "workload": W.spec,
         "privacy": privacy,

@@ -84,8 +84,20 @@ def _as_operator_matrix(A):
     return A
 
 
+def _check_rng(rng) -> None:
+    """Refuse an ``rng`` that is not None, a non-negative integer seed or a NumPy generator."""
+    if rng is None or isinstance(rng, (np.random.Generator, np.random.BitGenerator, np.random.SeedSequence)):
+        return
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, (bool, np.bool_)):
+        if rng < 0:
+            raise InputError(f"rng must be a non-negative integer seed or a numpy Generator, got {rng!r}")
+        return
+    raise InputError(f"rng must be a non-negative integer seed or a numpy Generator, got {rng!r}")
+
+
 def _sampler(sampler: str | None, rng) -> str:
     """The sampler to use: ``simulate`` when seeded, else the vetted ``opendp``."""
+    _check_rng(rng)
     if sampler is None:
         return "simulate" if rng is not None else "opendp"
     if sampler not in SAMPLERS:
@@ -304,6 +316,22 @@ def check_measured_cells(A, workload: Workload, cell_weights: np.ndarray | None 
         )
 
 
+def _as_histogram(x) -> np.ndarray:
+    """The data as a flat float array; `InputError` for sparse, non-numeric or complex data."""
+    if sp.issparse(x):
+        raise InputError("data must be a dense array of counts, got a scipy.sparse matrix (use .toarray())")
+    if isinstance(x, (str, bytes)):
+        raise InputError(f"data must be an array of counts, got a string {x[:40]!r}")
+    try:
+        arr = np.asarray(x)
+    except (TypeError, ValueError) as exc:  # ragged nested lists
+        raise InputError(f"data must be an array of counts: {exc}") from None
+    if arr.dtype.kind not in "biuf":
+        kind = "complex" if arr.dtype.kind == "c" else f"dtype {arr.dtype}"
+        raise InputError(f"data must be an array of real counts, got {kind} entries")
+    return arr.astype(float, copy=False).ravel()
+
+
 def run(
     strategy,
     x: np.ndarray,
@@ -320,13 +348,16 @@ def run(
     Parameters
     ----------
     strategy : Strategy or matrix
-    x : ndarray (n,)
-        Histogram (flattened C-order), non-negative counts.
-    workload : Workload
+        A matrix (array-like, sparse or KroneckerMatrix) is checked as `Strategy` checks it.
+    x : array_like (n,)
+        Histogram (flattened C-order), non-negative finite counts (dense).
+    workload : Workload, str or array_like
+        A workload object, a SPEC string or a matrix (as for `strategy_opt.solve`).
     privacy : PureDP or ApproxDP
+        The privacy object with its budget (not the notion's name).
     estimator : {'ls', 'nnls', 'hybrid'}
     rng : int or numpy Generator, optional
-        Seed for the ``simulate`` sampler.
+        Non-negative seed or generator for the ``simulate`` sampler (refused with ``'opendp'``).
     sampler : {'opendp', 'simulate'}, optional
         Default: ``'simulate'`` if ``rng`` is given, else the vetted ``'opendp'``
         (use it for answers that are released).
@@ -341,20 +372,33 @@ def run(
     ------
     InputError
         If the strategy does not support the workload (an all-zero strategy
-        column under a queried cell included), the shapes disagree, or the
-        data or noise are not finite floats.
+        column under a queried cell included), the shapes disagree, the data
+        have negative, NaN or infinite counts, the noise is not a finite
+        float, or an argument has the wrong type (privacy given as ``'pure'``,
+        a string ``rng``, sparse data, ...).
     """
+    from .api import as_workload
+
+    if not isinstance(privacy, Privacy):
+        raise InputError(f"privacy must be PureDP(epsilon) or ApproxDP(epsilon, delta), got {privacy!r}")
+    workload = as_workload(workload)
+    if not isinstance(strategy, Strategy):
+        strategy = Strategy(strategy)  # checks the matrix: 2-D, real, finite
     A = _as_operator_matrix(strategy)
-    x = np.asarray(x, dtype=float).ravel()
+    x = _as_histogram(x)
     if A.shape[1] != workload.n:
         raise InputError(f"strategy has {A.shape[1]} columns but the workload has {workload.n} cells")
     if x.size != workload.n:
         raise InputError(f"data has {x.size} cells but the workload has {workload.n}")
     if not np.all(np.isfinite(x)):
         raise InputError("data contains NaN or infinite counts")
-    if estimator not in ESTIMATORS:
+    if np.any(x < 0):
+        raise InputError("data (histogram) has negative counts; counts must be >= 0")
+    if not isinstance(estimator, str) or estimator not in ESTIMATORS:
         raise InputError(f"unknown estimator {estimator!r}; use one of {', '.join(ESTIMATORS)}")
     sampler = _sampler(sampler, rng)
+    if sampler == "opendp" and rng is not None:
+        raise InputError("rng cannot be used with sampler='opendp' (its noise is not seedable); use sampler='simulate'")
     prof = None
     if workload.n <= MAX_DENSE_N:
         G = workload.gram()

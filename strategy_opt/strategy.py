@@ -11,14 +11,60 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
 
 from .error import KroneckerMatrix, sensitivity
+from .exceptions import InputError
 
 __all__ = ["Strategy"]
+
+
+def _check_values(dtype, data, shape, what: str) -> None:
+    """Refuse a non-real dtype, a shape that is not 2-D and non-empty, and NaN or infinite entries."""
+    if dtype.kind not in "biuf":
+        kind = "complex" if dtype.kind == "c" else f"dtype {dtype}"
+        raise InputError(f"{what} must be a real numeric matrix, got {kind} entries")
+    if len(shape) != 2:
+        raise InputError(f"{what} must be a 2-D matrix, got shape {tuple(shape)}")
+    if shape[0] == 0 or shape[1] == 0:
+        raise InputError(f"{what} is empty (shape {tuple(shape)})")
+    if dtype.kind == "f" and not np.all(np.isfinite(data)):
+        raise InputError(f"{what} contains NaN or infinite values")
+
+
+def _as_matrix(M, what: str = "strategy matrix"):
+    """``M`` validated: a real, finite, non-empty 2-D ndarray (float), scipy.sparse matrix or `KroneckerMatrix`.
+
+    Array-likes (lists, ``np.matrix``) become float ndarrays; integer or boolean
+    entries become floats. A sparse matrix keeps its format and only its stored
+    entries (``.data``) are checked, so the cost is O(nnz). A `KroneckerMatrix`
+    is kept as it is after checking each factor.
+    """
+    if isinstance(M, KroneckerMatrix):
+        if not M.factors:
+            raise InputError(f"{what} is a Kronecker product of no factors")
+        for i, f in enumerate(M.factors):
+            if not (sp.issparse(f) or isinstance(f, np.ndarray)):
+                raise InputError(f"{what}: Kronecker factor {i} must be an ndarray or scipy.sparse matrix, got {type(f).__name__}")
+            _check_values(f.dtype, f.data if sp.issparse(f) else f, f.shape, f"{what} (Kronecker factor {i})")
+        return M
+    if sp.issparse(M):
+        _check_values(M.dtype, M.data, M.shape, what)
+        return M if M.dtype == np.float64 else M.astype(np.float64)
+    if isinstance(M, (str, bytes, Mapping)) or M is None:
+        raise InputError(f"{what} must be a 2-D array, scipy.sparse matrix or KroneckerMatrix, got {type(M).__name__}")
+    try:
+        A = np.asarray(M)
+    except (TypeError, ValueError) as exc:  # ragged nested lists
+        raise InputError(f"{what} must be a 2-D numeric matrix: {exc}") from None
+    if A.dtype == object and A.ndim == 0:
+        raise InputError(f"{what} must be a 2-D array, scipy.sparse matrix or KroneckerMatrix, got {type(M).__name__}")
+    _check_values(A.dtype, A, A.shape, what)
+    return A if A.dtype == np.float64 else A.astype(np.float64)
 
 
 @dataclass
@@ -28,7 +74,10 @@ class Strategy:
     Attributes
     ----------
     matrix : ndarray, scipy.sparse matrix or KroneckerMatrix
-        The strategy queries, one per row.
+        The strategy queries, one per row. Checked on construction: 2-D,
+        non-empty, real and finite (`InputError` otherwise). Array-likes such
+        as nested lists become float ndarrays; a sparse matrix keeps its
+        format and only its stored entries are checked.
     meta : dict
         JSON-serialisable metadata (see CLI.md: workload, privacy, method,
         objective, unit_total_squared_error, lower_bound, solver, ...).
@@ -36,6 +85,15 @@ class Strategy:
 
     matrix: object
     meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.matrix = _as_matrix(self.matrix)
+        if self.meta is None:
+            self.meta = {}
+        elif not isinstance(self.meta, dict):
+            if not isinstance(self.meta, Mapping):
+                raise InputError(f"strategy metadata must be a dict, got {type(self.meta).__name__}")
+            self.meta = dict(self.meta)
 
     @property
     def shape(self) -> tuple[int, int]:

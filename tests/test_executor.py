@@ -167,3 +167,17 @@ def test_strategy_object_is_accepted():
     s = so.solve("prefix:16", privacy="pure", method="identity")
     rel = run(s, np.arange(16.0), prefix(16), PureDP(1e7), rng=0)
     np.testing.assert_allclose(rel.answers, np.cumsum(np.arange(16.0)), atol=1e-3)
+
+
+def test_run_checks_its_arguments_like_solve():
+    # workloads as for solve/error_report (SPEC string, matrix); privacy only as an object; counts >= 0
+    rel = run(np.eye(4), np.arange(4.0), "prefix:4", PureDP(1e7), rng=0)
+    np.testing.assert_allclose(rel.answers, np.cumsum(np.arange(4.0)), atol=1e-3)
+    with pytest.raises(InputError, match=r"privacy must be PureDP\(epsilon\) or ApproxDP\(epsilon, delta\), got 'pure'"):
+        run(np.eye(4), np.ones(4), prefix(4), "pure", rng=0)
+    with pytest.raises(InputError, match="negative counts; counts must be >= 0"):
+        run(np.eye(4), np.array([1.0, -2.0, 0.0, 1.0]), prefix(4), PureDP(1.0), rng=0)
+    with pytest.raises(InputError, match="rng must be a non-negative integer seed or a numpy Generator, got -1"):
+        run(np.eye(4), np.ones(4), prefix(4), PureDP(1.0), rng=-1)
+    with pytest.raises(InputError, match="dense array of counts"):
+        run(np.eye(4), sp.csr_matrix(np.ones(4)), prefix(4), PureDP(1.0), rng=0)

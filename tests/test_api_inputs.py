@@ -1,0 +1,288 @@
+"""Input checks at the Python API boundary: solve, error_report, Strategy and executor.run refuse bad values with InputError."""
+
+import logging
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import strategy_opt as so
+from strategy_opt.bases import hierarchical_matrix
+from strategy_opt.cli import main
+from strategy_opt.error import KroneckerMatrix
+from strategy_opt.exceptions import InputError
+from strategy_opt.executor import run
+from strategy_opt.io import read_strategy, write_strategy
+from strategy_opt.privacy import ApproxDP, PureDP
+from strategy_opt.strategy import Strategy
+from strategy_opt.workload import from_matrix, kronecker, prefix, union
+
+UNVERIFIED = "the strategy is not verified"
+
+
+@pytest.fixture(autouse=True)
+def _restore_logger():
+    """The CLI points the package logger at the (captured) stderr of its call; put it back afterwards."""
+    log = logging.getLogger("strategy_opt")
+    saved = log.handlers[:], log.level, log.propagate
+    yield
+    log.handlers[:], log.level, log.propagate = saved[0], saved[1], saved[2]
+
+
+# ------------------------------------------------------------------------------- 1. all-zero workload
+@pytest.mark.parametrize("method", ["eigen-design", "auto", "minerror-l2", "identity", "hierarchical"])
+@pytest.mark.parametrize("privacy", ["approx", "pure"])
+def test_solve_refuses_an_all_zero_workload_for_every_method(method, privacy):
+    with pytest.raises(InputError, match=r"all zeros: no query has a non-zero coefficient|supports privacy"):
+        so.solve(np.zeros((3, 4)), method=method, privacy=privacy)
+
+
+@pytest.mark.parametrize("privacy", ["approx", "pure"])
+def test_solve_auto_names_the_all_zero_workload(privacy):
+    with pytest.raises(InputError, match=r"workload 'matrix' is all zeros"):
+        so.solve(np.zeros((3, 4)), privacy=privacy)
+
+
+def test_solve_refuses_zero_workloads_inside_products_and_unions():
+    Z = from_matrix(sp.csr_matrix((2, 4)))
+    with pytest.raises(InputError, match="all zeros"):
+        so.solve(sp.csr_matrix((3, 4)), method="identity")
+    with pytest.raises(InputError, match="all zeros"):
+        so.solve(kronecker(prefix(3), Z), method="identity")
+    with pytest.raises(InputError, match="all zeros"):
+        so.solve(union(Z, from_matrix(np.zeros((1, 4)))), method="identity")
+    # a zero part next to a non-zero one is a workload like any other
+    assert so.solve(union(Z, prefix(4)), method="identity").shape == (4, 4)
+    assert so.solve(np.array([[0.0, 0, 1, 0]]), method="identity").shape == (4, 4)
+
+
+# ------------------------------------------------------------------ 2. error_report default privacy
+def _bare(tmp_path):
+    path = tmp_path / "bare.npz"
+    np.savez(path, A=np.eye(4))
+    return path
+
+
+def test_error_report_defaults_to_pure_for_a_strategy_without_privacy(tmp_path, caplog):
+    s = read_strategy(_bare(tmp_path))
+    with caplog.at_level(logging.WARNING, logger="strategy_opt"):
+        report = so.error_report(s, "prefix:4")
+    assert report["privacy"] == "pure" and report["sensitivity_norm"] == "l1"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and UNVERIFIED in warnings[0] and "privacy pure" in warnings[0]
+
+
+def test_error_report_agrees_with_the_cli_on_a_bare_strategy(tmp_path, capsys):
+    import json
+
+    path = _bare(tmp_path)
+    assert main(["error", str(path), "--workload", "prefix:4", "--json"]) == 0
+    out = capsys.readouterr()
+    cli_report = json.loads(out.out)
+    assert out.err.count(UNVERIFIED) == 1  # the CLI passes its privacy: the API does not warn a second time
+    api_report = so.error_report(read_strategy(path), "prefix:4")
+    assert api_report["privacy"] == cli_report["privacy"] == "pure"
+    assert api_report["unit_total_squared_error"] == pytest.approx(cli_report["unit_total_squared_error"], rel=1e-12)
+
+
+def test_error_report_no_warning_with_explicit_or_recorded_privacy(tmp_path, caplog):
+    bare = read_strategy(_bare(tmp_path))
+    solved = so.solve("prefix:4", privacy="approx", method="identity")
+    with caplog.at_level(logging.WARNING, logger="strategy_opt"):
+        assert so.error_report(bare, "prefix:4", "approx")["privacy"] == "approx"
+        assert so.error_report(solved, "prefix:4")["privacy"] == "approx"  # the recorded one
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_error_report_metadata_without_provenance_is_warned(caplog):
+    s = Strategy(np.eye(4), {"content_sha256": "x"})
+    with caplog.at_level(logging.WARNING, logger="strategy_opt"):
+        assert so.error_report(s, "prefix:4")["privacy"] == "pure"
+    assert any("metadata without a recorded workload or privacy" in r.getMessage() for r in caplog.records)
+
+
+def test_error_report_privacy_and_strategy_checks():
+    s = Strategy(np.eye(4))
+    with pytest.raises(InputError, match=r"'pure' or 'approx'.*got PureDP\(epsilon=1.0\): pass privacy='pure'"):
+        so.error_report(s, "prefix:4", PureDP(1.0))
+    with pytest.raises(InputError, match="privacy must be 'pure' or 'approx', got 'l1'"):
+        so.error_report(s, "prefix:4", "l1")
+    # a bare matrix is wrapped as a Strategy (and checked as one)
+    assert so.error_report(np.eye(4), "prefix:4", "pure")["shape"] == [4, 4]
+    with pytest.raises(InputError, match=r"2-D matrix, got shape \(4,\)"):
+        so.error_report(np.ones(4), "prefix:4", "pure")
+
+
+# ------------------------------------------------------------------------ 3. Strategy construction
+def test_strategy_converts_array_likes():
+    s = Strategy([[1, 0], [0, 1]])
+    assert isinstance(s.matrix, np.ndarray) and s.matrix.dtype == np.float64 and s.shape == (2, 2)
+    assert Strategy(np.eye(2, dtype=bool)).matrix.dtype == np.float64
+    A = np.eye(3)
+    assert Strategy(A).matrix is A  # float64 arrays are kept, not copied
+    assert Strategy(np.eye(2), None).meta == {}
+
+
+def test_strategy_keeps_sparse_and_kronecker_matrices():
+    H = hierarchical_matrix(64, 2)
+    s = Strategy(H)
+    assert sp.issparse(s.matrix) and s.matrix.format == H.format
+    assert Strategy(sp.csc_matrix(np.eye(3), dtype=int)).matrix.dtype == np.float64
+    K = KroneckerMatrix([np.eye(2), sp.csr_matrix(np.eye(3))])
+    assert Strategy(K).matrix is K and Strategy(K).shape == (6, 6)
+
+
+@pytest.mark.parametrize(
+    "matrix, message",
+    [
+        (np.ones(3), r"must be a 2-D matrix, got shape \(3,\)"),
+        (np.ones((2, 2, 2)), r"must be a 2-D matrix, got shape \(2, 2, 2\)"),
+        (np.zeros((0, 3)), r"is empty \(shape \(0, 3\)\)"),
+        (np.full((2, 2), np.nan), "NaN or infinite"),
+        (np.array([[1.0, np.inf]]), "NaN or infinite"),
+        (sp.csr_matrix(np.array([[1.0, np.nan]])), "NaN or infinite"),
+        (np.eye(2) * 1j, "real numeric matrix, got complex"),
+        ([["a", "b"]], "real numeric matrix, got dtype <U1"),
+        ([[1.0], [1.0, 2.0]], "2-D numeric matrix"),
+        (None, "got NoneType"),
+        ("eye", "got str"),
+        (KroneckerMatrix([np.eye(2), np.full((2, 2), np.inf)]), r"Kronecker factor 1\) contains NaN or infinite"),
+    ],
+)
+def test_strategy_refuses_bad_matrices(matrix, message):
+    with pytest.raises(InputError, match=message):
+        Strategy(matrix)
+
+
+def test_strategy_refuses_non_dict_metadata():
+    with pytest.raises(InputError, match="metadata must be a dict, got list"):
+        Strategy(np.eye(2), [1, 2])
+
+
+def test_nan_strategy_never_reaches_a_file(tmp_path):
+    with pytest.raises(InputError, match="NaN or infinite"):
+        write_strategy(Strategy(np.full((2, 2), np.nan)), tmp_path / "nan.npz")
+    assert not (tmp_path / "nan.npz").exists()
+
+
+def test_strategy_check_of_a_large_sparse_matrix_is_cheap():
+    import time
+
+    n = 1 << 20
+    A = sp.identity(n, format="csr")
+    t0 = time.perf_counter()
+    s = Strategy(A)
+    assert s.matrix is A and time.perf_counter() - t0 < 1.0  # O(nnz), no dense conversion
+
+
+def test_every_solved_strategy_still_constructs():
+    for spec, method, kw in [
+        ("prefix:16", "hierarchical", {"branching": 2}),
+        ("prefix:16", "identity", {}),
+        ("prefix:4*prefix:4", "identity", {}),
+        ("all-range:16", "eigen-design", {}),
+    ]:
+        s = so.solve(spec, privacy="pure" if method != "eigen-design" else "approx", method=method, **kw)
+        assert Strategy(s.matrix, s.meta).shape == s.shape
+
+
+# -------------------------------------------------------------------------------- 4. executor.run
+S4 = np.eye(4)
+X4 = np.arange(4.0)
+
+
+def test_run_accepts_spec_strings_and_matrices_as_workloads():
+    truth = np.cumsum(X4)
+    for W in ("prefix:4", np.tril(np.ones((4, 4))), sp.csr_matrix(np.tril(np.ones((4, 4))))):
+        rel = run(S4, X4, W, PureDP(1e7), rng=0)
+        np.testing.assert_allclose(rel.answers, truth, atol=1e-3)
+
+
+def test_run_accepts_a_list_strategy():
+    rel = run(S4.tolist(), X4, "prefix:4", PureDP(1e7), rng=0)
+    np.testing.assert_allclose(rel.answers, np.cumsum(X4), atol=1e-3)
+
+
+@pytest.mark.parametrize("privacy", ["pure", "approx", 1.0, None, ("pure", 1.0)])
+def test_run_refuses_privacy_that_is_not_a_privacy_object(privacy):
+    with pytest.raises(InputError, match=r"privacy must be PureDP\(epsilon\) or ApproxDP\(epsilon, delta\), got"):
+        run(S4, X4, "prefix:4", privacy, rng=0)
+
+
+@pytest.mark.parametrize(
+    "strategy, message",
+    [
+        (np.ones(4), r"2-D matrix, got shape \(4,\)"),
+        ([[1.0, np.nan, 0, 0]], "NaN or infinite"),
+        ("eye", "got str"),
+        ([["a"] * 4], "real numeric matrix"),
+    ],
+)
+def test_run_checks_the_strategy(strategy, message):
+    with pytest.raises(InputError, match=message):
+        run(strategy, X4, "prefix:4", PureDP(1.0), rng=0)
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (sp.csr_matrix(X4), "dense array of counts, got a scipy.sparse matrix"),
+        ("0,1,2,3", "got a string '0,1,2,3'"),
+        (["a", "b", "c", "d"], "array of real counts, got dtype <U1"),
+        (X4 + 1j, "array of real counts, got complex"),
+        ([0, 1, [2, 3]], "array of counts"),
+        (np.array([1.0, -1.0, 2.0, 0.0]), r"negative counts; counts must be >= 0"),
+        (np.array([1.0, np.nan, 2.0, 0.0]), "NaN or infinite counts"),
+        (np.ones(3), "data has 3 cells but the workload has 4"),
+    ],
+)
+def test_run_checks_the_data(data, message):
+    with pytest.raises(InputError, match=message):
+        run(S4, data, "prefix:4", PureDP(1.0), rng=0)
+
+
+@pytest.mark.parametrize("rng", ["a", -1, 1.5, True, [1, 2]])
+def test_run_refuses_bad_rng(rng):
+    with pytest.raises(InputError, match="rng must be a non-negative integer seed or a numpy Generator, got"):
+        run(S4, X4, "prefix:4", PureDP(1.0), rng=rng)
+
+
+def test_run_accepts_generators_and_numpy_integers_as_rng():
+    a = run(S4, X4, "prefix:4", ApproxDP(1.0, 1e-6), rng=np.int64(3)).answers
+    b = run(S4, X4, "prefix:4", ApproxDP(1.0, 1e-6), rng=np.random.default_rng(3)).answers
+    np.testing.assert_array_equal(a, b)
+
+
+def test_run_refuses_a_seed_with_the_opendp_sampler():
+    with pytest.raises(InputError, match="rng cannot be used with sampler='opendp'"):
+        run(S4, X4, "prefix:4", PureDP(1.0), rng=0, sampler="opendp")
+
+
+# ------------------------------------------------------------------------ 5. solve privacy, solver
+@pytest.mark.parametrize("privacy, hint", [(PureDP(1.0), "pure"), (ApproxDP(1.0, 1e-6), "approx")])
+def test_solve_refuses_privacy_objects_with_a_hint(privacy, hint):
+    with pytest.raises(InputError, match=rf"privacy must be 'pure' or 'approx' \(the notion's name; strategies do not depend on epsilon\).*pass privacy='{hint}'"):
+        so.solve("prefix:8", privacy=privacy, method="identity")
+
+
+@pytest.mark.parametrize("privacy", [None, "l1", 1, "PURE"])
+def test_solve_refuses_unknown_privacy(privacy):
+    with pytest.raises(InputError, match="privacy must be 'pure' or 'approx', got"):
+        so.solve("prefix:8", privacy=privacy, method="identity")
+
+
+@pytest.mark.parametrize("solver", [3, 1.5, ["scs"], True])
+def test_solve_refuses_a_solver_of_the_wrong_type(solver):
+    with pytest.raises(InputError, match="solver must be a profile name .* got"):
+        so.solve("prefix:8", privacy="pure", method="identity", solver=solver)
+
+
+def test_solve_refuses_a_method_that_is_not_a_name():
+    with pytest.raises(InputError, match="method must be a method name"):
+        so.solve("prefix:8", privacy="pure", method=None)
+
+
+@pytest.mark.parametrize("workload", [None, {"prefix": 8}, 3.0, [["a"]]])
+def test_solve_refuses_workloads_of_the_wrong_type(workload):
+    with pytest.raises(InputError, match="workload"):
+        so.solve(workload, privacy="pure", method="identity")
