@@ -53,20 +53,6 @@ def _is_all_zero(workload: Workload) -> bool:
     return False
 
 
-def _has_provenance(meta: dict) -> bool:
-    """Whether strategy metadata records what the strategy was computed for (as the CLI checks it)."""
-    return bool(meta.get("workload") or meta.get("privacy"))
-
-
-def _warn_unverified(strategy: Strategy, notion: str) -> None:
-    """The CLI's warning for a strategy without provenance (no recorded workload or privacy), for the API's default privacy."""
-    if strategy.meta:
-        missing = "metadata without a recorded workload or privacy (a bare matrix converted by export?): the strategy is not verified (no recorded workload or privacy)"
-    else:
-        missing = "no metadata: the strategy is not verified (no hashes, recorded workload or privacy)"
-    log.warning("strategy has %s; privacy %s (the default, as for the CLI's error and run; choose with privacy='pure' or 'approx'); sensitivity from the matrix", missing, notion)
-
-
 def as_workload(workload) -> Workload:
     """A `Workload` from a Workload, a SPEC string, or a matrix."""
     if isinstance(workload, Workload):
@@ -215,8 +201,9 @@ def error_report(strategy: Strategy, workload, privacy: str | None = None) -> di
     log_E = math.log(E) + W.log_scale if E > 0 else -math.inf
     lb = log_svd_bound(W)
     log_mse = log_E - math.log(W.m)
-    if defaulted and not _has_provenance(strategy.meta):  # after the work, as the CLI does, so that errors stay one line
-        _warn_unverified(strategy, privacy)
+    missing = strategy.unverified() if defaulted else None
+    if missing is not None:  # after the work, as the CLI does, so that errors stay one line
+        log.warning("strategy has %s; privacy %s (the default, as for the CLI's error and run; choose with privacy='pure' or 'approx'); sensitivity from the matrix", missing, privacy)
     return {
         "workload": W.spec,
         "privacy": privacy,

@@ -275,25 +275,12 @@ def _privacy_notion(strategy, args) -> str:
     return args.privacy or strategy.meta.get("privacy") or ("approx" if delta is not None else "pure")
 
 
-def _has_provenance(meta: dict) -> bool:
-    """Whether strategy metadata records what the strategy was computed for."""
-    return bool(meta.get("workload") or meta.get("privacy"))
-
-
 def _warn_unverified(strategy, args, notion: str) -> None:
-    """One warning line for a strategy without provenance (no recorded workload or privacy); after success, so that errors stay one line.
-
-    A bare matrix converted by ``export`` carries hashes but no provenance, and
-    is warned about like the bare matrix itself.
-    """
-    if _has_provenance(strategy.meta):
-        return
+    """One warning line for a strategy without provenance (`Strategy.unverified`); after success, so that errors stay one line."""
     path = Path(args.strategy)
-    if strategy.meta:
-        missing = "metadata without a recorded workload or privacy (a bare matrix converted by export?): the strategy is not verified (no recorded workload or privacy)"
-    else:
-        missing = f"no {path.with_suffix('.json').name} beside it" if path.suffix.lower() == ".csv" else "no metadata"
-        missing += ": the strategy is not verified (no hashes, recorded workload or privacy)"
+    missing = strategy.unverified(f"no {path.with_suffix('.json').name} beside it" if path.suffix.lower() == ".csv" else "no metadata")
+    if missing is None:
+        return
     if args.privacy:
         how = "from --privacy"
     elif hasattr(args, "delta"):
@@ -460,7 +447,7 @@ def _cmd_export(args) -> int:
         raise InputError("--out is the input file; choose another name")
     check_writable(args.out)
     write_strategy(strategy, args.out)
-    if not _has_provenance(strategy.meta):
+    if strategy.unverified() is not None:
         log.warning("%s records no workload or privacy: %s is sealed against changes but stays unverified (error and run will say so)", args.strategy, args.out)
     log.info("wrote %s", args.out)
     return 0

@@ -95,6 +95,19 @@ class Strategy:
                 raise InputError(f"strategy metadata must be a dict, got {type(self.meta).__name__}")
             self.meta = dict(self.meta)
 
+    def unverified(self, missing: str = "no metadata") -> str | None:
+        """Why nothing verifies this strategy; None when its metadata records a workload or privacy.
+
+        ``missing`` names the absent metadata of a strategy that has none (a
+        ``.csv`` reader says which ``.json`` is missing). A bare matrix converted
+        by ``export`` carries hashes but no provenance, and is unverified too.
+        """
+        if self.meta.get("workload") or self.meta.get("privacy"):
+            return None
+        if self.meta:
+            return "metadata without a recorded workload or privacy (a bare matrix converted by export?): the strategy is not verified (no recorded workload or privacy)"
+        return f"{missing}: the strategy is not verified (no hashes, recorded workload or privacy)"
+
     @property
     def shape(self) -> tuple[int, int]:
         """``(p, n)``: number of strategy queries and of cells."""
