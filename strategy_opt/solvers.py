@@ -39,7 +39,7 @@ from pathlib import Path
 
 from .exceptions import InputError
 
-__all__ = ["SolverProfile", "load_profile", "list_profiles", "profile_dirs", "check_solver_options", "rejected_option"]
+__all__ = ["SolverProfile", "load_profile", "list_profiles", "profile_dirs", "check_solver_options", "rejected_option", "cvxpy_solve_kwargs"]
 
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,6 +77,33 @@ class SolverProfile:
     options: dict = field(default_factory=dict)
     description: str = ""
     source: str = ""  # the file it was read from ("" for built-in defaults and API-made profiles)
+
+
+def cvxpy_solve_kwargs(profile: SolverProfile) -> dict:
+    """Keyword arguments for ``cvxpy.Problem.solve`` from a cvxpy profile: its ``[options]`` and its budgets.
+
+    ``max_iters`` and ``time_limit`` go to the solver under its own names (SCS:
+    ``max_iters``, ``time_limit_secs``; Clarabel: ``max_iter``, ``time_limit``);
+    the same setting in ``[options]`` wins. Other solvers get ``[options]`` only.
+    ``solver`` and ``verbose`` are not included (the programs pass them).
+    The tolerance is the solver's own option (``eps_abs``/``eps_rel``, ``tol_gap_*``).
+
+    Examples
+    --------
+    >>> cvxpy_solve_kwargs(SolverProfile("p", backend="cvxpy", solver="SCS", max_iters=50, time_limit=5.0))
+    {'max_iters': 50, 'time_limit_secs': 5.0}
+    >>> cvxpy_solve_kwargs(SolverProfile("p", backend="cvxpy", solver="clarabel", time_limit=2.0, options={"max_iter": 7}))
+    {'max_iter': 7, 'time_limit': 2.0}
+    """
+    kw = dict(profile.options)
+    name = (profile.solver or "").upper()
+    if name == "SCS":
+        kw.setdefault("max_iters", profile.max_iters)
+        kw.setdefault("time_limit_secs", profile.time_limit)
+    elif name == "CLARABEL":
+        kw.setdefault("max_iter", profile.max_iters)
+        kw.setdefault("time_limit", profile.time_limit)
+    return kw
 
 
 def profile_dirs() -> list[Path]:

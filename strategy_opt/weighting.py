@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,7 +51,7 @@ from scipy.linalg.blas import dsyrk
 
 from .threads import factorization_threads
 from .exceptions import InputError, SolverError
-from .solvers import SolverProfile, load_profile
+from .solvers import SolverProfile, cvxpy_solve_kwargs, load_profile
 
 __all__ = ["WeightingResult", "solve_weighting", "dual_value", "weights_from_dual"]
 
@@ -299,8 +300,11 @@ def _solve_cvxpy(c: np.ndarray, B: np.ndarray, profile: SolverProfile) -> Weight
     v = cp.Variable(k, nonneg=True)
     cons = Bs @ v <= 1
     prob = cp.Problem(cp.Minimize((g / g_scale) @ cp.inv_pos(v)), [cons])
+    kwargs = cvxpy_solve_kwargs(profile)  # [options] with the profile's time_limit and max_iters under the solver's names
     try:
-        prob.solve(solver=profile.solver, verbose=profile.verbose, **profile.options)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Solution may be inaccurate")  # reported through the status and the log
+            prob.solve(solver=profile.solver, verbose=profile.verbose, **kwargs)
     except cp.error.SolverError as exc:
         raise SolverError(f"Program 5.1.1 (cvxpy/{profile.solver}) failed: {exc}; try --solver native") from None
     if v.value is None or cons.dual_value is None:
@@ -314,6 +318,11 @@ def _solve_cvxpy(c: np.ndarray, B: np.ndarray, profile: SolverProfile) -> Weight
     u = min(candidates, key=lambda w: float((c / w).sum()))
     seconds = time.perf_counter() - t0
     stats = prob.solver_stats
+    if prob.status != "optimal":  # e.g. SCS optimal_inaccurate or Clarabel user_limit at the profile's time_limit / max_iters
+        log.warning(
+            "Program 5.1.1 (cvxpy/%s): status %s after %d iterations in %.1fs (solver settings %s); the weights come from its last iterate",
+            profile.solver, prob.status, int(stats.num_iters or 0) if stats is not None else 0, seconds, kwargs,
+        )
     return WeightingResult(
         u,
         float((c / u).sum()),

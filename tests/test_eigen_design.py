@@ -427,3 +427,60 @@ def test_memory_estimate_covers_the_peak(spec, options):
         tracemalloc.stop()
     assert peak <= copies * 8.0 * W.n**2
     assert peak >= 0.5 * copies * 8.0 * W.n**2  # and the estimate is not wildly generous
+
+
+# --------------------------------------------------------------------------- the profile's time_limit and max_iters
+
+
+@pytest.mark.parametrize("solver", ["scs", "clarabel"])
+def test_cvxpy_profile_budget_stops_program_5_1_1_and_is_reported(solver):
+    # before: weighting.py solved with the profile's [options] only: max_iters = 1 still gave status 'optimal'
+    from dataclasses import replace
+
+    from strategy_opt.solvers import load_profile
+
+    base = load_profile(solver)
+    profile = replace(base, max_iters=1, options={k: v for k, v in base.options.items() if k != "max_iters"})
+    s = solve("all-range:16", method="eigen-design", solver=profile)
+    program = s.meta["eigen_design"]["program_5_1_1"]
+    assert program["iterations"] <= 1
+    assert s.meta["solver_status"] == program["status"] != "optimal"  # optimal_inaccurate (SCS) / user_limit (Clarabel)
+    assert s.meta["lower_bound"] <= s.meta["unit_total_squared_error"]
+
+
+@pytest.mark.parametrize("options", [{}, {"group_size": 4}, {"principal": 3}, {"basis": "wavelet"}])
+def test_time_limit_covers_every_program_5_1_1_solve(monkeypatch, options):
+    # each solve gets what is left of the profile's time_limit (measured from the start of eigen-design), not all of it
+    from dataclasses import replace
+
+    from strategy_opt.solvers import load_profile
+
+    limits, real = [], ed.solve_weighting
+
+    def record(c, B, profile):
+        limits.append(profile.time_limit)
+        return real(c, B, profile)
+
+    monkeypatch.setattr(ed, "solve_weighting", record)
+    solve("all-range:16", method="eigen-design", solver=replace(load_profile("native"), time_limit=30.0), **options)
+    assert limits and all(0 < t < 30.0 for t in limits) and limits == sorted(limits, reverse=True)
+
+
+def test_separation_reports_groups_stopped_by_the_time_limit(monkeypatch):
+    # the top-level program finishing does not make the design optimal when a group ran out of time
+    from dataclasses import replace
+
+    real = ed.solve_weighting
+
+    def groups_out_of_time(c, B, profile):
+        return real(c, B, replace(profile, time_limit=1e-9) if B.shape[1] == 4 else profile)  # groups of 4; the top program has 8 columns
+
+    monkeypatch.setattr(ed, "solve_weighting", groups_out_of_time)
+    s = solve("all-range:32", method="eigen-design", group_size=4)
+    program = s.meta["eigen_design"]["program_5_1_1"]
+    assert program["groups"] == 8 and sum(program["group_statuses"].values()) == 8 and program["group_statuses"].get("time_limit", 0) >= 1
+    assert s.meta["solver_status"] == program["status"] == "time_limit"
+    assert s.meta["unit_total_squared_error"] >= s.meta["lower_bound"]
+    monkeypatch.setattr(ed, "solve_weighting", real)
+    s = solve("all-range:32", method="eigen-design", group_size=4)
+    assert s.meta["eigen_design"]["program_5_1_1"]["group_statuses"] == {"optimal": 8} and s.meta["solver_status"] == "optimal"

@@ -322,3 +322,59 @@ def test_auto_is_a_solver_error_when_a_candidate_failed_numerically(monkeypatch,
     monkeypatch.setitem(table, "minerror-l2", replace(table["minerror-l2"], func=_failing(InputError("too large"))))
     with pytest.raises(InputError, match="^auto: no candidate method can take this problem: identity: identity refuses"):
         solve("prefix:8", privacy="approx", method="auto")
+
+
+# --------------------------------------------------------------------------- auto under epsilon-DP: the baselines always run
+
+BIG_2D = "all-range:256*all-range:256"  # 65536 cells: above the 20000-cell dense Gram limit of auto-pure / p-identity
+
+
+def test_auto_pure_returns_the_best_baseline_where_auto_pure_cannot_run(tmp_path, capsys):
+    # before: "auto: no candidate method can take this problem: auto-pure: the Gram matrix needs a dense 65536x65536 matrix"
+    # although identity, hierarchical and wavelet solve it in seconds (Kronecker per attribute)
+    s = solve(BIG_2D, privacy="pure", method="auto")
+    cands = s.meta["auto_candidates"]
+    assert set(cands) == {"identity", "hierarchical", "wavelet"}  # auto-pure refused the domain
+    assert s.meta["auto_choice"] == min(cands, key=cands.get) == "hierarchical"
+    assert s.meta["method"] == "auto" and s.meta["unit_total_squared_error"] == pytest.approx(cands["hierarchical"], rel=1e-12)
+    assert cands["hierarchical"] < cands["identity"] < cands["wavelet"]  # measured: 4.49e12, 8.00e12, 1.32e13
+    out = tmp_path / "s.npz"
+    assert main(["-q", "solve", "--workload", BIG_2D, "--privacy", "pure", "--method", "auto", "--out", str(out)]) == 0
+    assert out.exists() and "error" not in capsys.readouterr().err
+
+
+def test_auto_approx_on_a_large_2d_domain_still_uses_the_baselines():
+    s = solve(BIG_2D, privacy="approx", method="auto")
+    cands = s.meta["auto_candidates"]
+    assert {"identity", "hierarchical", "wavelet"} <= set(cands) and s.meta["auto_choice"] == min(cands, key=cands.get)
+
+
+def test_auto_pure_falls_back_to_the_baselines_when_auto_pure_fails(monkeypatch):
+    from dataclasses import replace
+
+    import strategy_opt.registry as registry
+    from strategy_opt.exceptions import SolverError
+
+    table = registry._METHODS
+    monkeypatch.setitem(table, "auto-pure", replace(table["auto-pure"], func=_failing(SolverError("diverged"))))
+    s = solve("prefix:32", privacy="pure", method="auto")
+    cands = s.meta["auto_candidates"]
+    assert set(cands) == {"identity", "hierarchical", "wavelet"} and s.meta["auto_choice"] == min(cands, key=cands.get)
+    # every candidate failing: each reason on the one line (cafd79f)
+    for name in ("identity", "hierarchical", "wavelet"):
+        monkeypatch.setitem(table, name, replace(table[name], func=_failing(InputError(f"{name} refuses"))))
+    with pytest.raises(SolverError, match=r"^auto: no candidate method could solve this problem: auto-pure: diverged \(SolverError\) \| identity: identity refuses \| hierarchical"):
+        solve("prefix:32", privacy="pure", method="auto")
+
+
+def test_auto_pure_keeps_auto_pure_and_lists_the_baselines():
+    # auto-pure compares the same baselines (H_b over more branchings): it wins, with its certified l2-optimum bound;
+    # hierarchical is built with auto-pure's best branching instead of a second search
+    s = solve("all-range:32", privacy="pure", method="auto")
+    cands = s.meta["auto_candidates"]
+    assert set(cands) == {"auto-pure", "identity", "hierarchical", "wavelet"}
+    assert s.meta["auto_choice"] == "auto-pure" and s.meta["lower_bound_kind"] == "l2-optimum"
+    assert all(cands["auto-pure"] <= cands[k] for k in cands)
+    b = s.meta["hierarchical_branching"]
+    H = solve("all-range:32", privacy="pure", method="hierarchical", branching=b).meta["unit_total_squared_error"]
+    assert cands["hierarchical"] == pytest.approx(H, rel=1e-12)

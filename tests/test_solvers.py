@@ -169,3 +169,39 @@ def test_options_must_be_a_table(tmp_path):
 def test_api_refuses_a_bad_profile_object():
     with pytest.raises(InputError, match=r"\[options\] bogus = 1 is not accepted by CLARABEL"):
         solve("all-range:4", method="minerror-l2", solver=replace(load_profile("clarabel"), options={"bogus": 1}))
+
+
+@pytest.mark.parametrize(
+    "solver, expected",
+    [
+        ("SCS", {"max_iters": 7, "time_limit_secs": 2.5}),
+        ("scs", {"max_iters": 7, "time_limit_secs": 2.5}),
+        ("CLARABEL", {"max_iter": 7, "time_limit": 2.5}),
+        ("ECOS", {}),
+        (None, {}),
+    ],
+)
+def test_cvxpy_solve_kwargs_maps_the_budget_to_the_solver_names(solver, expected):
+    p = solvers.SolverProfile("p", backend="cvxpy", solver=solver, max_iters=7, time_limit=2.5, options={"eps_abs": 1e-9})
+    assert solvers.cvxpy_solve_kwargs(p) == {"eps_abs": 1e-9, **expected}
+    # a setting given in [options] wins over the top-level key
+    own = replace(p, options={"max_iters": 99, "max_iter": 98})
+    assert {k: v for k, v in solvers.cvxpy_solve_kwargs(own).items() if k.startswith("max_iter")} == {"max_iters": 99, "max_iter": 98}
+
+
+@pytest.mark.parametrize("method", ["minerror-l2", "eigen-design"])
+def test_programs_pass_the_profile_budget_to_cvxpy(monkeypatch, method):
+    # one mapping (solvers.cvxpy_solve_kwargs) for every cvxpy program: eigen-design ignored time_limit/max_iters before
+    import cvxpy as cp
+
+    calls, real = [], cp.Problem.solve
+
+    def record(self, *args, **kwargs):
+        if sum(v.size for v in self.variables()) > 1:  # not the one-variable probe of check_solver_options
+            calls.append(kwargs)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(cp.Problem, "solve", record)
+    profile = replace(load_profile("scs"), max_iters=1234, time_limit=77.0, options={"eps_abs": 1e-7, "eps_rel": 1e-7})
+    solve("prefix:6", privacy="approx", method=method, solver=profile)
+    assert calls and all(c["max_iters"] == 1234 and 0 < c["time_limit_secs"] <= 77.0 and c["eps_abs"] == 1e-7 for c in calls)

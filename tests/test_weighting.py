@@ -1,5 +1,8 @@
 """Program 5.1.1 (optimal query weighting): native interior point vs closed forms, cvxpy and the notes."""
 
+import logging
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -107,3 +110,46 @@ def test_time_limit_returns_feasible_weights():
 def test_bad_input(c, B, what):
     with pytest.raises(InputError, match=what):
         solve_weighting(c, B)
+
+
+def _record_solve_kwargs(monkeypatch):
+    """Record the keyword arguments of every cvxpy.Problem.solve call (the call still runs)."""
+    import cvxpy as cp
+
+    calls, real = [], cp.Problem.solve
+
+    def solve(self, *args, **kwargs):
+        calls.append(kwargs)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(cp.Problem, "solve", solve)
+    return calls
+
+
+@pytest.mark.parametrize(
+    "solver, budget_keys",
+    [("scs", {"max_iters": 1, "time_limit_secs": 30.0}), ("clarabel", {"max_iter": 1, "time_limit": 30.0})],
+)
+def test_cvxpy_path_passes_the_profile_budget_and_reports_the_stop(monkeypatch, caplog, solver, budget_keys):
+    # before: solve(**profile.options) only, so SCS ran past a profile's time_limit / max_iters and said 'optimal'
+    sigma, Q = _eigen_queries(32)
+    base = load_profile(solver)
+    profile = replace(base, max_iters=1, time_limit=30.0, options={k: v for k, v in base.options.items() if k != "max_iters"})
+    calls = _record_solve_kwargs(monkeypatch)
+    log = logging.getLogger("strategy_opt")  # seen by caplog even after a CLI test stopped its propagation
+    monkeypatch.setattr(log, "handlers", [caplog.handler])
+    monkeypatch.setattr(log, "propagate", False)
+    with caplog.at_level("WARNING", logger="strategy_opt"):
+        r = solve_weighting(sigma, (Q * Q).T, profile)
+    assert len(calls) == 1 and budget_keys.items() <= calls[0].items()
+    assert r.status != "optimal" and r.iterations <= 1  # SCS: optimal_inaccurate; Clarabel: user_limit
+    assert ((Q * Q).T @ r.u).max() == pytest.approx(1.0) and r.dual_value <= r.value  # still feasible weights and a valid bound
+    assert f"status {r.status}" in caplog.text
+
+
+def test_cvxpy_path_stops_at_the_time_limit():
+    sigma, Q = _eigen_queries(64)
+    base = load_profile("scs")
+    r = solve_weighting(sigma, (Q * Q).T, replace(base, time_limit=1e-6, options={"eps_abs": 1e-12, "eps_rel": 1e-12}))
+    assert r.status == "optimal_inaccurate"  # SCS: "solved (inaccurate - reached time_limit_secs)"; 650 iterations to optimal without it
+    assert r.seconds < 5.0

@@ -6,8 +6,11 @@ budget, and Eigen-Design otherwise; the baselines are evaluated too and the
 lowest objective value (the unit error, for the total objective) wins. Only
 methods that minimise the problem's objective take part, each with the options
 it knows. epsilon-DP: ``auto-pure`` (the scalable epsilon-DP optimiser, which
-itself compares against identity, H_b and wavelet) when it is available, else
-the best baseline.
+itself compares against identity, H_b and wavelet) when it is available, and
+always the closed-form baselines identity, hierarchical (its best branching) and
+wavelet, which take any domain: auto-pure needs the dense Gram matrix (up to
+20000 cells), so on larger domains (all-range:256*all-range:256) the best
+baseline by E_1 is returned.
 
 The chosen strategy keeps the metadata of the method that produced it, with
 ``method = 'auto'``, ``auto_choice`` naming the winner and ``auto_candidates``
@@ -30,6 +33,8 @@ from .minerror_l2 import LINEAR_OBJECTIVES
 
 log = logging.getLogger("strategy_opt")
 
+#: The closed-form baselines auto always runs (Kronecker per attribute: any domain size).
+BASELINES = ("identity", "hierarchical", "wavelet")
 #: Largest domain for which ``auto`` runs the exact (epsilon, delta) program.
 EXACT_L2_MAX_N = 2048
 #: Largest domain on which ``auto`` lets a cvxpy profile solve the exact program.
@@ -43,7 +48,9 @@ def _candidates(problem: Problem) -> list[str]:
     table = methods()
     n = problem.workload.n
     if problem.privacy == "pure":
-        names = ["auto-pure"] if "auto-pure" in table else ["identity", "hierarchical", "wavelet"]
+        # auto-pure first (a tie keeps its certified l2-optimum lower bound); the baselines
+        # also run, since auto-pure refuses domains whose dense Gram matrix is too large
+        names = (["auto-pure"] if "auto-pure" in table else []) + list(BASELINES)
     else:
         names = ["identity", "wavelet", "hierarchical"]
         if "eigen-design" in table:
@@ -116,6 +123,7 @@ def auto(problem: Problem):
     if unknown:
         raise InputError(f"method 'auto': unknown option(s) {', '.join(map(repr, unknown))}; its candidates' options: {', '.join(sorted(known)) or 'none'}")
     best, errors, failures = None, {}, {}
+    searched_b = None  # the best H_b branching found by auto-pure, when it ran
     for name in names:
         candidate = _candidate_problem(problem, name)
         if candidate is None:
@@ -126,6 +134,9 @@ def auto(problem: Problem):
             log.info("auto: %s skipped (%s)", name, reason)
             failures[name] = InputError(reason)
             continue
+        if name == "hierarchical" and "branching" not in candidate.options and searched_b:
+            # auto-pure searched H_b over more branchings: build its best one, not a second search (21 s on all-range:4096)
+            candidate = candidate.with_options(branching=int(searched_b))
         try:
             strategy = table[name].func(candidate)
         except OptionError:
@@ -138,6 +149,8 @@ def auto(problem: Problem):
         if E is None:
             E = 10 ** strategy.meta.get("objective_value_log10", strategy.meta.get("unit_total_squared_error_log10", float("inf")))
         errors[name] = E
+        if name == "auto-pure":
+            searched_b = strategy.meta.get("hierarchical_branching")
         log.info("auto: %s gives %s objective %.8g", name, problem.objective, E)
         if best is None or E < errors[best[0]]:
             best = (name, strategy)

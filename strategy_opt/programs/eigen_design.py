@@ -53,7 +53,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import reduce
 from typing import Callable
 
@@ -455,43 +455,61 @@ class _Weighted:
     shared: tuple[float, np.ndarray | None] | None = None  # principal vectors: (u_0, indices of the rows sharing it)
 
 
+#: Least time in seconds a Program 5.1.1 solve gets once the profile's time_limit is spent (SCS reads 0 as no limit).
+MIN_SOLVE_SECONDS = 1e-3
+
+
+def _budget(profile, deadline: float | None):
+    """The profile with its time_limit cut to what is left before ``deadline`` (a perf_counter time; None: unchanged).
+
+    The profile's time_limit covers all of eigen-design (eigen-queries and every Program 5.1.1 solve).
+    """
+    if deadline is None:
+        return profile
+    return replace(profile, time_limit=max(min(profile.time_limit, deadline - time.perf_counter()), MIN_SOLVE_SECONDS))
+
+
 def _nonzero(eigen: _Eigen) -> np.ndarray:
     order = np.argsort(-eigen.values, kind="stable")
     return order[eigen.values[order] > EIG_RTOL * max(float(eigen.values.max()), 1e-300)]
 
 
-def _full(eigen: _Eigen, profile) -> _Weighted:
+def _full(eigen: _Eigen, profile, deadline: float | None = None) -> _Weighted:
     idx = _nonzero(eigen)
     Q = eigen.rows(idx)
     B = np.ascontiguousarray((Q * Q).T)
-    res = solve_weighting(eigen.values[idx], B, profile)
+    res = solve_weighting(eigen.values[idx], B, _budget(profile, deadline))
     return _Weighted(Q, res.u, B @ res.u, res.value, res.summary())
 
 
-def _separation(eigen: _Eigen, profile, group_size: int) -> _Weighted:
+def _separation(eigen: _Eigen, profile, group_size: int, deadline: float | None = None) -> _Weighted:
     """Sec. 5.2.2.1: Program 5.1.1 per group of eigen-queries, then one scale per group."""
     idx = _nonzero(eigen)
     Q = eigen.rows(idx)
     c = eigen.values[idx]
     per, errors, loads = [], [], []
-    iters, secs = 0, 0.0
+    iters, secs, statuses = 0, 0.0, {}
     for s in range(0, len(idx), group_size):
         Qg = Q[s : s + group_size]
         Bg = (Qg * Qg).T
-        r = solve_weighting(c[s : s + group_size], Bg, profile)
+        r = solve_weighting(c[s : s + group_size], Bg, _budget(profile, deadline))
         per.append(r.u)
         errors.append(r.value)
         loads.append(Bg @ r.u)
         iters += r.iterations
         secs += r.seconds
+        statuses[r.status] = statuses.get(r.status, 0) + 1
     Bt = np.column_stack(loads)
-    top = solve_weighting(np.array(errors), Bt, profile)
+    top = solve_weighting(np.array(errors), Bt, _budget(profile, deadline))
     u = np.concatenate([t * ug for t, ug in zip(top.u, per)])
-    program = {**top.summary(), "groups": len(per), "group_iterations": iters, "group_seconds": secs}
+    program = {**top.summary(), "groups": len(per), "group_iterations": iters, "group_seconds": secs, "group_statuses": statuses}
+    unfinished = [k for k in statuses if k != "optimal"]
+    if unfinished and program["status"] == "optimal":
+        program["status"] = unfinished[0]  # a group stopped early (time_limit, max_iters, inaccurate): the design is not optimal either
     return _Weighted(Q, u, Bt @ top.u, float(top.value), program)
 
 
-def _principal(eigen: _Eigen, profile, k: int) -> _Weighted:
+def _principal(eigen: _Eigen, profile, k: int, deadline: float | None = None) -> _Weighted:
     """Sec. 5.2.2.2: k leading eigen-queries weighted individually, the rest share one weight."""
     idx = _nonzero(eigen) if not eigen.partial else np.arange(len(eigen.values))
     top, rest = idx[:k], idx[k:]
@@ -504,15 +522,15 @@ def _principal(eigen: _Eigen, profile, k: int) -> _Weighted:
     rest_load = np.clip(eigen.range_diag - sq.sum(axis=0), 0.0, None)
     if rest_value <= 0 or rest_load.max() <= 0:
         B = np.ascontiguousarray(sq.T)
-        res = solve_weighting(eigen.values[top], B, profile)
+        res = solve_weighting(eigen.values[top], B, _budget(profile, deadline))
         return _Weighted(Q, res.u, B @ res.u, res.value, res.summary())
     B = np.column_stack([sq.T, rest_load])
-    res = solve_weighting(np.append(eigen.values[top], rest_value), B, profile)
+    res = solve_weighting(np.append(eigen.values[top], rest_value), B, _budget(profile, deadline))
     shared_rows = None if eigen.partial else rest
     return _Weighted(Q, res.u[:-1], B @ res.u, res.value, res.summary(), shared=(float(res.u[-1]), shared_rows))
 
 
-def _basis_design(problem: Problem, basis: str, profile) -> tuple[_Weighted, _Design]:
+def _basis_design(problem: Problem, basis: str, profile, deadline: float | None = None) -> tuple[_Weighted, _Design]:
     """Program 5.1.1 on a fixed basis (Sec. 5.3.5): ``c_i = ||(W Q^{-1})_{:,i}||^2``."""
     W = problem.workload
     if problem.objective != "total":
@@ -531,7 +549,7 @@ def _basis_design(problem: Problem, basis: str, profile) -> tuple[_Weighted, _De
     if not keep.all():
         Q = Q[keep]
     B = np.ascontiguousarray((Q * Q).T)
-    res = solve_weighting(c[keep], B, profile)
+    res = solve_weighting(c[keep], B, _budget(profile, deadline))
     mini = Minimization.identity(W.n)
     design = _Design(None, mini, W.gram, W.gram, W.log_scale)
     return _Weighted(Q, res.u, B @ res.u, res.value, res.summary()), design
@@ -681,8 +699,9 @@ def eigen_design(problem: Problem):
         "try a smaller domain, or hierarchical/wavelet (structured strategies)",
     )
     profile = problem.solver
+    deadline = t0 + profile.time_limit  # the profile's time_limit covers the eigen-queries and Program 5.1.1
     if opts["basis"] != "eigen":
-        wt, design = _basis_design(problem, opts["basis"], profile)
+        wt, design = _basis_design(problem, opts["basis"], profile, deadline)
         variant = f"basis:{opts['basis']}"
         eig_seconds = 0.0
     else:
@@ -691,13 +710,13 @@ def eigen_design(problem: Problem):
         log.info("eigen-design: eigen-queries of %d cells ready (%.1fs)", design.mini.n_min, eig_seconds)
         rank = design.mini.n_min if design.eigen.partial else len(_nonzero(design.eigen))
         if opts["principal"] is not None and opts["principal"] < rank - 1:
-            wt = _principal(design.eigen, profile, opts["principal"])
+            wt = _principal(design.eigen, profile, opts["principal"], deadline)
             variant = "principal"
         elif opts["group_size"] is not None:
-            wt = _separation(design.eigen, profile, opts["group_size"])
+            wt = _separation(design.eigen, profile, opts["group_size"], deadline)
             variant = "separation"
         else:
-            wt = _full(design.eigen, profile)
+            wt = _full(design.eigen, profile, deadline)
             variant = "full"
     A_min, n_completion = _assemble(wt, design.eigen)
     solve_seconds = time.perf_counter() - t0

@@ -83,7 +83,7 @@ from ..objectives import BUILTIN_OBJECTIVES, check_cvx_form, check_monotone, get
 from ..problem import Problem
 from ..registry import register_method
 from ..resources import psd_solver_bytes, require_memory
-from ..solvers import rejected_option
+from ..solvers import cvxpy_solve_kwargs, rejected_option
 from ..workload import Workload, weighted_gram
 
 __all__ = [
@@ -204,19 +204,6 @@ def weights_meta(problem: Problem, weights: np.ndarray | None) -> dict:
     return out
 
 
-def _solver_kwargs(profile) -> dict:
-    """Keyword arguments for ``cvxpy.Problem.solve`` from a solver profile (budgets mapped per solver)."""
-    kw = dict(profile.options)
-    name = (profile.solver or "").upper()
-    if name == "SCS":
-        kw.setdefault("max_iters", profile.max_iters)
-        kw.setdefault("time_limit_secs", profile.time_limit)
-    elif name == "CLARABEL":
-        kw.setdefault("max_iter", profile.max_iters)
-        kw.setdefault("time_limit", profile.time_limit)
-    return kw
-
-
 def _solve_cvxpy(prob, X, problem: Problem, psd_sizes: list[int]) -> tuple[np.ndarray, str, int]:
     """Solve a cvxpy problem with the profile; returns (X value, status, iterations).
 
@@ -234,7 +221,7 @@ def _solve_cvxpy(prob, X, problem: Problem, psd_sizes: list[int]) -> tuple[np.nd
         f"minerror-l2 with solver profile {profile.name!r} ({profile.solver}) on {problem.workload.n} cells",
         "use --solver native (total and weighted objectives) or --solver scs",
     )
-    kwargs = _solver_kwargs(profile)
+    kwargs = cvxpy_solve_kwargs(profile)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
