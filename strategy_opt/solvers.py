@@ -79,8 +79,10 @@ class SolverProfile:
     source: str = ""  # the file it was read from ("" for built-in defaults and API-made profiles)
 
 
-def cvxpy_solve_kwargs(profile: SolverProfile) -> dict:
+def cvxpy_solve_kwargs(profile: SolverProfile, solver: str | None = None) -> dict:
     """Keyword arguments for ``cvxpy.Problem.solve`` from a cvxpy profile: its ``[options]`` and its budgets.
+
+    ``solver`` names the solver when the profile leaves it to the program's default.
 
     ``max_iters`` and ``time_limit`` go to the solver under its own names (SCS:
     ``max_iters``, ``time_limit_secs``; Clarabel: ``max_iter``, ``time_limit``);
@@ -96,7 +98,7 @@ def cvxpy_solve_kwargs(profile: SolverProfile) -> dict:
     {'max_iter': 7, 'time_limit': 2.0}
     """
     kw = dict(profile.options)
-    name = (profile.solver or "").upper()
+    name = (profile.solver or solver or "").upper()
     if name == "SCS":
         kw.setdefault("max_iters", profile.max_iters)
         kw.setdefault("time_limit_secs", profile.time_limit)

@@ -85,7 +85,7 @@ from ..defaults import EIG_RTOL
 from ..exceptions import InputError, OptionError, SolverError
 from ..problem import Problem
 from ..registry import register_method
-from ..solvers import SolverProfile
+from ..solvers import SolverProfile, cvxpy_solve_kwargs
 from .baselines import marginal_attribute_sets
 
 __all__ = ["BASES", "L1WeightingResult", "design_basis", "weighting_costs", "dual_bound_l1", "solve_l1_weighting", "weighted_basis", "completion_line_search", "LINE_SEARCH_POINTS", "refine_completed_weights", "completed_error", "l1_weighting"]
@@ -291,14 +291,8 @@ def _solve_cvxpy(c: np.ndarray, B, profile: SolverProfile) -> L1WeightingResult:
     u = cp.Variable(c.size, nonneg=True)
     con = B @ u <= 1
     prob = cp.Problem(cp.Minimize(c @ cp.power(u, -2)), [con])
-    kw = dict(profile.options)
     name = (profile.solver or "CLARABEL").upper()
-    if name == "SCS":
-        kw.setdefault("max_iters", profile.max_iters)
-        kw.setdefault("time_limit_secs", profile.time_limit)
-    elif name == "CLARABEL":
-        kw.setdefault("max_iter", profile.max_iters)
-        kw.setdefault("time_limit", profile.time_limit)
+    kw = cvxpy_solve_kwargs(profile, name)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")  # reported through the status
