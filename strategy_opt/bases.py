@@ -20,6 +20,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 from functools import reduce
 from itertools import combinations
 from typing import Sequence
@@ -28,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .exceptions import InputError
+from .resources import format_bytes, require_memory
 
 __all__ = ["identity_matrix", "hierarchical_matrix", "wavelet_matrix", "fourier_matrix", "kron_all"]
 
@@ -104,17 +106,32 @@ def fourier_matrix(shape: Sequence[int], attribute_sets: Sequence[Sequence[int]]
     characters with support inside T, so the result supports the workload.
     """
     shape = tuple(int(d) for d in shape)
+    attribute_sets = [tuple(T) for T in attribute_sets]
+    # the characters inside one attribute set T are prod_{i in T} d_i rows: a lower bound
+    # checked before the subsets are enumerated
+    _require_fourier_memory(shape, max((math.prod(shape[i] for i in T) for T in attribute_sets), default=1))
     needed: set[frozenset[int]] = set()
     for T in attribute_sets:
-        T = tuple(T)
         for r in range(len(T) + 1):
             needed.update(frozenset(S) for S in combinations(T, r))
+    _require_fourier_memory(shape, sum(math.prod(shape[i] - 1 for i in S) for S in needed))
     blocks = []
     bases = [_real_fourier_1d(d) for d in shape]
     for S in sorted(needed, key=lambda s: (len(s), sorted(s))):
         factors = [bases[i][1:] if i in S else bases[i][:1] for i in range(len(shape))]
         blocks.append(reduce(np.kron, factors))
     return np.vstack(blocks)
+
+
+def _require_fourier_memory(shape: tuple[int, ...], rows: int) -> None:
+    """Refuse (`InputError`) a dense Fourier strategy of ``rows`` rows that does not fit: its blocks and their stacked copy."""
+    n = math.prod(shape)
+    one = 8.0 * rows * n
+    require_memory(
+        2 * one,
+        f"the Fourier strategy on domain {list(shape)} (a dense {rows}x{n} matrix of {format_bytes(one)}, built twice)",
+        "use a smaller domain or a structured method (identity, hierarchical, wavelet)",
+    )
 
 
 def kron_all(factors: Sequence) -> sp.csr_matrix:

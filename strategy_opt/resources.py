@@ -16,10 +16,13 @@ Estimates (constants in `strategy_opt.defaults`):
   ``BYTES_PER_QUERY`` bytes per workload query.
 
 Available memory is ``MemAvailable`` of ``/proc/meminfo`` (Linux), else
-``os.sysconf('SC_AVPHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')``; the
-environment variable ``STRATEGY_OPT_MEMORY`` (bytes, or with a suffix
-``K``/``M``/``G``/``T``, powers of 1000) overrides it, e.g. to cap a job on a
-shared machine.
+``os.sysconf('SC_AVPHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')``, lowered to
+what the limits on the process leave: its address-space limit (``ulimit -v``,
+``prlimit --as``) minus the address space already mapped, and its cgroup's
+memory limit (v2 ``memory.max``, v1 ``memory.limit_in_bytes``) minus the
+usage that cannot be reclaimed. The environment variable
+``STRATEGY_OPT_MEMORY`` (bytes, or with a suffix ``K``/``M``/``G``/``T``,
+powers of 1000) overrides all of these, e.g. to cap a job on a shared machine.
 """
 
 from __future__ import annotations
@@ -60,17 +63,100 @@ def available_memory() -> int | None:
     override = os.environ.get("STRATEGY_OPT_MEMORY")
     if override:
         return _parse_size(override)
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    limits = [v for v in (_system_available(), _address_space_left(), _cgroup_left()) if v is not None]
+    return max(0, min(limits)) if limits else None
+
+
+def _system_available() -> int | None:
+    """``MemAvailable`` of ``/proc/meminfo``, else the available physical pages; None if unknown."""
+    value = _proc_field("/proc/meminfo", "MemAvailable:")
+    if value is not None:
+        return value
     try:
         return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
     except (ValueError, OSError, AttributeError):
         return None
+
+
+def _proc_field(path: str, key: str) -> int | None:
+    """A ``key: value kB`` field of a /proc file in bytes, or None."""
+    try:
+        with open(path) as fh:
+            for line in fh:
+                if line.startswith(key):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _address_space_left() -> int | None:
+    """Bytes the address-space limit (``RLIMIT_AS``) still allows, or None without a limit."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError, AttributeError):
+        return None
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return None
+    used = _proc_field("/proc/self/status", "VmSize:")
+    return int(soft) - (used or 0)
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as fh:
+            text = fh.read().strip()
+        return int(text)
+    except (OSError, ValueError):
+        return None  # missing, or "max" (no limit)
+
+
+def _cgroup_left() -> int | None:
+    """Bytes the memory limit of this process's cgroup still allows, or None without a (readable) limit.
+
+    The cgroup path of ``/proc/self/cgroup`` is looked up under the mount, then
+    the mount's root (inside a container the process's cgroup is usually the
+    root of its cgroup namespace).
+    """
+    try:
+        with open("/proc/self/cgroup") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        controllers, path = parts[1], parts[2].strip().rstrip("/")
+        if controllers == "":  # cgroup v2 (or the unified hierarchy of a hybrid setup)
+            mounts, files = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"), ("memory.max", "memory.current", "inactive_file")
+        elif "memory" in controllers.split(","):  # cgroup v1
+            mounts, files = ("/sys/fs/cgroup/memory",), ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+        else:
+            continue
+        for mount in mounts:
+            for base in (mount + path, mount):
+                if os.path.exists(f"{base}/{files[0]}"):
+                    limit, usage = _read_int(f"{base}/{files[0]}"), _read_int(f"{base}/{files[1]}") or 0
+                    if limit is not None and limit < 1 << 60:  # "max", or v1's huge number: no limit
+                        return limit - max(0, usage - _stat_field(f"{base}/memory.stat", files[2]))
+                    break
+    return None
+
+
+def _stat_field(path: str, key: str) -> int:
+    """A ``key value`` line of a cgroup ``memory.stat`` (bytes), 0 if missing: page cache that can be reclaimed."""
+    try:
+        with open(path) as fh:
+            for line in fh:
+                name, _, value = line.partition(" ")
+                if name == key:
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def format_bytes(nbytes: float) -> str:

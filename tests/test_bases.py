@@ -57,3 +57,35 @@ def test_fourier_binary_is_walsh_hadamard_and_supports_marginals():
     F = fourier_matrix((2, 3, 4), [(0, 1), (0, 2), (1, 2)])
     # W is in the row space of F: W F^+ F = W
     np.testing.assert_allclose(W @ np.linalg.pinv(F) @ F, W, atol=1e-9)
+
+
+def test_fourier_refuses_a_dense_product_that_does_not_fit(monkeypatch):
+    """all-range:256*all-range:256 with fourier: a 65536 x 65536 dense basis (34 GB) is refused before it is built."""
+    import time
+
+    from strategy_opt.exceptions import InputError
+
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", "6G")
+    t0 = time.perf_counter()
+    with pytest.raises(InputError, match=r"Fourier strategy on domain \[256, 256\] \(a dense 65536x65536 matrix of 34.4 GB.*needs about 68.7 GB .* only 6 GB"):
+        fourier_matrix((256, 256), [(0, 1)])
+    # 40 binary attributes: refused before the 2^40 character sets are enumerated
+    with pytest.raises(InputError, match="needs about"):
+        fourier_matrix((2,) * 40, [tuple(range(40))])
+    assert time.perf_counter() - t0 < 5
+    # the exact row count is checked: 2-way marginals of 12 binary attributes need 1 + 12 + 66 rows
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", str(2 * 8 * 79 * 4096))
+    sets = [(i, j) for i in range(12) for j in range(i + 1, 12)]
+    assert fourier_matrix((2,) * 12, sets).shape == (79, 4096)
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", str(2 * 8 * 79 * 4096 - 1))
+    with pytest.raises(InputError, match="79x4096"):
+        fourier_matrix((2,) * 12, sets)
+
+
+def test_cli_fourier_on_a_large_product_exits_2_at_once(capsys, monkeypatch):
+    from strategy_opt.cli import main
+
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", "6G")
+    assert main(["-q", "solve", "--workload", "all-range:256*all-range:256", "--privacy", "approx", "--method", "fourier"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "65536x65536" in err and "6 GB is available" in err

@@ -193,3 +193,89 @@ def test_solve_greedy_h_on_a_2d_grid_uses_hilbert_order():
     s = solve("prefix:6*all-range:5", privacy="pure", method="greedy-h")
     assert s.shape[1] == 30 and s.meta["sensitivity"] == pytest.approx(1.0)
     assert s.meta["unit_total_squared_error"] == pytest.approx(s.meta["greedy_unit_error"], rel=1e-9)
+
+
+# ---------------------------------------------------------------------------- size and memory
+def test_refuses_more_than_20000_cells_at_once():
+    """The audit's input: 65536 cells ran 150 s to 6.3 GB; now refused before any work."""
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(InputError, match=r"greedy-h works on at most 20,000 cells .* has 65,536 cells: use dawa"):
+        solve("all-range:256*all-range:256", privacy="pure", method="greedy-h")
+    assert time.perf_counter() - t0 < 5
+
+
+def test_cli_exit_2_with_one_line(capsys):
+    from strategy_opt.cli import main
+
+    assert main(["-q", "solve", "--workload", "all-range:256*all-range:256", "--privacy", "pure", "--method", "greedy-h"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "at most 20,000 cells" in err
+
+
+def test_refuses_beyond_the_memory_estimate(monkeypatch):
+    """Below the cell limit the peak (the dense analysis of the strategy) is compared with the memory first."""
+    W = all_range(512)
+    nbytes, why = gh.greedy_h_bytes(W)
+    assert nbytes == pytest.approx(6 * 8 * 512**2) and "6 dense 512x512" in why
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", "1M")
+    with pytest.raises(InputError, match=r"greedy-h on workload 'all-range:512' \(512 cells\) needs about 12.6 MB .* only 1 MB"):
+        gh.greedy_h_matrix(W)
+    with pytest.raises(InputError, match="needs about"):  # a workload object skips the SPEC's own estimate
+        solve(W, privacy="pure", method="greedy-h")
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", "20M")
+    assert gh.greedy_h_matrix(W)[0].shape[1] == 512
+
+
+def test_structured_route_is_fast_and_bounded_on_16384_cells():
+    """2-D all ranges on 128 x 128: mapping and greedy allocation (formerly 7 GB, killed) in about a second."""
+    import time
+
+    W = kronecker(all_range(128), all_range(128))
+    t0 = time.perf_counter()
+    mw = cells(W)
+    assert mw.route == "structured"
+    t = greedy_hierarchy(mw, 2)
+    assert time.perf_counter() - t0 < 30
+    assert np.isfinite(t.unit_error) and t.unit_error > 0
+    np.testing.assert_allclose(np.asarray(abs(t.strategy()).sum(axis=0)).ravel(), 1.0, rtol=1e-12)  # every path sums to 1
+
+
+@pytest.mark.parametrize(
+    "W",
+    [kronecker(prefix(12), all_range(10)), kronecker(random_range(12, 5, 1), prefix(10)), union(prefix(11), identity(11), weights=[1.0, 2.0])],
+    ids=lambda W: W.spec,
+)
+@pytest.mark.parametrize("way", ["pairs", "factor-grams", "prefix-sums"])
+def test_structured_route_ways_agree_with_the_gram_route(W, way, monkeypatch):
+    """Each way of the structured route (cell pairs, factor Grams on dense runs, prefix sums) gives the Gram route's norms."""
+    rng = np.random.default_rng(3)
+    n = W.n
+    order = domain_order(W.domain)
+    edges = np.unique(np.r_[0, rng.choice(np.arange(1, n), min(40, n - 1), replace=False), n])
+    k = edges.size - 1
+    w = rng.random(k)
+    lo, hi = np.array([0, 3, 10, 11]), np.array([3, 10, 11, k])
+    want = MappedWorkload(W, order, edges, route="gram").norms_sq(lo, hi, w)
+    costs = {"pairs": (0.0, 1.0, 1.0), "factor-grams": (1.0, 0.0, 1.0), "prefix-sums": (1.0, 1.0, 0.0)}[way]
+    for name, value in zip(("_COST_PAIR", "_COST_APPLY", "_COST_INTERVAL"), costs):
+        monkeypatch.setattr(gh, name, value)
+    # several blocks, runs split across blocks (prefix sums: a column's intermediate results fit one block)
+    monkeypatch.setattr(gh, "_BLOCK_ENTRIES", 1000 if way == "prefix-sums" else 50)
+    mw = MappedWorkload(W, order, edges, route="structured")
+    if way == "prefix-sums":
+        assert all(gh._interval_entries(p) <= 1000 for _, p in mw._parts)
+    np.testing.assert_allclose(mw.norms_sq(lo, hi, w), want, rtol=1e-10)
+
+
+def test_progress_lines(caplog, monkeypatch):
+    import logging
+
+    monkeypatch.setattr(gh, "_LOG_SECONDS", -1.0)
+    log = logging.getLogger("strategy_opt")  # a CLI call in an earlier test may have stopped its propagation
+    monkeypatch.setattr(log, "handlers", [caplog.handler])
+    monkeypatch.setattr(log, "propagate", False)
+    with caplog.at_level(logging.INFO, logger="strategy_opt"):
+        greedy_hierarchy(cells(kronecker(prefix(8), all_range(8))), 2)
+    assert any("greedy-h: level 1 of 6" in r.getMessage() for r in caplog.records)

@@ -371,3 +371,117 @@ def test_marginals_refuses_bad_arguments(shape, k, match):
 def test_marginals_accepts_numpy_integers():
     W = marginals(np.array([2, 3]), np.int64(1))
     assert W.spec == "marginals:2x3:1" and W.domain == (2, 3) and W.m == 5
+
+
+# --------------------------------------------------------------- memory: refuse before allocating
+@pytest.mark.parametrize(
+    "W",
+    [
+        marginals((2, 3, 4), 2),
+        marginals((2, 3, 4), 1),
+        marginals((2, 2, 3), 3),
+        marginals((3, 1, 2), 0),
+        union(kronecker(all_range(4), identity(3)), kronecker(identity(4), identity(3)), weights=[2.0, 0.5]),
+        union(kronecker(prefix(3), total(2)), kronecker(prefix(3), identity(2))),
+        union(identity(5), total(5), weights=[1.0, 3.0]),
+        union(marginals((3, 4, 2), 2), identity(24)),
+    ],
+    ids=repr,
+)
+def test_union_gram_eigvals_closed_form_matches_dense(W, monkeypatch):
+    """Unions of aligned Kronecker products (marginals) give their eigenvalues without the dense Gram."""
+    want = np.linalg.eigvalsh(W.gram())
+    monkeypatch.setattr(type(W), "gram", lambda self: pytest.fail("dense Gram formed"))
+    np.testing.assert_allclose(W.gram_eigvals(), want, rtol=1e-12, atol=1e-10 * want.max())
+
+
+def test_union_gram_eigvals_falls_back_to_the_dense_gram():
+    """Parts that are not simultaneously diagonalisable (all ranges and the total on one axis) use the Gram."""
+    W = union(kronecker(all_range(4), identity(3)), kronecker(total(4), identity(3)))
+    np.testing.assert_allclose(W.gram_eigvals(), np.linalg.eigvalsh(W.gram()), atol=1e-10)
+
+
+@pytest.mark.parametrize("shape, k", [((4,) * 8, 3), ((2,) * 16, 2)])
+def test_marginals_on_65536_cells_have_eigenvalues_and_an_svd_bound(shape, k):
+    """The audit's inputs: 65536 cells, whose Gram would be 32 GiB; the closed form takes milliseconds."""
+    import time
+
+    from strategy_opt.error import log_svd_bound
+
+    W = marginals(shape, k)
+    t0 = time.perf_counter()
+    ev = W.gram_eigvals()
+    assert np.isfinite(log_svd_bound(W))
+    assert time.perf_counter() - t0 < 5
+    assert ev.size == W.n == 65536 and ev.min() >= 0
+    # trace(W^T W): every marginal's Kronecker factors (I or J) have traces d, so n per part
+    assert ev.sum() == pytest.approx(len(W.parts) * W.n, rel=1e-12)
+    with pytest.raises(InputError, match="65536x65536 .* above 20000 cells"):
+        W.gram()
+
+
+def test_solve_identity_on_marginals_over_65536_cells():
+    from strategy_opt.api import solve
+
+    s = solve("marginals:4x4x4x4x4x4x4x4:3", method="identity")
+    assert s.meta["svd_bound"] > 0 and s.meta["unit_total_squared_error"] == pytest.approx(3670016)
+
+
+def test_dense_gram_methods_refuse_marginals_over_65536_cells_quickly(capsys):
+    import time
+
+    from strategy_opt.cli import main
+
+    t0 = time.perf_counter()
+    assert main(["-q", "solve", "--workload", "marginals:4x4x4x4x4x4x4x4:3", "--method", "minerror-l2"]) == 2
+    assert time.perf_counter() - t0 < 30
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "65536x65536" in err and "20000 cells" in err
+
+
+@pytest.mark.parametrize(
+    "make, what",
+    [
+        (lambda: all_range(600), "the Gram matrix"),
+        (lambda: prefix(600), "the Gram matrix"),
+        (lambda: identity(600), "the Gram matrix"),
+        (lambda: random_range(600, 20, 1), "the Gram matrix"),
+        (lambda: kronecker(prefix(20), all_range(30)), "the Gram matrix"),
+        (lambda: marginals((20, 30), 1), "the Gram matrix"),
+        (lambda: from_matrix(np.ones((2, 600))), "the Gram matrix"),
+    ],
+)
+def test_dense_gram_is_refused_beyond_the_memory_limit(make, what, monkeypatch):
+    """Every dense n x n Gram checks the memory first (STRATEGY_OPT_MEMORY is read per call)."""
+    W = make()
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", "1M")
+    with pytest.raises(InputError, match=rf"{what} of workload .*needs about .* but only 1 MB is available"):
+        W.gram()
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", "100M")
+    assert W.gram().shape == (W.n, W.n)
+
+
+def test_gram_eigh_and_row_gram_are_refused_beyond_the_memory_limit(monkeypatch):
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", "1M")
+    with pytest.raises(InputError, match="Gram eigenvectors .*needs about"):
+        all_range(600).gram_eigh()
+    with pytest.raises(InputError, match="Gram eigendecomposition .*needs about"):
+        union(prefix(600), identity(600)).gram_eigh()
+    with pytest.raises(InputError, match="row Gram matrix .*needs about"):
+        random_range(5000, 600, 1)._row_gram()
+    # closed forms need no dense matrix
+    assert all_range(600).gram_eigvals().size == 600 and marginals((20, 30), 1).gram_eigvals().size == 600
+
+
+def test_available_memory_respects_an_address_space_limit(monkeypatch):
+    """Under ``ulimit -v`` / ``prlimit --as`` the estimate is what the limit still allows, not the machine's free memory."""
+    import subprocess
+    import sys
+
+    monkeypatch.delenv("STRATEGY_OPT_MEMORY", raising=False)
+    code = (
+        "import resource; resource.setrlimit(resource.RLIMIT_AS, (4_000_000_000, resource.RLIM_INFINITY)); "
+        "from strategy_opt.resources import available_memory; print(available_memory())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert 0 < int(out) < 4_000_000_000

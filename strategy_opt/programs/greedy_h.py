@@ -42,6 +42,7 @@ same update in ``O(k log k)``.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
@@ -49,14 +50,17 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..compiler import compile_strategy
-from ..defaults import MAX_MATRIX_ENTRIES
+from ..defaults import DENSE_WORK_COPIES, MAX_DENSE_N, MAX_MATRIX_ENTRIES
 from ..exceptions import InputError, OptionError
 from ..partition import hilbert_order
 from ..problem import Problem
 from ..registry import register_method
+from ..resources import format_bytes, require_memory
 from ..workload import ExplicitWorkload, IntervalWorkload, Kronecker, Union, Workload
 
-__all__ = ["MappedWorkload", "Hierarchy", "build_hierarchy", "greedy_hierarchy", "greedy_h", "greedy_h_matrix", "LAMBDA_MAX"]
+__all__ = ["MappedWorkload", "Hierarchy", "build_hierarchy", "greedy_hierarchy", "greedy_h", "greedy_h_matrix", "greedy_h_bytes", "check_size", "LAMBDA_MAX"]
+
+log = logging.getLogger("strategy_opt")
 
 #: Largest node weight lambda the greedy search may choose.
 LAMBDA_MAX = 0.99
@@ -69,6 +73,16 @@ GRAM_ROUTE_MAX_N = 4096
 
 #: Entries of a dense block of columns processed at once (memory bound).
 _BLOCK_ENTRIES = 4_000_000
+
+#: Cost model of the structured route (seconds, measured with OpenBLAS on 2 cores): per cell pair and
+#: factor of the pairwise sum, per multiply-add of the factor Grams applied to a dense run, per entry
+#: of the prefix-sum application.
+_COST_PAIR = 4e-8
+_COST_APPLY = 2e-10
+_COST_INTERVAL = 2e-8
+
+#: Seconds between progress lines of the long loops (logger ``strategy_opt``, level info).
+_LOG_SECONDS = 5.0
 
 
 def check_branching(branching) -> int:
@@ -96,6 +110,19 @@ def _matrix_nnz(W: Workload) -> float | None:
         parts = [_matrix_nnz(p) for p in W.parts]
         return None if None in parts else float(sum(parts))
     return None
+
+
+def _interval_entries(W: Workload) -> float:
+    """Largest intermediate (entries per column) of `_apply_structured` on W."""
+    if isinstance(W, IntervalWorkload):
+        return float(max(W.m, W.n) + 1)
+    sizes = [float(f.n) for f in W.factors]
+    best = float(W.n)
+    for axis, f in enumerate(W.factors):
+        sizes[axis] = float(max(f.m, f.n) + 1)
+        best = max(best, float(np.prod(sizes)))
+        sizes[axis] = float(f.m)
+    return best
 
 
 def _apply_intervals(W: IntervalWorkload, X: np.ndarray) -> np.ndarray:
@@ -214,51 +241,99 @@ class MappedWorkload:
         if self.route == "matrix":
             Y = self._W_hat @ U
             return np.asarray(Y.multiply(Y).sum(axis=0)).ravel()
-        cells = self.edges[hi] - self.edges[lo]
-        small = cells.astype(float) ** 2 <= max(self.workload.n, max(p.m for _, p in self._parts))
+        cells = (self.edges[hi] - self.edges[lo]).astype(float)
+        grams = self._grams()
+        n = self.workload.n
         out = np.zeros(lo.size)
-        if small.any():
-            out[small] = self._pairwise_norms_sq(lo[small], hi[small], w)
-        big = np.flatnonzero(~small)
-        if big.size:
-            V = sp.csc_matrix(self._P @ U[:, big])
-            for weight, part in self._parts:
-                step = max(1, _BLOCK_ENTRIES // max(part.m, part.n))
-                for s in range(0, big.size, step):
-                    Y = _apply_structured(part, V[:, s : s + step].toarray())
-                    out[big[s : s + step]] += weight**2 * np.einsum("ij,ij->j", Y, Y)
+        for index, ((weight, part), (_, factor_grams, _)) in enumerate(zip(self._parts, grams)):
+            # cost of each way (seconds, `_COST_*`): pairs of cells, the factor Grams on the
+            # dense run, or the part's prefix sums on a dense column (memory-bounded parts only)
+            nf = len(factor_grams)
+            pair = _COST_PAIR * nf * cells**2
+            apply = np.full(lo.size, _COST_APPLY * n * sum(G.shape[0] for G in factor_grams))
+            rows = _interval_entries(part)
+            if rows <= _BLOCK_ENTRIES:
+                apply = np.minimum(apply, _COST_INTERVAL * rows)
+            by_pairs = pair <= apply
+            if by_pairs.any():
+                out[by_pairs] += self._pairwise_norms_sq(lo[by_pairs], hi[by_pairs], w, parts=[index])
+            dense = np.flatnonzero(~by_pairs)
+            if dense.size:
+                out[dense] += weight**2 * self._dense_norms_sq(part, factor_grams, U[:, dense], rows)
         return out
 
-    def _pairwise_norms_sq(self, lo: np.ndarray, hi: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """``v^T G v`` over the cell pairs of each (small) run, with G from the factor Grams."""
+    def _grams(self):
+        """``(weight, factor Grams, factor sizes)`` of every part (computed once)."""
         if self._factor_grams is None:
             self._factor_grams = [
                 (weight, [f.gram() for f in (part.factors if isinstance(part, Kronecker) else [part])], part.domain)
                 for weight, part in self._parts
             ]
+        return self._factor_grams
+
+    def _dense_norms_sq(self, part: Workload, factor_grams, U: sp.csc_matrix, rows: float) -> np.ndarray:
+        """``||W_part P u||^2`` per column u of U, on dense blocks of columns (at most `_BLOCK_ENTRIES` entries each).
+
+        By the part's prefix sums when its intermediate results are small
+        (``rows`` entries per column), else as ``x^T (G_1 x ... x G_N) x`` with
+        the factor Grams applied along the axes of the cell tensor.
+        """
+        n = self.workload.n
+        by_intervals = rows <= _BLOCK_ENTRIES and _COST_INTERVAL * rows < _COST_APPLY * n * sum(G.shape[0] for G in factor_grams)
+        V = sp.csc_matrix(self._P @ U)
+        out = np.empty(U.shape[1])
+        step = max(1, _BLOCK_ENTRIES // int(max(rows if by_intervals else n, 1)))
+        sizes = [G.shape[0] for G in factor_grams]
+        last = time.perf_counter()
+        for s in range(0, out.size, step):
+            X = V[:, s : s + step].toarray()
+            if by_intervals:
+                Y = _apply_structured(part, X)
+                out[s : s + step] = np.einsum("ij,ij->j", Y, Y)
+            else:
+                T = X.T.reshape([X.shape[1]] + sizes)
+                Y = T
+                for axis, G in enumerate(factor_grams):
+                    Y = np.moveaxis(np.tensordot(G, Y, axes=([1], [axis + 1])), 0, axis + 1)
+                out[s : s + step] = np.einsum("ij,ij->i", T.reshape(T.shape[0], -1), Y.reshape(Y.shape[0], -1))
+            if time.perf_counter() - last > _LOG_SECONDS:
+                last = time.perf_counter()
+                log.info("greedy-h: %d of %d long runs of %d cells evaluated", min(s + step, out.size), out.size, n)
+        return out
+
+    def _pairwise_norms_sq(self, lo: np.ndarray, hi: np.ndarray, w: np.ndarray, parts=None) -> np.ndarray:
+        """``v^T G v`` over the cell pairs of each run, with G from the factor Grams of the parts (indices; default all).
+
+        The pairs are enumerated in blocks of at most `_BLOCK_ENTRIES`, a long
+        run spanning several blocks.
+        """
+        grams = self._grams()
+        grams = grams if parts is None else [grams[i] for i in parts]
         value = (w / self.sizes)[self._bucket_of_pos]
         start = self.edges[lo]
         cells = self.edges[hi] - start
-        pairs = cells**2
+        pairs = cells.astype(np.int64) ** 2
         cum = np.cumsum(pairs)
-        out = np.empty(lo.size)
-        first = 0
-        while first < lo.size:
-            offset = cum[first - 1] if first else 0
-            last = max(first + 1, int(np.searchsorted(cum, offset + _BLOCK_ENTRIES, side="right")))
-            L, P, s0 = cells[first:last], pairs[first:last], start[first:last]
-            run = np.repeat(np.arange(L.size), P)
-            p = np.arange(run.size) - np.repeat(np.cumsum(P) - P, P)
-            i = s0[run] + p // L[run]
-            j = s0[run] + p % L[run]
+        total = int(cum[-1]) if cum.size else 0
+        out = np.zeros(lo.size)
+        last = time.perf_counter()
+        for b0 in range(0, total, _BLOCK_ENTRIES):
+            q = np.arange(b0, min(total, b0 + _BLOCK_ENTRIES), dtype=np.int64)
+            run = np.searchsorted(cum, q, side="right")
+            p = q - (cum[run] - pairs[run])
+            L = cells[run]
+            i = start[run] + p // L
+            j = start[run] + p % L
             g = np.zeros(i.size)
-            for weight, grams, domain in self._factor_grams:
+            for weight, factor_grams, domain in grams:
                 term = np.full(i.size, weight**2)
-                for G, a, b in zip(grams, np.unravel_index(self.order[i], domain), np.unravel_index(self.order[j], domain)):
+                for G, a, b in zip(factor_grams, np.unravel_index(self.order[i], domain), np.unravel_index(self.order[j], domain)):
                     term *= G[a, b]
                 g += term
-            out[first:last] = np.bincount(run, weights=value[i] * value[j] * g, minlength=L.size)
-            first = last
+            out += np.bincount(run, weights=value[i] * value[j] * g, minlength=lo.size)
+            if time.perf_counter() - last > _LOG_SECONDS:
+                last = time.perf_counter()
+                log.info("greedy-h: %.3g of %.3g cell pairs evaluated", min(total, b0 + _BLOCK_ENTRIES), total)
         return out
 
 
@@ -439,7 +514,11 @@ def greedy_hierarchy(mapped: MappedWorkload, branching: int = 2) -> Hierarchy:
     w = np.ones(k)
     leaves = np.arange(k)
     err[:k] = h[:k] = mapped.norms_sq(leaves, leaves + 1, w)
-    for parents, children, child_parent in tree.rounds:
+    t0 = last = time.perf_counter()
+    for level, (parents, children, child_parent) in enumerate(tree.rounds):
+        if time.perf_counter() - last > _LOG_SECONDS:
+            last = time.perf_counter()
+            log.info("greedy-h: level %d of %d (%d nodes) after %.1f s", level + 1, len(tree.rounds), parents.size, last - t0)
         run, pos = tree._runs(parents)
         e = np.bincount(child_parent, weights=err[children], minlength=parents.size)
         a_prime = np.bincount(child_parent, weights=h[children], minlength=parents.size)
@@ -485,12 +564,62 @@ def greedy_h(problem: Problem):
     t0 = time.perf_counter()
     branching = check_branching(problem.options.get("branching", 2))
     A, tree = greedy_h_matrix(problem.workload, branching)
+    log.info("greedy-h: hierarchy of %d cells in %.2f s; analysing the strategy", problem.workload.n, time.perf_counter() - t0)
     extra = {"branching": branching, "greedy_unit_error": tree.unit_error, "internal_nodes_asked": int(np.count_nonzero(tree.weight[tree.k :]))}
     return compile_strategy(A, problem, "greedy-h", solver="greedy", status="heuristic", solve_seconds=time.perf_counter() - t0, extra=extra)
 
 
+def greedy_h_bytes(W: Workload) -> tuple[float, str]:
+    """Estimated peak bytes of GreedyH on the cells of W and the analysis of its strategy, and what dominates them.
+
+    The strategy (a weighted hierarchy, not a Kronecker product) is analysed
+    with ``DENSE_WORK_COPIES`` dense n x n matrices; mapping the workload takes
+    at most as much on the Gram route, the factor Grams (three copies while
+    they are built) and blocks of `_BLOCK_ENTRIES` entries on the structured
+    route, the sparse ``W P`` (three copies of its non-zeros) on the matrix route.
+    """
+    n = W.n
+    one = 8.0 * n * n
+    terms = [(DENSE_WORK_COPIES * one, f"{DENSE_WORK_COPIES} dense {n}x{n} matrices of {format_bytes(one)}")]
+    route = MappedWorkload._choose_route(W)
+    if route == "structured":
+        parts = W.parts if isinstance(W, Union) else [W]
+        grams = sum(8.0 * f.n**2 for p in parts for f in (p.factors if isinstance(p, Kronecker) else [p]))
+        terms.append((3 * grams + 16 * 8.0 * _BLOCK_ENTRIES, "the factor Gram matrices and blocks of cell pairs"))
+    elif route == "matrix":
+        nnz = _matrix_nnz(W)
+        if nnz is not None:
+            terms.append((3 * 16.0 * nnz, f"the {nnz:,.0f} non-zeros of the workload matrix"))
+    return max(terms, key=lambda t: t[0])
+
+
+def check_size(W: Workload) -> None:
+    """Refuse (`InputError`), before any work, a domain GreedyH on single cells cannot handle.
+
+    Above ``defaults.MAX_DENSE_N`` cells its strategy cannot be analysed
+    (dense n x n matrices); below, when `greedy_h_bytes` exceeds the available
+    memory (`strategy_opt.resources.require_memory`).
+    """
+    n = W.n
+    if n > MAX_DENSE_N:
+        raise InputError(
+            f"greedy-h works on at most {MAX_DENSE_N:,} cells (its strategy is analysed with dense n x n matrices, "
+            f"{format_bytes(8.0 * n * n)} each here); workload {W.spec!r} has {n:,} cells: use dawa, which applies "
+            "GreedyH to buckets, or hierarchical"
+        )
+    nbytes, why = greedy_h_bytes(W)
+    require_memory(nbytes, f"greedy-h on workload {W.spec!r} ({n:,} cells)", f"mostly for {why}; use a smaller domain, dawa or hierarchical")
+
+
 def greedy_h_matrix(W: Workload, branching: int = 2) -> tuple[sp.csr_matrix, Hierarchy]:
-    """GreedyH's strategy over single cells (columns in the workload's cell order) and its hierarchy, without compiling."""
+    """GreedyH's strategy over single cells (columns in the workload's cell order) and its hierarchy, without compiling.
+
+    Raises
+    ------
+    InputError
+        The domain is too large (`check_size`), before any work.
+    """
+    check_size(W)
     order = domain_order(W.domain)
     tree = greedy_hierarchy(MappedWorkload(W, order, np.arange(W.n + 1)), branching)
     A = tree.strategy().tocoo()
