@@ -287,6 +287,25 @@ def _meta_for_write(strategy: Strategy) -> dict:
     return meta
 
 
+def _require_write_memory(strategy: Strategy, path: Path, suffix: str) -> None:
+    """Refuse up front a strategy whose flat matrix (the files store no Kronecker factors) does not fit.
+
+    A Kronecker strategy is expanded to CSR for its content hash and the file
+    (about 3 copies of 16 bytes per non-zero); a ``.csv`` holds it dense.
+    """
+    A = strategy.matrix
+    if isinstance(A, KroneckerMatrix):
+        nnz = math.prod(float(f.nnz if sp.issparse(f) else np.count_nonzero(f)) for f in A.factors)
+    elif sp.issparse(A):
+        nnz = float(A.nnz)
+    else:
+        return  # already in memory as a dense array
+    p, n = strategy.shape
+    nbytes = 8.0 * p * n * 2 if suffix == ".csv" else 48.0 * nnz + 8.0 * p
+    require_memory(nbytes, f"writing the {p}x{n} strategy ({nnz:.3g} non-zeros once the Kronecker factors are multiplied out) to {path}",
+                   "the strategy files hold the flat matrix; use a smaller domain, a sparser method (identity, hierarchical) or the Python API, which keeps the factors")
+
+
 def write_strategy(strategy: Strategy, path: str | os.PathLike) -> Path:
     """Write a strategy file (format from the suffix); atomic.
 
@@ -303,6 +322,7 @@ def write_strategy(strategy: Strategy, path: str | os.PathLike) -> Path:
     """
     path = Path(path)
     suffix = _check_format(path)
+    _require_write_memory(strategy, path, suffix)
     meta = _meta_for_write(strategy)
     meta_json = json.dumps(meta, sort_keys=True, allow_nan=False)
     if suffix == ".npz":

@@ -200,3 +200,17 @@ def test_workload_file_spec_is_quoted_when_the_path_holds_operators(tmp_path):
     assert wl.spec == f"file:'{d / 'W*.npz'}'"
     assert canonical_spec(wl.spec) == wl.spec  # the recorded SPEC parses back to the same file
     np.testing.assert_array_equal(parse_spec(wl.spec).matrix().toarray(), W)
+
+
+def test_kronecker_strategy_too_large_to_write_flat_is_refused_before_expanding(tmp_path, monkeypatch):
+    # 2x2 dense factors on 10 attributes: 4^10 = 1048576 non-zeros once multiplied out (48 B each)
+    from strategy_opt.error import KroneckerMatrix
+
+    s = Strategy(KroneckerMatrix([np.array([[1.0, 1.0], [1.0, -1.0]])] * 10))
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", str(48 * 4**10))  # below 48 B/non-zero plus the row pointers
+    with pytest.raises(InputError, match=r"writing the 1024x1024 strategy \(1.05e\+06 non-zeros"):
+        sio.write_strategy(s, tmp_path / "k.npz")
+    assert not (tmp_path / "k.npz").exists()
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", "1G")
+    sio.write_strategy(s, tmp_path / "k.npz")
+    np.testing.assert_array_equal(sio.read_strategy(tmp_path / "k.npz").dense(), s.dense())
