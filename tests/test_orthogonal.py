@@ -159,3 +159,15 @@ def test_cli_file_and_structured_workloads(tmp_path, capsys):
     assert main(["-q", "solve", "--workload", "prefix:16", "--privacy", "approx", "--method", "orthogonal"]) == 2
     assert main(["-q", "solve", "--workload", "prefix:16", "--privacy", "pure", "--method", "orthogonal", "--option", "seed=-1"]) == 2
     assert "seed" in capsys.readouterr().err
+
+
+def test_domain_above_the_dense_limit_is_refused_before_the_block_search(capsys, monkeypatch):
+    from strategy_opt.programs import orthogonal as om
+
+    def not_reached(*args):
+        raise AssertionError("the block search ran")
+
+    monkeypatch.setattr(om, "om_strategy", not_reached)  # about a minute at 65536 cells before the refusal moved up
+    assert main(["-q", "solve", "--workload", "marginals:" + "x".join(["2"] * 16) + ":2", "--privacy", "pure", "--method", "orthogonal"]) == 2
+    err = capsys.readouterr().err
+    assert "orthogonal works on at most 20,000 cells" in err and "65,536 cells" in err and len(err.strip().splitlines()) == 1

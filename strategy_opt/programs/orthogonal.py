@@ -65,6 +65,7 @@ import scipy.linalg as la
 import scipy.sparse as sp
 
 from ..compiler import compile_strategy
+from ..defaults import MAX_DENSE_N
 from ..exceptions import InputError, OptionError, SolverError
 from ..problem import Problem
 from ..registry import register_method
@@ -258,6 +259,9 @@ def orthogonal(problem: Problem):
     seed = problem.options.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise OptionError(f"orthogonal: option seed must be a non-negative integer, got {seed!r}")
+    n = problem.workload.n
+    if n > MAX_DENSE_N:  # before the block search (a minute at 65536 cells), not after it
+        raise InputError(f"orthogonal works on at most {MAX_DENSE_N:,} cells (its strategy is analysed with dense n x n matrices); workload {problem.workload.spec!r} has {n:,} cells")
     t0 = time.perf_counter()
     A, extra = om_strategy(problem.workload, int(seed))
     return compile_strategy(A, problem, "orthogonal", status="heuristic", solve_seconds=time.perf_counter() - t0, extra=extra)
