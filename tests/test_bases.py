@@ -61,18 +61,14 @@ def test_fourier_binary_is_walsh_hadamard_and_supports_marginals():
 
 def test_fourier_refuses_a_dense_product_that_does_not_fit(monkeypatch):
     """all-range:256*all-range:256 with fourier: a 65536 x 65536 dense basis (34 GB) is refused before it is built."""
-    import time
-
     from strategy_opt.exceptions import InputError
 
     monkeypatch.setenv("STRATEGY_OPT_MEMORY", "6G")
-    t0 = time.perf_counter()
     with pytest.raises(InputError, match=r"Fourier strategy on domain \[256, 256\] \(a dense 65536x65536 matrix of 34.4 GB.*needs about 68.7 GB .* only 6 GB"):
         fourier_matrix((256, 256), [(0, 1)])
     # 40 binary attributes: refused before the 2^40 character sets are enumerated
     with pytest.raises(InputError, match="needs about"):
         fourier_matrix((2,) * 40, [tuple(range(40))])
-    assert time.perf_counter() - t0 < 5
     # the exact row count is checked: 2-way marginals of 12 binary attributes need 1 + 12 + 66 rows
     monkeypatch.setenv("STRATEGY_OPT_MEMORY", str(2 * 8 * 79 * 4096))
     sets = [(i, j) for i in range(12) for j in range(i + 1, 12)]

@@ -152,4 +152,3 @@ def test_cvxpy_path_stops_at_the_time_limit():
     base = load_profile("scs")
     r = solve_weighting(sigma, (Q * Q).T, replace(base, time_limit=1e-6, options={"eps_abs": 1e-12, "eps_rel": 1e-12}))
     assert r.status == "optimal_inaccurate"  # SCS: "solved (inaccurate - reached time_limit_secs)"; 650 iterations to optimal without it
-    assert r.seconds < 5.0
