@@ -302,7 +302,8 @@ def _solve_cvxpy(c: np.ndarray, B: np.ndarray, profile: SolverProfile) -> Weight
     prob = cp.Problem(cp.Minimize((g / g_scale) @ cp.inv_pos(v)), [cons])
     kwargs = cvxpy_solve_kwargs(profile)  # [options] with the profile's time_limit and max_iters under the solver's names
     try:
-        with warnings.catch_warnings():
+        # cvxpy evaluates 1/v at a stopped iterate with zeros (Clarabel user_limit): inf, unused here
+        with warnings.catch_warnings(), np.errstate(divide="ignore"):
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")  # reported through the status and the log
             prob.solve(solver=profile.solver, verbose=profile.verbose, **kwargs)
     except cp.error.SolverError as exc:
