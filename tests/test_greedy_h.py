@@ -120,6 +120,15 @@ def test_workload_mapping_prop_6_2():
     np.testing.assert_allclose(mw.norms_sq(lo, hi, w), want)
 
 
+def _random_buckets(W, seed: int):
+    """Cell order, random bucket edges (at most 40 cuts), random bucket weights and four bucket ranges."""
+    rng = np.random.default_rng(seed)
+    n = W.n
+    edges = np.unique(np.r_[0, rng.choice(np.arange(1, n), min(40, n - 1), replace=False), n])
+    k = edges.size - 1
+    return domain_order(W.domain), edges, rng.random(k), np.array([0, 3, 10, 11]), np.array([3, 10, 11, k])
+
+
 @pytest.mark.parametrize(
     "W",
     [kronecker(prefix(12), all_range(10)), kronecker(random_range(12, 5, 1), prefix(10)), union(prefix(11), identity(11))],
@@ -127,13 +136,7 @@ def test_workload_mapping_prop_6_2():
 )
 def test_routes_agree(W, monkeypatch):
     """gram, matrix and structured (pairwise and column-block) routes give the same norms."""
-    rng = np.random.default_rng(0)
-    n = W.n
-    order = domain_order(W.domain)
-    edges = np.unique(np.r_[0, rng.choice(np.arange(1, n), min(40, n - 1), replace=False), n])
-    k = edges.size - 1
-    w = rng.random(k)
-    lo, hi = np.array([0, 3, 10, 11]), np.array([3, 10, 11, k])
+    order, edges, w, lo, hi = _random_buckets(W, seed=0)
     Wm, P = W.matrix().toarray(), MappedWorkload(W, order, edges)._P.toarray()
     want = [np.sum((Wm @ P[:, a:b] @ w[a:b]) ** 2) for a, b in zip(lo, hi)]
     got = {}
@@ -242,13 +245,7 @@ def test_structured_route_on_16384_cells_gives_a_valid_strategy():
 @pytest.mark.parametrize("way", ["pairs", "factor-grams", "prefix-sums"])
 def test_structured_route_ways_agree_with_the_gram_route(W, way, monkeypatch):
     """Each way of the structured route (cell pairs, factor Grams on dense runs, prefix sums) gives the Gram route's norms."""
-    rng = np.random.default_rng(3)
-    n = W.n
-    order = domain_order(W.domain)
-    edges = np.unique(np.r_[0, rng.choice(np.arange(1, n), min(40, n - 1), replace=False), n])
-    k = edges.size - 1
-    w = rng.random(k)
-    lo, hi = np.array([0, 3, 10, 11]), np.array([3, 10, 11, k])
+    order, edges, w, lo, hi = _random_buckets(W, seed=3)
     want = MappedWorkload(W, order, edges, route="gram").norms_sq(lo, hi, w)
     costs = {"pairs": (0.0, 1.0, 1.0), "factor-grams": (1.0, 0.0, 1.0), "prefix-sums": (1.0, 1.0, 0.0)}[way]
     for name, value in zip(("_COST_PAIR", "_COST_APPLY", "_COST_INTERVAL"), costs):
