@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from .defaults import EIG_RTOL, SUPPORT_RTOL
 from .exceptions import InputError
 from .threads import factorization_threads
-from .workload import Kronecker, Union, Workload, _check_dense_n
+from .workload import ExplicitWorkload, Kronecker, Union, Workload, _check_dense_n
 
 __all__ = [
     "sensitivity",
@@ -213,8 +213,13 @@ class ErrorProfile:
         """
         if self.full_rank or self._null.shape[1] == 0:
             return -1, 0.0
-        outside = workload.query_variances(self._null @ self._null.T)
-        norms = workload.query_variances(np.eye(self.n))
+        if isinstance(workload, ExplicitWorkload):  # rows at hand: O(nnz k) for k null directions
+            W = workload.matrix()
+            outside = np.einsum("ij,ij->i", *(2 * [np.asarray(W @ self._null)]))
+            norms = np.asarray(W.multiply(W).sum(axis=1)).ravel()
+        else:  # structured rows (intervals, products): their quadratic forms
+            outside = workload.query_variances(self._null @ self._null.T)
+            norms = workload.query_variances(np.eye(self.n))
         share = np.divide(outside, norms, out=np.zeros_like(outside), where=norms > 0)
         i = int(np.argmax(share))
         return i, float(share[i])
