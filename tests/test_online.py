@@ -315,8 +315,8 @@ def _exact_hpd_width(logpdf, lo, hi, level):
     return b - a
 
 
-def test_posterior_grid_width_error_bound():
-    """Several observations: the gridded HPD width is above the exact one by at most `Estimate.width_error`."""
+def test_posterior_grid_width_is_conservative():
+    """Several observations: the gridded HPD width is never below the exact one (so no allowance is given), and within 1%."""
     e1 = np.array([1.0, 0.0])
     for seed, level, scales in ((0, 0.8, [2.0, 3.5]), (1, 0.9, [1.5, 1.5, 4.0]), (2, 0.95, [1.0, 6.0])):
         noise = np.random.default_rng(seed).laplace(0, scales)
@@ -328,4 +328,5 @@ def test_posterior_grid_width_error_bound():
         obs = 30.0 + noise
         logpdf = lambda t: sum(-np.abs(o - t) / s for o, s in zip(obs, scales))  # noqa: E731
         exact = _exact_hpd_width(logpdf, obs.min() - 40 * max(scales), obs.max() + 40 * max(scales), level)
-        assert 0 <= (est.upper - est.lower) - exact <= est.width_error < 0.01 * exact, (seed, level)
+        assert 0 <= (est.upper - est.lower) - exact < 0.01 * exact, (seed, level)
+        assert est.width_error < 1e-8 * exact  # round-off only
