@@ -143,6 +143,13 @@ def compile_strategy(
     t0 = time.perf_counter()
     W = problem.workload
     A, completed, profile = final_strategy(A, problem.p)
+    if profile is None and not isinstance(A, KroneckerMatrix):
+        profile = ErrorProfile(A)
+    if profile is not None:  # per query too: a strategy that error and run would refuse is not written
+        profile.check_support(
+            W.gram(), what=f"the {method} strategy", workload=W,
+            hint="if W's rows differ in scale by many orders of magnitude, W^T W loses the small ones: rescale them, or try another method",
+        )
     E = unit_error(A, W, problem.p, profile=profile)
     log_scale = W.log_scale
     log_E = (math.log(E) + log_scale) if E > 0 else -math.inf

@@ -100,6 +100,10 @@ def _gram_of(A) -> np.ndarray:
 TINY_GRAM = 1e-250
 
 
+#: What a user can do about a strategy that does not support the workload.
+ADD_ROWS = "add rows (e.g. the identity) so that every query is a linear combination of strategy queries"
+
+
 class ErrorProfile:
     """Factorisation of ``A^T A`` that answers every error question about A.
 
@@ -224,7 +228,7 @@ class ErrorProfile:
         i = int(np.argmax(share))
         return i, float(share[i])
 
-    def check_support(self, G: np.ndarray, what: str = "strategy", workload: Workload | None = None) -> None:
+    def check_support(self, G: np.ndarray, what: str = "strategy", workload: Workload | None = None, hint: str = ADD_ROWS) -> None:
         """Raise `InputError` unless A supports the workload with Gram G.
 
         The Gram test bounds the share of ``||W||_F^2`` outside A's row space;
@@ -236,8 +240,7 @@ class ErrorProfile:
         if frac > SUPPORT_RTOL:
             raise InputError(
                 f"{what} does not support the workload (W A+ A != W: {frac:.3g} of ||W||_F^2 lies "
-                "outside the strategy's row space); add rows (e.g. the identity) so that every "
-                "query is a linear combination of strategy queries"
+                f"outside the strategy's row space); {hint}"
             )
         if workload is None:
             return
@@ -248,8 +251,7 @@ class ErrorProfile:
         if share > SUPPORT_RTOL:
             raise InputError(
                 f"{what} does not support the workload (W A+ A != W: {share:.3g} of query {i}'s squared "
-                "norm lies outside the strategy's row space); add rows (e.g. the identity) so that every "
-                "query is a linear combination of strategy queries"
+                f"norm lies outside the strategy's row space); {hint}"
             )
 
 

@@ -194,3 +194,45 @@ def test_bundled_problem_data_paths_resolve_to_the_shared_data(dpbench_1d):
         data = read_problem_file(path).get("data")
         if data is not None:
             assert Path(data).resolve() == (dpbench_1d / "NETTRACE.n4096.npy").resolve(), name
+
+
+def _scaled_ranges():
+    """Ranges on 32 cells, one row scaled by 1e-5 and one by 1e5 (the second audit's file workload)."""
+    rng = np.random.default_rng(0)
+    rng.integers(0, 2, (40, 32)), rng.normal(size=(50, 3)), rng.normal(size=(3, 32))  # the audit's generator state
+    R = np.zeros((20, 32))
+    for i in range(20):
+        a, b = sorted(rng.integers(0, 32, 2))
+        R[i, a : b + 1] = 1
+    R[0] *= 1e-5
+    R[1] *= 1e5
+    return R
+
+
+def test_a_strategy_that_error_and_run_would_refuse_is_not_written(tmp_path, capsys):
+    # W^T W loses the small queries next to the 1e5 row; eigen-design then leaves cells unmeasured:
+    # solve refuses (exit 2, no file) instead of writing a strategy that error and run refuse
+    np.save(tmp_path / "w.npy", _scaled_ranges())
+    capsys.readouterr()
+    out = tmp_path / "ed.npz"
+    assert main(["-q", "solve", "--workload", f"file:{tmp_path / 'w.npy'}", "--privacy", "approx", "--method", "eigen-design", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "the eigen-design strategy does not support the workload" in err and "rescale" in err
+    assert not out.exists()
+    # auto skips that candidate and writes a strategy that error accepts
+    assert main(["-q", "solve", "--workload", f"file:{tmp_path / 'w.npy'}", "--privacy", "approx", "--method", "auto", "--out", str(tmp_path / "a.npz")]) == 0
+    assert main(["-q", "error", str(tmp_path / "a.npz"), "--workload", f"file:{tmp_path / 'w.npy'}"]) == 0
+
+
+def test_l1_weighting_on_badly_scaled_rows_skips_its_local_search(tmp_path):
+    # the smallest design weight falls below the local search's floor at every start scale (was: ValueError)
+    from strategy_opt.io import read_strategy
+
+    W = _scaled_ranges()
+    np.save(tmp_path / "w.npy", W)
+    out = tmp_path / "l1.npz"
+    assert main(["-q", "solve", "--workload", f"file:{tmp_path / 'w.npy'}", "--privacy", "pure", "--method", "l1-weighting", "--out", str(out)]) == 0
+    s = read_strategy(out)
+    assert "skipped" in s.meta["completion_line_search"]["local_search"]
+    A = s.dense()
+    assert np.allclose(W @ np.linalg.pinv(A) @ A, W, rtol=1e-9, atol=1e-9 * np.abs(W).max())

@@ -478,6 +478,9 @@ def refine_completed_weights(u: np.ndarray, Q, W, G: np.ndarray, deadline: float
     # start from the best scaling of u: shrinking the design queries hands budget to the completion
     # rows (towards the identity), which SLSQP alone does not always find from the tight start
     scales = [sc for sc in REFINE_START_SCALES if sc * u.min() >= floor]
+    if not scales:  # a weight below the search's floor at every start scale (badly scaled workload rows)
+        log.info("l1-weighting: completion-aware local search skipped: smallest weight %.3g is below its floor %.3g", u.min(), floor)
+        return None, {"skipped": f"smallest weight {u.min():.3g} below the search floor {floor:.3g}"}
     u_start = min((sc * u for sc in scales), key=lambda x: completed_error(x, Q, G)[0])
 
     def stop(_):
