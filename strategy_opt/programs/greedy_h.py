@@ -43,6 +43,7 @@ same update in ``O(k log k)``.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 
@@ -123,6 +124,16 @@ def _interval_entries(W: Workload) -> float:
         best = max(best, float(np.prod(sizes)))
         sizes[axis] = float(f.m)
     return best
+
+
+def _dense_way(n: int, factor_grams, rows: float) -> tuple[float, bool]:
+    """Cost (`_COST_*` seconds) of one dense column of a part, and whether its prefix sums (not its factor Grams) give it.
+
+    Prefix sums need ``rows`` entries per column and are used only within `_BLOCK_ENTRIES`.
+    """
+    apply = _COST_APPLY * n * sum(G.shape[0] for G in factor_grams)
+    interval = _COST_INTERVAL * rows if rows <= _BLOCK_ENTRIES else math.inf
+    return min(apply, interval), interval < apply
 
 
 def _apply_intervals(W: IntervalWorkload, X: np.ndarray) -> np.ndarray:
@@ -248,18 +259,14 @@ class MappedWorkload:
         for index, ((weight, part), (_, factor_grams, _)) in enumerate(zip(self._parts, grams)):
             # cost of each way (seconds, `_COST_*`): pairs of cells, the factor Grams on the
             # dense run, or the part's prefix sums on a dense column (memory-bounded parts only)
-            nf = len(factor_grams)
-            pair = _COST_PAIR * nf * cells**2
-            apply = np.full(lo.size, _COST_APPLY * n * sum(G.shape[0] for G in factor_grams))
             rows = _interval_entries(part)
-            if rows <= _BLOCK_ENTRIES:
-                apply = np.minimum(apply, _COST_INTERVAL * rows)
-            by_pairs = pair <= apply
+            dense_cost, by_intervals = _dense_way(n, factor_grams, rows)
+            by_pairs = _COST_PAIR * len(factor_grams) * cells**2 <= dense_cost
             if by_pairs.any():
                 out[by_pairs] += self._pairwise_norms_sq(lo[by_pairs], hi[by_pairs], w, parts=[index])
             dense = np.flatnonzero(~by_pairs)
             if dense.size:
-                out[dense] += weight**2 * self._dense_norms_sq(part, factor_grams, U[:, dense], rows)
+                out[dense] += weight**2 * self._dense_norms_sq(part, factor_grams, U[:, dense], rows, by_intervals)
         return out
 
     def _grams(self):
@@ -271,7 +278,7 @@ class MappedWorkload:
             ]
         return self._factor_grams
 
-    def _dense_norms_sq(self, part: Workload, factor_grams, U: sp.csc_matrix, rows: float) -> np.ndarray:
+    def _dense_norms_sq(self, part: Workload, factor_grams, U: sp.csc_matrix, rows: float, by_intervals: bool) -> np.ndarray:
         """``||W_part P u||^2`` per column u of U, on dense blocks of columns (at most `_BLOCK_ENTRIES` entries each).
 
         By the part's prefix sums when its intermediate results are small
@@ -279,7 +286,6 @@ class MappedWorkload:
         the factor Grams applied along the axes of the cell tensor.
         """
         n = self.workload.n
-        by_intervals = rows <= _BLOCK_ENTRIES and _COST_INTERVAL * rows < _COST_APPLY * n * sum(G.shape[0] for G in factor_grams)
         V = sp.csc_matrix(self._P @ U)
         out = np.empty(U.shape[1])
         step = max(1, _BLOCK_ENTRIES // int(max(rows if by_intervals else n, 1)))
