@@ -95,8 +95,8 @@ def _check_rng(rng) -> None:
     raise InputError(f"rng must be a non-negative integer seed or a numpy Generator, got {rng!r}")
 
 
-def _sampler(sampler: str | None, rng) -> str:
-    """The sampler to use: ``simulate`` when seeded, else the vetted ``opendp``."""
+def resolve_sampler(sampler: str | None, rng) -> str:
+    """The sampler to use: the one named, else ``simulate`` when ``rng`` is given and the vetted ``opendp`` otherwise."""
     _check_rng(rng)
     if sampler is None:
         return "simulate" if rng is not None else "opendp"
@@ -141,7 +141,7 @@ def measure(A, x: np.ndarray, privacy: Privacy, rng=None, sampler: str | None = 
         Laplace scale or Gaussian sigma.
     """
     A = _as_operator_matrix(A)
-    sampler = _sampler(sampler, rng)
+    sampler = resolve_sampler(sampler, rng)
     delta_A = sensitivity(A, privacy.p)
     if not math.isfinite(delta_A):
         raise InputError("strategy has NaN or infinite entries")
@@ -396,7 +396,7 @@ def run(
         raise InputError("data (histogram) has negative counts; counts must be >= 0")
     if not isinstance(estimator, str) or estimator not in ESTIMATORS:
         raise InputError(f"unknown estimator {estimator!r}; use one of {', '.join(ESTIMATORS)}")
-    sampler = _sampler(sampler, rng)
+    sampler = resolve_sampler(sampler, rng)
     if sampler == "opendp" and rng is not None:
         raise InputError("rng cannot be used with sampler='opendp' (its noise is not seedable); use sampler='simulate'")
     prof = None

@@ -43,8 +43,10 @@ attained at ``x|_b = (0, ..., 0, c)``. It is at most the dissertation's
 Every candidate, unit buckets included, is noised: the proof needs noise on
 whichever bucket holds the changed record. (Later reference code uses about
 half this scale and leaves unit buckets un-noised; its guarantee is not covered
-by Thm 6.1 -- see the notes.) The noise is drawn with NumPy's generator: the
-selection step of stage 1 never releases a noisy value, only an argmin.
+by Thm 6.1 -- see the notes.) The noise is drawn by the caller's sampler:
+OpenDP's vetted Laplace (``sampler="opendp"``, the default without a seed, about
+17 us per candidate) or NumPy's seeded generator (``"simulate"``, for
+simulations). Only the argmin partition is released, never a noisy cost.
 
 The least-cost partition is found by dynamic programming over bucket end
 points (v-optimal style, Jagadish et al. 1998): ``O(n log n)`` for the
@@ -55,11 +57,16 @@ power-of-two candidates, ``O(n^2)`` for all intervals.
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
 
 from .exceptions import InputError
+from .executor import resolve_sampler
+from .samplers import opendp_perturb
+
+log = logging.getLogger("strategy_opt")
 
 __all__ = [
     "NOISE_RULES",
@@ -82,6 +89,9 @@ NOISE_RULES = ("bucket", "uniform")
 
 #: Largest domain for the all-intervals candidates (their costs take O(n^2) memory).
 MAX_ALL_INTERVALS_N = 8192
+
+#: Candidate count above which drawing their OpenDP noise is announced (about 5 s).
+_SLOW_OPENDP_CANDIDATES = 300_000
 
 #: Candidates per batch when computing all-interval costs (bounds temporary memory).
 _BATCH = 1 << 20
@@ -289,6 +299,7 @@ def private_partition(
     *,
     all_intervals: bool = False,
     noise: str = "bucket",
+    sampler: str | None = None,
 ) -> np.ndarray:
     """Stage 1 of DAWA: an eps1-DP partition of the ordered histogram x (Program 6.3.1).
 
@@ -301,12 +312,15 @@ def private_partition(
     eps2 : float
         Budget of stage 2; enters the bucket cost ``dev + 1/eps2`` (public).
     rng : numpy Generator or int, optional
-        Source of the cost noise.
+        Source of the cost noise under the ``simulate`` sampler.
     all_intervals : bool
         All intervals as candidates (O(n^2) memory; n <= `MAX_ALL_INTERVALS_N`)
         instead of the power-of-two lengths.
     noise : {'bucket', 'uniform'}
         Noise rule (module docstring).
+    sampler : {'opendp', 'simulate'}, optional
+        Sampler of the cost noise; default ``'simulate'`` if ``rng`` is given,
+        else the vetted ``'opendp'`` (as in `strategy_opt.executor.measure`).
 
     Returns
     -------
@@ -322,6 +336,7 @@ def private_partition(
     x = _check_histogram(x)
     if not (eps1 > 0 and math.isfinite(eps1)) or not (eps2 > 0 and math.isfinite(eps2)):
         raise InputError(f"stage budgets must be positive and finite, got eps1={eps1!r}, eps2={eps2!r}")
+    sampler = resolve_sampler(sampler, rng)
     n = x.size
     if all_intervals and n > MAX_ALL_INTERVALS_N:
         raise InputError(
@@ -329,8 +344,13 @@ def private_partition(
         )
     lo, length = candidate_buckets(n, all_intervals)
     cost = _candidate_costs(x, lo, length, eps2)
-    rng = np.random.default_rng(rng)
-    cost += rng.laplace(0.0, 1.0, cost.size) * cost_noise_scales(length, eps1, noise)
+    scales = cost_noise_scales(length, eps1, noise)
+    if sampler == "opendp":
+        if cost.size > _SLOW_OPENDP_CANDIDATES:
+            log.info("DAWA stage 1: drawing OpenDP noise for %d candidate costs (about %.0f s)", cost.size, cost.size * 1.7e-5)
+        cost = opendp_perturb(cost, scales)
+    else:
+        cost += np.random.default_rng(rng).laplace(0.0, 1.0, cost.size) * scales
     return least_cost_partition(n, lo, length, cost)
 
 

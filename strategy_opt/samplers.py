@@ -19,7 +19,7 @@ import numpy as np
 from .exceptions import InputError, SolverError
 from .privacy import Privacy
 
-__all__ = ["opendp_release", "opendp_select_max"]
+__all__ = ["opendp_release", "opendp_select_max", "opendp_perturb"]
 
 
 def opendp_release(exact: np.ndarray, privacy: Privacy, sensitivity: float) -> np.ndarray:
@@ -62,6 +62,37 @@ def _release(dp, values, privacy, sensitivity, scale):
     if not ok:
         raise SolverError(f"OpenDP's privacy map gives {achieved} for noise scale {scale}; refusing to release")
     return np.asarray(meas(values), dtype=float)
+
+
+def opendp_perturb(values: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """``values[i] + Laplace(scales[i])`` for every i, sampled by OpenDP.
+
+    A vetted sampler for noise whose privacy accounting is done elsewhere
+    (DAWA's stage-1 costs, Thm 6.1): values sharing a scale go through one
+    OpenDP Laplace measurement on a float vector, which adds its noise to the
+    value itself (no second floating-point rounding). About 17 us per value.
+
+    Parameters
+    ----------
+    values : ndarray (k,)
+        Finite values.
+    scales : ndarray (k,)
+        Positive finite Laplace scales, one per value.
+    """
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    values = np.asarray(values, dtype=float).ravel()
+    scales = np.broadcast_to(np.asarray(scales, dtype=float), values.shape)
+    if not (np.all(np.isfinite(values)) and np.all(np.isfinite(scales)) and np.all(scales > 0)):
+        raise InputError("noise needs finite values and positive finite scales")
+    space = (dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float))
+    out = np.empty_like(values)
+    levels, which = np.unique(scales, return_inverse=True)
+    for k, scale in enumerate(levels.tolist()):
+        idx = np.flatnonzero(which == k)
+        out[idx] = dp.m.make_laplace(*space, scale=scale)(values[idx].tolist())
+    return out
 
 
 def opendp_select_max(scores: np.ndarray, sensitivity: float, epsilon: float) -> int:

@@ -234,3 +234,21 @@ def test_acceptance_dpbench_random_ranges():
         assert mse <= 1.5 * identity_mse, f.name
         if np.mean(x == 0) >= 0.3:
             assert mse < identity_mse, f.name
+
+
+def test_both_stages_use_the_chosen_sampler(monkeypatch):
+    """Under sampler='opendp' the stage-1 costs and the stage-2 answers are drawn by OpenDP."""
+    import strategy_opt.partition as partition
+    import strategy_opt.samplers as samplers
+
+    calls = []
+    real_perturb, real_release = samplers.opendp_perturb, samplers.opendp_release
+    monkeypatch.setattr(partition, "opendp_perturb", lambda v, s: calls.append("stage1") or real_perturb(v, s))
+    monkeypatch.setattr(samplers, "opendp_release", lambda *a: calls.append("stage2") or real_release(*a))
+    x = sparse_histogram(64)
+    W = parse_spec("all-range:64")
+    dawa_estimate(x, W, 1.0, sampler="opendp")
+    assert calls == ["stage1", "stage2"]
+    calls.clear()
+    dawa_estimate(x, W, 1.0, rng=0)  # the default: seeded simulation, OpenDP not called
+    assert calls == []

@@ -81,3 +81,16 @@ def test_check_detects_too_little_noise(monkeypatch):
     monkeypatch.setattr(pt, "cost_noise_scales", lambda *a, **k: 0.25 * real(*a, **k))
     bad, _, _ = violations((0, 0, 0, 0), (0, 1, 0, 0), 1.0, 1.0, 4000)
     assert bad
+
+
+def test_opendp_stage_one_has_the_same_partition_law_as_the_simulation():
+    """Stage-1 noise from OpenDP (the release default) gives the partitions the seeded NumPy path gives."""
+    from scipy.stats import chi2_contingency
+
+    x, eps1, eps2, draws = np.array([0.0, 3.0, 1.0, 4.0]), 1.0, 0.5, 3000
+    sim = sample(x, eps1, eps2, draws, seed=3)
+    odp = Counter(tuple(pt.private_partition(x, eps1, eps2, sampler="opendp").tolist()) for _ in range(draws))
+    parts = sorted(set(sim) | set(odp))
+    table = np.array([[sim[P] for P in parts], [odp[P] for P in parts]])
+    assert len(parts) >= 3  # the law is spread over several partitions, so the test has power
+    assert chi2_contingency(table).pvalue > 1e-3

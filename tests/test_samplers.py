@@ -140,3 +140,18 @@ def test_answer_sidecar_records_provenance_and_detects_corruption(identity_strat
     (d / "p.csv").write_text(text.replace("1", "7", 1))
     with pytest.raises(InputError, match="corrupted"):
         sio.read_answers(d / "p.csv")
+
+
+def test_opendp_perturb_draws_laplace_at_each_values_own_scale():
+    """Values sharing a scale get Laplace noise of that scale (KS test against scipy's law)."""
+    from scipy.stats import kstest, laplace
+
+    scales = np.r_[np.full(4000, 0.5), np.full(4000, 3.0)]
+    values = np.linspace(-50.0, 50.0, scales.size)
+    noise = samplers.opendp_perturb(values, scales) - values
+    for s in (0.5, 3.0):
+        assert kstest(noise[scales == s], laplace(scale=s).cdf).pvalue > 1e-3
+    with pytest.raises(InputError, match="positive finite scales"):
+        samplers.opendp_perturb(np.ones(2), np.array([1.0, 0.0]))
+    with pytest.raises(InputError, match="finite values"):
+        samplers.opendp_perturb(np.array([np.nan, 1.0]), np.ones(2))

@@ -19,10 +19,9 @@ by default, Sec. 6.5.1) and spent by sequential composition:
 the workload (e.g. rectangles) is mapped onto the buckets exactly, whatever
 cells a bucket holds.
 
-Samplers: the stage-2 measurement uses the sampler the caller chooses
-(``'opendp'`` or ``'simulate'``); the stage-1 cost noise, which is never
-released (only the argmin partition is), is drawn with NumPy's generator
-seeded by ``rng``.
+Samplers: both stages draw their noise with the sampler the caller chooses:
+OpenDP's vetted Laplace (``'opendp'``) or NumPy's generator seeded by ``rng``
+(``'simulate'``, for simulations).
 
 Special cases: ``rho = 0`` skips stage 1 (every cell its own bucket: GreedyH
 alone with the whole budget); a 1-cell domain has a single possible
@@ -128,9 +127,9 @@ def dawa_estimate(
     epsilon : float
         Total budget (eps-DP).
     rng : int or numpy Generator, optional
-        Seed of the stage-1 noise and of the ``simulate`` sampler.
+        Seed of the ``simulate`` sampler.
     sampler : {'simulate', 'opendp'}
-        Sampler of the stage-2 measurement.
+        Sampler of both stages' noise.
     rho : float
         Share of epsilon for the partition, in [0, 1).
     branching : int
@@ -162,7 +161,7 @@ def dawa_estimate(
         edges = np.arange(n + 1)
     else:
         eps1, eps2 = rho * epsilon, (1.0 - rho) * epsilon
-        edges = private_partition(x_ord, eps1, eps2, gen, all_intervals=bool(all_intervals), noise=noise)
+        edges = private_partition(x_ord, eps1, eps2, gen, all_intervals=bool(all_intervals), noise=noise, sampler=sampler)
     log.info("DAWA stage 1: %d buckets over %d cells (eps1 = %.4g)", edges.size - 1, n, eps1)
     tree = greedy_hierarchy(MappedWorkload(workload, order, edges), branching)
     A = tree.strategy()
