@@ -5,7 +5,8 @@ Every method ends in `compile_strategy`, which
 1. verifies that A supports the workload (``W A^+ A = W``) and refuses it otherwise,
 2. computes the unit error ``E_p`` of the problem's privacy notion,
 3. attaches a lower bound (the SVD bound unless the program supplies a better
-   one) and the relative gap,
+   one; for epsilon-DP strategies up to `strategy_opt.pure_bound.COMPILE_BOUND_MAX_N`
+   cells that bring none, the certified (epsilon, delta) bound) and the relative gap,
 4. fills the ``meta`` fields of CLI.md (workload, privacy, method, objective,
    solver facts, times, library version, creation time).
 
@@ -26,6 +27,7 @@ from .augment import complete_columns_l1
 from .defaults import EIG_RTOL, FILE_FORMAT_VERSION
 from .error import ErrorProfile, KroneckerMatrix, log_svd_bound, sensitivity, unit_error
 from .problem import Problem
+from .pure_bound import compile_lower_bound
 from .strategy import Strategy
 
 __all__ = ["compile_strategy", "strategy_from_gram", "finite_or_none"]
@@ -127,9 +129,12 @@ def compile_strategy(
     lower_bound, lower_bound_kind : optional
         A lower bound on the optimum of the total-error objective supplied by
         the program (e.g. a dual certificate); the SVD bound is used when it is
-        larger or when none is given.
+        larger or when none is given (under epsilon-DP on small domains the
+        compiler first computes `strategy_opt.pure_bound.compile_lower_bound`).
     extra : dict, optional
-        Additional metadata (iterations, options, per-method facts).
+        Additional metadata (iterations, options, per-method facts). Its
+        ``completion_rows`` (rows the method appended itself by the completion
+        rule) is added to the compiler's own count.
 
     Returns
     -------
@@ -155,6 +160,8 @@ def compile_strategy(
     log_E = (math.log(E) + log_scale) if E > 0 else -math.inf
     # exact value when no rescaling is involved; through logs only when it could overflow
     true_E = E if log_scale == 0 else (math.exp(log_E) if log_E < 709 else None)
+    if problem.p == 1 and lower_bound is None:
+        lower_bound, lower_bound_kind = compile_lower_bound(W)
     log_svdb = log_svd_bound(W)
     lb_log, lb_kind = log_svdb, "svd-bound"
     if lower_bound is not None and lower_bound > 0 and math.log(lower_bound) + log_scale > log_svdb - BOUND_TIE_RTOL:
@@ -191,8 +198,10 @@ def compile_strategy(
         "strategy_opt_version": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    if completed is not None:
-        meta["completion_rows"] = completed
+    extra = dict(extra or {})
+    if completed is not None or "completion_rows" in extra:
+        # rows a method appended itself by the same rule (l1-weighting's local search) count too
+        meta["completion_rows"] = (completed or 0) + extra.pop("completion_rows", 0)
     if isinstance(A, KroneckerMatrix):
         meta["kronecker_factor_shapes"] = [[int(s) for s in f.shape] for f in A.factors]
     if extra:

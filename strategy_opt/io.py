@@ -396,6 +396,22 @@ def _load_npy(path: Path, what: str) -> np.ndarray:
 
 def _open_npz(path: Path):
     try:
+        is_zip = zipfile.is_zipfile(path)
+        with open(path, "rb") as fh:
+            head = fh.read(len(np.lib.format.MAGIC_PREFIX))
+    except FileNotFoundError:
+        raise InputError(f"file not found: {path}") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not is_zip:  # np.load would take any other file for a pickle and say so
+        if head == np.lib.format.MAGIC_PREFIX:
+            why = "a .npy array saved under a .npz name; rename it to .npy"
+        elif head[:1] == b"\x80":  # pickle protocol 2+
+            why = "a pickled file; strategy_opt never unpickles files, save plain numbers with np.savez"
+        else:
+            why = "not a .npz archive (not a zip file)"
+        raise InputError(f"cannot read {path}: {why}")
+    try:
         return np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise InputError(f"file not found: {path}") from None

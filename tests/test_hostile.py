@@ -635,3 +635,18 @@ def test_export_of_a_bare_matrix_stays_unverified(files, capsys, tmp_path):
     warned = [line for line in err.splitlines() if "not verified" in line]
     assert len(warned) == 1 and "no recorded workload or privacy" in warned[0] and "privacy pure" in warned[0]
     assert json.loads(out)["sensitivity"] == pytest.approx(4.0)  # largest column L1 norm of tril(ones)
+
+
+def test_npz_that_is_not_a_zip_archive_says_what_it_is(files, capsys):
+    """A text file or a .npy named .npz is named as such, not as a pickle (NumPy's message)."""
+    d = files
+    (d / "text.npz").write_text("hello world\n")
+    np.save(d / "arr.npy", np.eye(N))
+    (d / "arr.npy").rename(d / "arr.npz")
+    try:
+        refused(capsys, d, *run_args(d, strategy="text.npz"), match="not a .npz archive", out=d / "out.csv")
+        refused(capsys, d, "solve", "--workload", f"file:{d / 'text.npz'}", "--method", "identity", "--out", d / "o.npz", match="not a .npz archive", out=d / "o.npz")
+        refused(capsys, d, *run_args(d, strategy="arr.npz"), match="rename it to .npy", out=d / "out.csv")
+    finally:
+        for name in ("text.npz", "arr.npz"):
+            (d / name).unlink()

@@ -159,3 +159,19 @@ def test_local_search_runs_from_equal_column_loads():
     errors = {p: solve(W, privacy="pure", method="l1-weighting", basis="hierarchical", solver=p).meta["unit_total_squared_error"] for p in ("native", "clarabel")}
     assert errors["clarabel"] == pytest.approx(errors["native"], rel=1e-3)
     assert errors["native"] < 1.01 * np.trace(W.gram())  # the identity's E_1; the plain weighted hierarchy is 2.4x that
+
+
+def test_completion_rows_count_the_rows_the_local_search_appends():
+    """The completion-aware search appends unit rows itself; meta counts them with the compiler's."""
+    s = solve("all-range:16", privacy="pure", method="l1-weighting", basis="wavelet")
+    m = s.meta
+    assert "local_search" in m["completion_line_search"]
+    assert m["completion_rows"] == m["shape"][0] - m["design_queries"] > 0
+    rows = s.matrix.toarray() if sp.issparse(s.matrix) else np.asarray(s.matrix)
+    assert np.count_nonzero(np.count_nonzero(rows, axis=1) == 1) >= m["completion_rows"]
+
+
+def test_branching_is_refused_on_bases_without_one():
+    with pytest.raises(InputError, match="hierarchical basis only"):
+        solve("all-range:16", privacy="pure", method="l1-weighting", basis="wavelet", branching=3)
+    assert solve("all-range:16", privacy="pure", method="l1-weighting", basis="hierarchical", branching=3).meta["branching"] == 3

@@ -129,13 +129,13 @@ def test_every_pure_method_reports_the_l2_optimum_bound(method, options):
     assert s.meta["ratio_to_lower_bound"] == pytest.approx(s.meta["unit_total_squared_error"] / s.meta["lower_bound"])
 
 
-def test_lower_bound_falls_back_to_the_svd_bound_without_the_l2_solver(monkeypatch):
-    import sys
+def test_lower_bound_falls_back_to_the_svd_bound_above_its_size_limit(monkeypatch):
+    import strategy_opt.pure_bound as pure_bound
 
-    monkeypatch.setitem(sys.modules, "strategy_opt.native_l2", None)  # import raises ImportError
+    monkeypatch.setattr(pure_bound, "LOWER_BOUND_MAX_N", 8)
     s = solve("prefix:16", privacy="pure", method="p-identity")
     assert s.meta["lower_bound_kind"] == "svd-bound"
-    assert "unavailable" in s.meta["lower_bound_note"]
+    assert s.meta["lower_bound_note"] == "n > 8: SVD bound only"
 
 
 def test_options_are_validated():

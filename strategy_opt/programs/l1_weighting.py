@@ -42,8 +42,9 @@ is optimal at the dual optimum (the analogue of Program 5.1.1's
 ``(sum_i sqrt(c_i (B^T y)_i))^2``). The reported status is ``optimal`` when the
 relative gap ``value / bound - 1`` is at most the profile's ``tol``.
 
-Lower bound (``meta``): the certified (epsilon, delta) optimum, kind
-``l2-optimum`` (`pidentity.lower_bound_facts`), else the SVD bound.
+Lower bound (``meta``): the certified (epsilon, delta) bound of
+`strategy_opt.pure_bound` (kind ``l2-optimum``, or ``l2-dual`` when its solve
+stopped at the time limit), else the SVD bound.
 
 Reported by Li 2013 (Sec. 5.1.5): re-weighting improves the wavelet strategy
 by factors 1.2 (all ranges) and 2.3 (random ranges) and Fourier by 2.7 on
@@ -84,6 +85,7 @@ from ..compiler import compile_strategy, reported_error
 from ..defaults import EIG_RTOL
 from ..exceptions import InputError, OptionError, SolverError
 from ..problem import Problem
+from ..pure_bound import lower_bound_facts
 from ..registry import register_method
 from ..solvers import SolverProfile, cvxpy_solve_kwargs
 from .baselines import marginal_attribute_sets
@@ -364,8 +366,6 @@ def l1_weighting(problem: Problem):
     """
     if problem.privacy != "pure":
         raise InputError("l1-weighting is the epsilon-DP weighting (L1 sensitivity); use --privacy pure")
-    from .pidentity import lower_bound_facts
-
     t0 = time.perf_counter()
     A, res, extra = weighted_basis(problem)
     bound = lower_bound_facts(problem.workload, time.perf_counter() - t0)
@@ -506,6 +506,8 @@ def weighted_basis(problem: Problem):
     t0 = time.perf_counter()
     W = problem.workload
     basis = problem.options.get("basis", "wavelet")
+    if "branching" in problem.options and basis != "hierarchical":
+        raise OptionError(f"branching applies to the hierarchical basis only, not to basis {basis!r}")
     branching = problem.options.get("branching", 2)
     if isinstance(branching, bool) or not isinstance(branching, (int, np.integer)) or branching < 2:
         raise OptionError(f"branching must be an integer >= 2, got {branching!r}")
@@ -532,6 +534,7 @@ def weighted_basis(problem: Problem):
         refined, search["local_search"] = refine_completed_weights(u, Q, W, G, deadline)
     A = _weighted(Q, u) if refined is None else refined
     extra = {
+        "completion_rows": int(A.shape[0] - Q.shape[0]),
         "basis": basis,
         "design_queries": int(keep.sum()),
         "weighting_value": res.value,

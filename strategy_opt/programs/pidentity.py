@@ -76,8 +76,8 @@ completion, in a default time budget (option ``time_budget``; 60 s + 300 s
 starts leave it above `RANDOM_START_ABOVE` times the identity's error
 (workloads that are not range-like): then one OPT_0-style random start gets
 the remaining budget (``meta.auto_pure_random_start``). Its ``meta.lower_bound`` is the
-certified (epsilon, delta) optimum bound (kind ``l2-optimum``; valid for E_1
-since ``||A||_1 >= ||A||_2``) for n <= `LOWER_BOUND_MAX_N`, computed in a quarter
+certified (epsilon, delta) bound of `strategy_opt.pure_bound` (valid for E_1
+since ``||A||_1 >= ||A||_2``) for n <= `strategy_opt.pure_bound.LOWER_BOUND_MAX_N`, computed in a quarter
 of the time the candidates took; above that the compiler's SVD bound.
 
 Options: ``p`` (rows of Theta for the random starts, default n/16),
@@ -107,10 +107,11 @@ from ..compiler import compile_strategy, reported_error
 from ..error import KroneckerMatrix
 from ..exceptions import InputError, OptionError, SolverError
 from ..problem import Problem
+from ..pure_bound import lower_bound_facts
 from ..registry import register_method
 from ..workload import Kronecker, Union, Workload
 
-__all__ = ["pure_lower_bound", "lower_bound_facts", "merged_cells", "expand_cells", "pidentity_strategy", "marginals_strategy", "auto_pure", "pidentity_loss", "pidentity_matrix", "hat_rows", "hat_templates", "optimise_theta", "PIdentityResult", "solve_pidentity", "p_identity"]
+__all__ = ["merged_cells", "expand_cells", "pidentity_strategy", "marginals_strategy", "auto_pure", "pidentity_loss", "pidentity_matrix", "hat_rows", "hat_templates", "optimise_theta", "PIdentityResult", "solve_pidentity", "p_identity"]
 
 log = logging.getLogger("strategy_opt")
 
@@ -687,11 +688,6 @@ def pidentity_strategy(problem: Problem, time_limit: float, fallback_random_star
 AUTO_BASE_SECONDS, AUTO_SCALE_SECONDS = 60.0, 300.0
 #: auto-pure tries svd-approx (Program 3.4.3 refinement) up to this many cells.
 AUTO_SVD_MAX_N = 64
-#: The (epsilon, delta) lower bound is computed up to this many cells ...
-LOWER_BOUND_MAX_N = 2048
-#: ... with this share of the time spent on the candidates (at least MIN_LOWER_BOUND_SECONDS),
-#: to this relative gap of the L2 program.
-LOWER_BOUND_SHARE, MIN_LOWER_BOUND_SECONDS, LOWER_BOUND_TOL = 0.25, 0.5, 1e-4
 #: auto-pure runs OM when the workload matrix has at most this many entries (m n) ...
 AUTO_ORTHOGONAL_MAX_ENTRIES = 10**6
 #: ... and p-identity's OPT_0-style random start from the outset up to AUTO_SVD_MAX_N cells (cheap there).
@@ -702,31 +698,6 @@ AUTO_BRANCHINGS = tuple(range(2, 17))
 
 def _per_dimension(domain, build):
     return build(domain[0]) if len(domain) == 1 else KroneckerMatrix([build(d) for d in domain])
-
-
-def pure_lower_bound(W: Workload, time_limit: float) -> tuple[float | None, str]:
-    """The certified (epsilon, delta) optimum bound (a lower bound on E_1), or (None, why not).
-
-    The native L2 solver (`strategy_opt.native_l2`, imported lazily) certifies
-    every iterate, so stopping it at ``time_limit`` still gives a valid bound
-    (at least the SVD bound, its starting point). Above `LOWER_BOUND_MAX_N`
-    cells, or without the solver, the compiler's SVD bound stands.
-    """
-    if W.n > LOWER_BOUND_MAX_N:
-        return None, f"n > {LOWER_BOUND_MAX_N}: SVD bound only"
-    try:
-        from ..native_l2 import solve_total_l2
-    except ImportError:
-        return None, "strategy_opt.native_l2 unavailable: SVD bound only"
-    return solve_total_l2(W.gram(), time_limit=time_limit, tol=LOWER_BOUND_TOL).dual, "l2-optimum"
-
-
-def lower_bound_facts(W: Workload, seconds_spent: float) -> dict:
-    """Keyword arguments for `compile_strategy`: the l2-optimum bound in a share of the time spent."""
-    bound, kind = pure_lower_bound(W, max(MIN_LOWER_BOUND_SECONDS, LOWER_BOUND_SHARE * seconds_spent))
-    if bound is None:
-        return {"extra": {"lower_bound_note": kind}}
-    return {"lower_bound": bound, "lower_bound_kind": kind, "extra": {}}
 
 
 @register_method(

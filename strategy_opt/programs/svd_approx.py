@@ -33,8 +33,9 @@ refine : bool
 rows : int
     Rows of the refined factor (``>= rank(G)``; default n).
 
-Lower bound (``meta``): the certified (epsilon, delta) optimum, kind
-``l2-optimum`` (`pidentity.lower_bound_facts`), else the SVD bound.
+Lower bound (``meta``): the certified (epsilon, delta) bound of
+`strategy_opt.pure_bound` (kind ``l2-optimum``, or ``l2-dual`` when its solve
+stopped at the time limit), else the SVD bound.
 
 Limits: one n x n eigendecomposition plus ``O(rows * rank * n)`` per descent
 step; the descent is skipped above `REFINE_MAX_N` cells unless asked for.
@@ -52,6 +53,7 @@ from ..compiler import compile_strategy
 from ..defaults import EIG_RTOL
 from ..exceptions import InputError, OptionError
 from ..problem import Problem
+from ..pure_bound import lower_bound_facts
 from ..registry import register_method
 
 __all__ = ["svd_factor", "min_l1_factor", "svd_approx", "REFINE_MAX_N"]
@@ -208,8 +210,6 @@ def svd_approx(problem: Problem):
     if refine:
         A, facts = min_l1_factor(A, int(rows), V, time_limit=problem.solver.time_limit)
         extra.update(facts)
-    from .pidentity import lower_bound_facts
-
     bound = lower_bound_facts(W, time.perf_counter() - t0)
     extra.update(bound.pop("extra"))
     return compile_strategy(A, problem, "svd-approx", solver="closed-form+stiefel-descent" if refine else "closed-form", status="local-optimum" if refine else "closed-form", solve_seconds=time.perf_counter() - t0, extra=extra, **bound)

@@ -1,0 +1,63 @@
+"""The epsilon-DP lower bound from the (epsilon, delta) program (issue 4, item 5).
+
+Checked against an independent SDP (cvxpy/Clarabel, matrix_frac form of
+Program 3.4.2) and against the SVD bound; every epsilon-DP strategy on a small
+domain, closed-form ones included, states it.
+"""
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+from strategy_opt.api import solve
+from strategy_opt.error import svd_bound
+from strategy_opt.pure_bound import COMPILE_BOUND_MAX_N, pure_lower_bound
+from strategy_opt.spec import parse_spec
+from strategy_opt.workload import all_range, prefix
+
+
+def sdp_optimum(G: np.ndarray) -> float:
+    """min trace(G X^{-1}) s.t. diag(X) <= 1, X psd, by cvxpy with a Cholesky factor of G."""
+    n = G.shape[0]
+    L = np.linalg.cholesky(G + 1e-12 * np.eye(n))
+    X = cp.Variable((n, n), PSD=True)
+    prob = cp.Problem(cp.Minimize(cp.matrix_frac(L, X)), [cp.diag(X) <= 1])
+    prob.solve(solver=cp.CLARABEL)
+    return prob.value
+
+
+@pytest.mark.parametrize("W", [all_range(6), prefix(7), parse_spec("random-range:8:12:3")], ids=lambda W: W.spec)
+def test_bound_is_the_sdp_optimum(W):
+    bound, kind = pure_lower_bound(W, time_limit=30.0)
+    assert kind == "l2-optimum"
+    ref = sdp_optimum(W.gram())
+    assert bound <= ref * (1 + 1e-6)
+    assert bound == pytest.approx(ref, rel=2e-4)
+
+
+def test_a_stopped_solve_is_a_dual_bound_not_the_optimum():
+    W = all_range(64)
+    opt, _ = pure_lower_bound(W, time_limit=30.0)
+    early, kind = pure_lower_bound(W, time_limit=0.0)
+    assert kind == "l2-dual"
+    assert svd_bound(W) * (1 - 1e-12) <= early <= opt
+
+
+@pytest.mark.parametrize("method", ["identity", "hierarchical", "wavelet", "greedy-h", "svd-approx", "l1-weighting"])
+def test_every_pure_strategy_on_a_small_domain_states_the_l2_bound(method):
+    W = prefix(12)
+    bound, _ = pure_lower_bound(W, time_limit=30.0)
+    s = solve(W.spec, privacy="pure", method=method)
+    m = s.meta
+    assert m["lower_bound_kind"] == "l2-optimum"
+    assert m["lower_bound"] == pytest.approx(bound, rel=1e-3)
+    assert m["lower_bound"] <= m["unit_total_squared_error"]
+    assert m["ratio_to_lower_bound"] == pytest.approx(m["unit_total_squared_error"] / m["lower_bound"])
+
+
+def test_above_the_compile_limit_closed_forms_keep_the_svd_bound():
+    W = all_range(COMPILE_BOUND_MAX_N + 1)
+    m = solve(W.spec, privacy="pure", method="identity").meta
+    assert m["lower_bound_kind"] == "svd-bound"
+    assert m["lower_bound"] == pytest.approx(svd_bound(W))
+    assert solve(W.spec, privacy="approx", method="identity").meta["lower_bound_kind"] == "svd-bound"
