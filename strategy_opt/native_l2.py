@@ -107,6 +107,8 @@ WELL_CONDITIONED = 1e-5
 MAX_LOG_STEP = 10.0
 #: Stop as 'stalled' when the gap has not improved by 0.1 % over this many primal evaluations.
 STALL_EVALS = 100
+#: Floor of the per-cell loads ``r_j`` in the multiplicative update (their logs must stay finite).
+_TINY = np.finfo(float).tiny
 @dataclass
 class NativeL2Result:
     """Outcome of `solve_total_l2`.
@@ -361,7 +363,7 @@ def solve_total_l2(
                 best_p, best_Q, best_r = value, Q, r
             evals += 1
             evaluated = True
-        f = RHO * np.log(r / s)
+        f = RHO * (np.log(np.maximum(r, _TINY)) - math.log(s))  # r_j underflows to 0 on cells ~1e-14 below the largest
         f[(x <= xmin + 1e-9) & (f < 0)] = 0.0
         if accelerated and d < prev[2] * (1 - 1e-13) - DUAL_SLACK * (best_p - prev[2]):
             xs, fs, cooldown = [], [], MEMORY

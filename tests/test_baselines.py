@@ -17,6 +17,19 @@ def test_default_branching_no_worse_than_binary(spec):
     assert best.meta["unit_total_squared_error"] <= binary.meta["unit_total_squared_error"] * (1 + 1e-12)
 
 
+@pytest.mark.parametrize("spec", ["prefix:9", "all-range:7", "random-range:11:20:3", "all-range:12", "prefix:3*all-range:5"])
+@pytest.mark.parametrize("privacy", ["pure", "approx"])
+def test_default_branching_is_the_best_listed_one_as_compiled(spec, privacy):
+    """The default is the best of BRANCHING_CANDIDATES by the written strategy's error (brute force over
+    the list; a branching >= n is the flat tree total + cells, which small domains can prefer)."""
+    from strategy_opt.programs.baselines import BRANCHING_CANDIDATES
+
+    errors = {b: so.solve(spec, privacy=privacy, method="hierarchical", branching=b).meta["unit_total_squared_error"] for b in BRANCHING_CANDIDATES}
+    best = so.solve(spec, privacy=privacy, method="hierarchical").meta
+    assert best["unit_total_squared_error"] == pytest.approx(min(errors.values()), rel=1e-12)
+    assert errors[best["branching"]] == pytest.approx(best["unit_total_squared_error"], rel=1e-12)
+
+
 def test_best_branching_all_range_256_reference():
     """Issue reference: best H_b on all-range 256 under eps-DP is b = 8 with E_1 = 2118850."""
     s = so.solve("all-range:256", privacy="pure", method="hierarchical")

@@ -238,3 +238,19 @@ def test_first_progress_line_comes_before_the_first_expensive_step(monkeypatch, 
     assert "32 cells" in start and "time limit 100 s" in start and start.endswith("starting")
     lines = [r.getMessage() for r in caplog.records]
     assert any(line.startswith("minerror-l2 native: iteration 1 primal") for line in lines)  # iteration 1 always reported
+
+
+def test_cells_fourteen_orders_below_the_largest_do_not_break_the_update():
+    """Per-cell loads that underflow to 0 kept log(r) finite (was: NaN steps, then LinAlgError in lstsq).
+
+    The Gram of rows [1,1,0,0,0], [0,1,1,0,0], [1,2,1,0,0], [0,0,0,0,100], [0,0,0,0,0.01]
+    weighted 1.2e-10 / 1: the optimum is 1e4 (cell 4 alone carries it: 100^2 at unit sensitivity).
+    """
+    W = np.array([[1, 1, 0, 0, 0], [0, 1, 1, 0, 0], [1, 2, 1, 0, 0], [0, 0, 0, 0, 100], [0, 0, 0, 0, 0.01]])
+    c = np.array([1.19280134e-10, 1.19280134e-10, 1.19290017e-10, 1.0, 1.19337964e-10])
+    G = W.T @ (c[:, None] * W)
+    with np.errstate(all="raise"):
+        res = solve_total_l2(G, time_limit=30.0)
+    assert np.isfinite(res.dual) and np.isfinite(res.primal)
+    assert res.dual <= res.primal * (1 + 1e-9)
+    assert res.primal == pytest.approx(1e4 * (1 + 1.2e-10 * 6), rel=1e-6)

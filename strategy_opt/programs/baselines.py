@@ -13,8 +13,8 @@ import time
 import numpy as np
 
 from ..bases import fourier_matrix, hierarchical_matrix, identity_matrix, wavelet_matrix
-from ..compiler import compile_strategy
-from ..error import KroneckerMatrix, unit_error
+from ..compiler import compile_strategy, reported_error
+from ..error import KroneckerMatrix
 from ..exceptions import OptionError
 from ..problem import Problem
 from ..registry import register_method
@@ -55,11 +55,11 @@ def hierarchical(problem: Problem):
     tried = {}
     if b is None:
         for cand in BRANCHING_CANDIDATES:
-            if cand > max(W.domain) and cand > 2:
-                break
             log.info("hierarchical: evaluating branching %d", cand)
             A = _per_dimension(W.domain, lambda d, c=cand: hierarchical_matrix(d, c))
-            tried[cand] = unit_error(A, W, problem.p)
+            tried[cand] = reported_error(A, W, problem.p)[1]  # as compiled: columns completed under eps-DP
+            if cand >= max(W.domain):  # every larger branching gives the same flat tree (total + cells)
+                break
         b = min(tried, key=tried.get)
     else:
         if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 2:

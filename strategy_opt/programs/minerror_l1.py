@@ -239,7 +239,7 @@ def _convex_iteration(sdp, A_start: np.ndarray, G: np.ndarray, rows: int, max_ro
     options=("rows", "iterations"),
     privacy=("pure",),
     source="Li 2013, Program 3.4.1, Sec. 3.4.1 (Dattorro's convex iteration, reconstructed)",
-    summary="epsilon-DP optimum by the rank-constraint convex iteration of SDPs; small domains only (n <= 16 practical with Clarabel, the default; SCS is far slower, ~500 s at n = 9; 32 max), option rows (default 2n)",
+    summary="Program 3.4.1 (the rank-constrained epsilon-DP program) by the rank-constraint convex iteration of SDPs, a local method (best of its iterates and warm starts); small domains only (n <= 16 practical with Clarabel, the default; SCS is far slower, ~500 s at n = 9; 32 max), option rows (default 2n)",
 )
 def minerror_l1(problem: Problem):
     """Program 3.4.1 by convex iteration; returns the best strategy seen (options ``rows``, ``iterations``).

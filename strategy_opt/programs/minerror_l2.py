@@ -348,7 +348,7 @@ def objective_mismatch(name: str, solver_value: float, value: float, rtol: float
     }
 
 
-def _max_bound(W: Workload, mult: np.ndarray | None, profile) -> tuple[float, dict]:
+def _max_bound(W: Workload, mult: np.ndarray | None, profile) -> tuple[float | None, dict]:
     """Lower bound on ``min max_i u_i``: the dual bound of the total error weighted by c on the simplex.
 
     ``max_i u_i >= sum_i c_i u_i`` for every c on the simplex, so the best dual
@@ -362,7 +362,10 @@ def _max_bound(W: Workload, mult: np.ndarray | None, profile) -> tuple[float, di
     if c.sum() <= 0:
         c, source = np.ones(m), "uniform"
     c = c / c.sum()
-    res = solve_total_l2(weighted_gram(W, c), max_iters=profile.max_iters, time_limit=min(profile.time_limit, MAX_BOUND_SECONDS), tol=max(profile.tol, 1e-10))
+    try:
+        res = solve_total_l2(weighted_gram(W, c), max_iters=profile.max_iters, time_limit=min(profile.time_limit, MAX_BOUND_SECONDS), tol=max(profile.tol, 1e-10))
+    except np.linalg.LinAlgError as exc:  # LAPACK gives up on badly scaled weighted Grams: no bound, not a crash
+        return None, {"weights_from": source, "status": f"failed: {exc}"}
     return float(res.dual), {"weights_from": source, "status": res.status, "iterations": res.iterations}
 
 
@@ -460,7 +463,7 @@ def minerror_l2(problem: Problem):
         if problem.objective == "max":
             bound, facts = _max_bound(W, mult, profile)
             extra["objective_lower_bound_details"] = facts
-            if obj_lower is None or bound > obj_lower:
+            if bound is not None and (obj_lower is None or bound > obj_lower):
                 obj_lower, obj_kind, no_bound = bound, "simplex-weighted-dual", None
     solve_seconds = time.perf_counter() - t0
     rtol = max(profile.tol, INACCURATE_RTOL) if str(status).endswith("_inaccurate") else profile.tol
