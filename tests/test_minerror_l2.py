@@ -412,12 +412,14 @@ def test_a_cvx_form_disagreeing_with_the_value_is_reported(broken_objectives, ca
     import logging
 
     logger = logging.getLogger("strategy_opt")
-    logger.addHandler(caplog.handler)  # the CLI may have stopped propagation to the root logger
+    logger.addHandler(caplog.handler)  # the CLI may have stopped propagation to the root logger ...
+    propagate, logger.propagate = logger.propagate, False  # ... or not (test run alone): one record either way
     try:
         with caplog.at_level(logging.WARNING, logger="strategy_opt"):
             s = solve("prefix:8", method="minerror-l2", solver="clarabel", objective="maxsum")
     finally:
         logger.removeHandler(caplog.handler)
+        logger.propagate = propagate
     m = s.meta
     u = per_query_variances(s.matrix, prefix(8), 2)
     # the strategy minimises the cvx form: the total optimum of prefix:8 (17.866, the native solver's value)

@@ -412,3 +412,16 @@ def test_auto_never_returns_worse_than_a_baseline_under_a_non_total_objective():
     assert m["objective_value"] == pytest.approx(mine, rel=1e-8)
     assert m["objective_value"] <= 2e6 * (1 + 1e-12)  # the identity's max variance: 1e6 + 1e6
     assert m["objective_lower_bound"] <= m["objective_value"]
+
+
+def test_an_inaccurate_solve_of_a_builtin_objective_is_called_inaccurate():
+    """Clarabel on rows from 1e3 to 1e-2: its X is nearly singular (smallest eigenvalue ~1e-7), so the
+    strategy's max variance is far above the solver's value; for 'max' that is an inaccurate solve, not
+    two different functions."""
+    from strategy_opt.workload import from_matrix
+
+    W = np.array([[1e3, 1e3, 0, 0, 0, 0], [0, 0, 1e-2, 1e-2, 1e-2, 1e-2], [1, 0, 1, 0, 1, 0], [0, 1, 0, -1, 0, 2], [5, 5, 5, 5, 5, 5], [0, 0, 0, 0, 0, 30]])
+    m = solve(from_matrix(W), privacy="approx", method="minerror-l2", objective="max", solver="clarabel").meta
+    mm = m["objective_mismatch"]
+    assert mm["objective_value"] > 1.5 * mm["solver_objective_value"]
+    assert "the solve is inaccurate" in mm["message"] and "not the same function" not in mm["message"]

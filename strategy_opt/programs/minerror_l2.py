@@ -320,8 +320,11 @@ def objective_mismatch(name: str, solver_value: float, value: float, rtol: float
     """None when the solver's optimal value and the objective's value at the strategy agree within ``rtol`` (relative), else a record of both.
 
     The two are the same number for a correct objective (its cvx form and
-    value the same function), up to the solver's accuracy: a larger difference
-    means the strategy minimises some other function (``meta.objective_mismatch``).
+    value the same function), up to the solver's accuracy. A larger difference
+    means, for a built-in objective (whose two forms agree by construction), an
+    inaccurate solve -- typically a workload whose rows differ in scale by many
+    orders of magnitude, where the SDP's Gram matrix is nearly singular -- and
+    for a user objective also possibly two different functions (``meta.objective_mismatch``).
 
     Examples
     --------
@@ -342,8 +345,12 @@ def objective_mismatch(name: str, solver_value: float, value: float, rtol: float
         "tolerance": rtol,
         "message": (
             f"objective {name!r}: the solver's optimal value {solver_value:.6g} (cvx form) and the objective's value {value:.6g} "
-            f"at the returned strategy differ beyond the solver's accuracy (relative {rtol:.2g}); its cvx form and value are not the same function, "
-            "so the strategy minimises the cvx form, not necessarily the value"
+            f"at the returned strategy differ beyond the solver's accuracy (relative {rtol:.2g}); "
+            + (
+                "the solve is inaccurate (rows of very different scale make its Gram matrix nearly singular): rescale the rows, try the other solver profile, or use --method auto, which also weighs the baselines"
+                if name in BUILTIN_OBJECTIVES
+                else "its cvx form and value are not the same function (so the strategy minimises the cvx form, not necessarily the value), or the solve is inaccurate"
+            )
         ),
     }
 
