@@ -344,7 +344,10 @@ def private_partition(
         )
     lo, length = candidate_buckets(n, all_intervals)
     cost = _candidate_costs(x, lo, length, eps2)
-    scales = cost_noise_scales(length, eps1, noise)
+    with np.errstate(over="ignore"):  # checked just below
+        scales = cost_noise_scales(length, eps1, noise)
+    if not np.all(np.isfinite(scales)):
+        raise InputError(f"stage-1 budget eps1 = {eps1:g} is too small: its noise scale overflows float64 (raise rho or epsilon)")
     if sampler == "opendp":
         if cost.size > _SLOW_OPENDP_CANDIDATES:
             log.info("DAWA stage 1: drawing OpenDP noise for %d candidate costs (about %.0f s)", cost.size, cost.size * 1.7e-5)

@@ -425,3 +425,19 @@ def test_an_inaccurate_solve_of_a_builtin_objective_is_called_inaccurate():
     mm = m["objective_mismatch"]
     assert mm["objective_value"] > 1.5 * mm["solver_objective_value"]
     assert "the solve is inaccurate" in mm["message"] and "not the same function" not in mm["message"]
+
+
+def test_auto_answers_with_a_baseline_when_every_optimiser_refuses():
+    """A row scaled by 1e-7: minerror-l2's strategy leaves it unsupported and is refused; the baselines still
+    answer under the objective (was: exit 2 'no candidate method can take this problem')."""
+    from strategy_opt.workload import from_matrix
+
+    W = np.tril(np.ones((8, 8)))
+    W[3] *= 1e-7
+    s = solve(from_matrix(W), privacy="approx", method="auto", objective="max")
+    m = s.meta
+    assert "minerror-l2" not in m["auto_candidates"] and m["auto_choice"] in ("identity", "wavelet", "hierarchical")
+    A = s.matrix.toarray() if hasattr(s.matrix, "toarray") else np.asarray(s.matrix)
+    mine = (A**2).sum(axis=0).max() * np.einsum("ij,jk,ik->i", W, np.linalg.pinv(A.T @ A), W).max()
+    assert m["objective"] == "max" and m["objective_value"] == pytest.approx(mine, rel=1e-8)
+    assert m["objective_value"] == pytest.approx(min(m["auto_candidates"].values()), rel=1e-12)

@@ -174,3 +174,9 @@ def test_hilbert_order_keeps_buckets_compact_on_odd_grids():
     r, c = np.divmod(hilbert_order((13, 11)), 11)
     spans = [(np.ptp(r[i : i + 16]) + 1) * (np.ptp(c[i : i + 16]) + 1) for i in range(0, 143 - 16, 16)]
     assert np.median(spans) <= 32
+
+
+def test_a_stage_one_budget_whose_noise_scale_overflows_is_refused():
+    for sampler in ("simulate", "opendp"):
+        with pytest.raises(InputError, match="noise scale overflows"):
+            private_partition(np.ones(16), 1e-320, 1.0, rng=0 if sampler == "simulate" else None, sampler=sampler)

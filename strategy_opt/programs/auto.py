@@ -200,15 +200,16 @@ def auto(problem: Problem):
         log.info("auto: %s gives %s objective %.8g", name, problem.objective, E)
         if best is None or E < errors[best[0]]:
             best = (name, strategy)
-    if best is None:
-        raise no_candidate_error(failures)
-    if problem.objective != "total":
+    if problem.objective != "total":  # also when every optimiser refused: the constructions still answer
+        solved = best[1].meta if best is not None else {}
         for base, base_strategy, value in _baselines_under_objective(problem):
             errors[base] = value
             log.info("auto: %s (a construction, evaluated) gives %s objective %.8g", base, problem.objective, value)
-            if value < errors[best[0]]:
-                base_strategy.meta.update(_objective_facts(problem, value, best[1].meta))
+            if best is None or value < errors[best[0]]:
+                base_strategy.meta.update(_objective_facts(problem, value, solved))
                 best = (base, base_strategy)
+    if best is None:
+        raise no_candidate_error(failures)
     name, strategy = best
     strategy.meta.update(
         {"method": "auto", "auto_choice": strategy.meta.get("method", name), "auto_candidates": errors, "total_seconds": time.perf_counter() - t0}
