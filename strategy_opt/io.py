@@ -378,7 +378,11 @@ def _npy_header(fh) -> tuple[tuple, np.dtype]:
     return shape, dtype
 
 
-def _load_npy(path: Path, what: str) -> np.ndarray:
+def read_npy(path: Path, what: str) -> np.ndarray:
+    """A plain numeric .npy array, its header checked (dtype, size) before loading; never unpickled.
+
+    Raises `InputError` naming the file and ``what`` it was meant to hold.
+    """
     try:
         with open(path, "rb") as fh:
             shape, dtype = _npy_header(fh)
@@ -733,7 +737,7 @@ def read_workload_file(path: str | os.PathLike):
     what = "workload matrix"
     suffix = path.suffix.lower()
     if suffix == ".npy":
-        W = _load_npy(path, what)
+        W = read_npy(path, what)
     elif suffix == ".npz":
         with _open_npz(path) as z:
             try:
@@ -777,7 +781,7 @@ def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None) -
         raise InputError(f"data file not found: {path}")
     suffix = path.suffix.lower()
     if suffix == ".npy":
-        x = _load_npy(path, "histogram")
+        x = read_npy(path, "histogram")
         if domain is not None and x.ndim > 1 and tuple(x.shape) != tuple(domain):
             raise InputError(f"{path}: histogram shape {x.shape} does not match the workload domain {tuple(domain)}")
     elif suffix == ".csv":
@@ -984,7 +988,7 @@ def read_answers(path: str | os.PathLike, verify: bool = True):
     if verify and file_sha256(path) != meta.get("sha256"):
         raise InputError(f"answer file {path} is corrupted: its SHA-256 does not match {side.name}")
     if path.suffix.lower() == ".npy":
-        return _load_npy(path, "answers"), None, None, meta
+        return read_npy(path, "answers"), None, None, meta
     try:
         table = np.genfromtxt(path, delimiter=",", skip_header=1, ndmin=2, filling_values=np.nan)
     except _READ_ERRORS as exc:

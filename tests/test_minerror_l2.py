@@ -458,3 +458,17 @@ def test_a_value_that_is_not_finite_at_the_optimum_is_refused(broken_objectives,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"strategy-opt: error: objective '{name}': its value ")
     assert not (tmp_path / "s.npz").exists()
+
+
+def test_a_weights_file_that_is_not_a_plain_npy_is_refused_by_name(tmp_path):
+    """Pickles and .npz archives named .npy: one message naming the file (was NumPy's allow_pickle hint / 'got NpzFile')."""
+    import pickle
+
+    (tmp_path / "pk.npy").write_bytes(pickle.dumps([1.0] * 8))
+    np.savez(tmp_path / "gz.npz", a=np.ones(8))
+    (tmp_path / "gz.npz").rename(tmp_path / "gz.npy")
+    for name in ("pk.npy", "gz.npy"):
+        with pytest.raises(InputError, match=f"option weights=.*{name}: cannot read .*not a valid .npy file"):
+            solve("prefix:8", method="minerror-l2", objective="weighted", weights=str(tmp_path / name))
+    np.save(tmp_path / "w.npy", np.ones(8))
+    assert solve("prefix:8", method="minerror-l2", objective="weighted", weights=str(tmp_path / "w.npy")).meta["objective"] == "weighted"

@@ -79,6 +79,7 @@ from ..error import per_query_variances
 from ..exceptions import InputError, OptionError, SolverError
 from ..native_l2 import solve_total_l2
 from ..threads import factorization_threads
+from ..io import read_npy
 from ..objectives import BUILTIN_OBJECTIVES, check_cvx_form, check_monotone, get_objective
 from ..problem import Problem
 from ..registry import register_method
@@ -155,9 +156,9 @@ def query_weights(problem: Problem) -> np.ndarray | None:
             if not path.is_file():
                 raise OptionError(f"option weights={text}: no such .npy file")
             try:
-                raw = np.load(path, allow_pickle=False)
-            except (OSError, ValueError) as exc:
-                raise OptionError(f"option weights={path}: cannot read ({exc})") from None
+                raw = read_npy(path, "option weights")
+            except InputError as exc:
+                raise OptionError(f"option weights={path}: {exc}") from None
         else:
             try:
                 raw = [float(t) for t in re.split(r"[,;\s]+", text.strip("[]() ")) if t]
