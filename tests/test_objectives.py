@@ -12,6 +12,7 @@ from strategy_opt.cli import main
 from strategy_opt.error import per_query_variances
 from strategy_opt.exceptions import InputError
 from strategy_opt.objectives import Objective, get_objective, objectives, register_objective
+from strategy_opt.spec import parse_spec
 
 
 @pytest.fixture
@@ -270,8 +271,26 @@ def test_a_constant_cvx_form_is_refused_before_solving(clean_registry, monkeypat
 # --------------------------------------------------------------------------- auto: why no candidate ran
 
 
-def test_auto_says_why_no_candidate_ran_and_is_a_user_error(capsys):
-    # before: SolverError "no candidate method could solve this problem" (exit 1); the Schur limit only in the info log
+def _no_baselines(monkeypatch, reason=InputError):
+    """Make identity, wavelet and hierarchical refuse, so only the optimisers are left."""
+    from dataclasses import replace
+
+    import strategy_opt.registry as registry
+
+    table = registry._METHODS
+    for name in ("identity", "wavelet", "hierarchical"):
+        monkeypatch.setitem(table, name, replace(table[name], func=_failing(reason(f"{name} refuses"))))
+
+
+def test_auto_says_why_no_optimiser_ran_and_falls_back_to_the_baselines(monkeypatch, capsys):
+    # the only optimiser for 'max' refuses: the baselines answer, evaluated under max, with the reason kept
+    s = solve("all-range:64", privacy="approx", method="auto", objective="max")
+    m = s.meta
+    assert m["auto_choice"] in ("identity", "wavelet", "hierarchical") and m["objective"] == "max"
+    assert m["auto_skipped"]["minerror-l2"].startswith("objective 'max' needs one (64+1)x(64+1) Schur complement per query")
+    assert m["objective_value"] == pytest.approx(per_query_variances(s.matrix, parse_spec("all-range:64"), 2).max(), rel=1e-10)
+    # with no baseline either: one line naming each reason, a user error (before: SolverError, exit 1)
+    _no_baselines(monkeypatch)
     with pytest.raises(InputError) as info:
         solve("all-range:64", privacy="approx", method="auto", objective="max")
     msg = str(info.value)
@@ -282,8 +301,11 @@ def test_auto_says_why_no_candidate_ran_and_is_a_user_error(capsys):
     assert len(err) == 1 and err[0].startswith("strategy-opt: error: auto: no candidate method can take this problem: minerror-l2: ") and "Schur complement" in err[0]
 
 
-def test_auto_names_a_candidate_skipped_for_its_solver():
+def test_auto_names_a_candidate_skipped_for_its_solver(monkeypatch):
     # a non-linear objective with the native profile on > 64 cells: auto does not hand it to a generic SDP solver
+    s = solve("identity:65", privacy="approx", method="auto", objective="max", solver="native")
+    assert s.meta["auto_skipped"]["minerror-l2"].startswith("objective 'max' needs a generic SDP solver, which auto runs up to 64 cells (this workload has 65)")
+    _no_baselines(monkeypatch)
     with pytest.raises(
         InputError, match=r"^auto: no candidate method can take this problem: minerror-l2: objective 'max' needs a generic SDP solver, which auto runs up to 64 cells \(this workload has 65\)"
     ):
@@ -305,6 +327,8 @@ def test_auto_is_a_solver_error_when_a_candidate_failed_numerically(monkeypatch,
 
     table = registry._METHODS
     monkeypatch.setitem(table, "minerror-l2", replace(table["minerror-l2"], func=_failing(SolverError("diverged\n after 3 iterations"))))
+    assert solve("prefix:8", privacy="approx", method="auto", objective="max").meta["auto_skipped"] == {"minerror-l2": "diverged after 3 iterations (SolverError)"}
+    _no_baselines(monkeypatch, SolverError)
     with pytest.raises(SolverError, match=r"^auto: no candidate method could solve this problem: minerror-l2: diverged after 3 iterations \(SolverError\); try a specific --method$"):
         solve("prefix:8", privacy="approx", method="auto", objective="max")
     assert main(["-q", "solve", "--workload", "prefix:8", "--privacy", "approx", "--method", "auto", "--objective", "max"]) == 1

@@ -87,6 +87,18 @@ def _candidate_problem(problem: Problem, name: str) -> Problem | None:
     return candidate
 
 
+def _reason(exc: Exception) -> str:
+    """One line, at most `REASON_MAX_CHARS`, naming the error type unless it is an `InputError`."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if len(text) > REASON_MAX_CHARS:
+        text = text[: REASON_MAX_CHARS - 3].rstrip() + "..."
+    return text if isinstance(exc, InputError) else f"{text} ({type(exc).__name__})"
+
+
+def _reasons(failures: dict[str, Exception]) -> str:
+    return " | ".join(f"{name}: {_reason(exc)}" for name, exc in failures.items())
+
+
 def no_candidate_error(failures: dict[str, Exception]) -> InputError | SolverError:
     """The error when no candidate gave a strategy: one line with each candidate's reason.
 
@@ -102,14 +114,7 @@ def no_candidate_error(failures: dict[str, Exception]) -> InputError | SolverErr
     'InputError'
     """
     user = bool(failures) and all(isinstance(exc, InputError) for exc in failures.values())
-
-    def reason(exc: Exception) -> str:
-        text = " ".join(str(exc).split()) or type(exc).__name__
-        if len(text) > REASON_MAX_CHARS:
-            text = text[: REASON_MAX_CHARS - 3].rstrip() + "..."
-        return text if isinstance(exc, InputError) else f"{text} ({type(exc).__name__})"
-
-    reasons = " | ".join(f"{name}: {reason(exc)}" for name, exc in failures.items()) or "none ran"
+    reasons = _reasons(failures) or "none ran"
     if user:
         return InputError(f"auto: no candidate method can take this problem: {reasons}")
     return SolverError(f"auto: no candidate method could solve this problem: {reasons}; try a specific --method")
@@ -201,17 +206,21 @@ def auto(problem: Problem):
         if best is None or E < errors[best[0]]:
             best = (name, strategy)
     if problem.objective != "total":  # also when every optimiser refused: the constructions still answer
-        solved = best[1].meta if best is not None else {}
+        solved = best[1].meta if best is not None else None
         for base, base_strategy, value in _baselines_under_objective(problem):
             errors[base] = value
             log.info("auto: %s (a construction, evaluated) gives %s objective %.8g", base, problem.objective, value)
             if best is None or value < errors[best[0]]:
-                base_strategy.meta.update(_objective_facts(problem, value, solved))
+                base_strategy.meta.update(_objective_facts(problem, value, solved or {}))
                 best = (base, base_strategy)
+        if solved is None and best is not None:
+            log.warning("auto: no optimiser for objective %r ran (%s); returning the best closed-form baseline, evaluated under it", problem.objective, _reasons(failures))
     if best is None:
         raise no_candidate_error(failures)
     name, strategy = best
     strategy.meta.update(
         {"method": "auto", "auto_choice": strategy.meta.get("method", name), "auto_candidates": errors, "total_seconds": time.perf_counter() - t0}
     )
+    if failures:
+        strategy.meta["auto_skipped"] = {k: _reason(exc) for k, exc in failures.items()}
     return strategy
