@@ -150,9 +150,10 @@ def compile_strategy(
     A, completed, profile = final_strategy(A, problem.p)
     if profile is None and not isinstance(A, KroneckerMatrix):
         profile = ErrorProfile(A)
+    G = None if isinstance(A, KroneckerMatrix) else W.gram()  # Kronecker strategies are analysed per factor
     if profile is not None:  # per query too: a strategy that error and run would refuse is not written
         profile.check_support(
-            W.gram(), what=f"the {method} strategy", workload=W,
+            G, what=f"the {method} strategy", workload=W,
             hint="if W's rows differ in scale by many orders of magnitude, W^T W loses the small ones: rescale them, or try another method",
         )
     E = unit_error(A, W, problem.p, profile=profile)
@@ -161,7 +162,7 @@ def compile_strategy(
     # exact value when no rescaling is involved; through logs only when it could overflow
     true_E = E if log_scale == 0 else (math.exp(log_E) if log_E < 709 else None)
     if problem.p == 1 and lower_bound is None:
-        lower_bound, lower_bound_kind = compile_lower_bound(W)
+        lower_bound, lower_bound_kind = compile_lower_bound(W, G)
     log_svdb = log_svd_bound(W)
     lb_log, lb_kind = log_svdb, "svd-bound"
     if lower_bound is not None and lower_bound > 0 and math.log(lower_bound) + log_scale > log_svdb - BOUND_TIE_RTOL:

@@ -401,13 +401,14 @@ def read_npy(path: Path, what: str) -> np.ndarray:
 def _open_npz(path: Path):
     try:
         is_zip = zipfile.is_zipfile(path)
-        with open(path, "rb") as fh:
-            head = fh.read(len(np.lib.format.MAGIC_PREFIX))
+        if not is_zip:  # np.load would take any other file for a pickle and say so: look at its first bytes
+            with open(path, "rb") as fh:
+                head = fh.read(len(np.lib.format.MAGIC_PREFIX))
     except FileNotFoundError:
         raise InputError(f"file not found: {path}") from None
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if not is_zip:  # np.load would take any other file for a pickle and say so
+    if not is_zip:
         if head == np.lib.format.MAGIC_PREFIX:
             why = "a .npy array saved under a .npz name; rename it to .npy"
         elif head[:1] == b"\x80":  # pickle protocol 2+

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import hashlib
 
+import numpy as np
+
 from .workload import Workload
 
 __all__ = ["LOWER_BOUND_MAX_N", "COMPILE_BOUND_MAX_N", "pure_lower_bound", "lower_bound_facts", "compile_lower_bound"]
@@ -39,7 +41,7 @@ _CACHE_SIZE = 16
 _compile_cache: dict[bytes, tuple[float | None, str]] = {}
 
 
-def pure_lower_bound(W: Workload, time_limit: float) -> tuple[float | None, str]:
+def pure_lower_bound(W: Workload, time_limit: float, G: np.ndarray | None = None) -> tuple[float | None, str]:
     """The certified (epsilon, delta) bound on E_1 and its kind, or ``(None, why not)``.
 
     Parameters
@@ -47,12 +49,14 @@ def pure_lower_bound(W: Workload, time_limit: float) -> tuple[float | None, str]
     W : Workload
     time_limit : float
         Seconds for the native L2 solver (it stops with its best certified dual bound).
+    G : ndarray, optional
+        ``W.gram()``, when the caller has it.
     """
     if W.n > LOWER_BOUND_MAX_N:
         return None, f"n > {LOWER_BOUND_MAX_N}: SVD bound only"
     from .native_l2 import solve_total_l2
 
-    res = solve_total_l2(W.gram(), time_limit=time_limit, tol=LOWER_BOUND_TOL)
+    res = solve_total_l2(W.gram() if G is None else G, time_limit=time_limit, tol=LOWER_BOUND_TOL)
     return res.dual, ("l2-optimum" if res.status == "optimal" else "l2-dual")
 
 
@@ -64,17 +68,19 @@ def lower_bound_facts(W: Workload, seconds_spent: float) -> dict:
     return {"lower_bound": bound, "lower_bound_kind": kind, "extra": {}}
 
 
-def compile_lower_bound(W: Workload) -> tuple[float | None, str | None]:
+def compile_lower_bound(W: Workload, G: np.ndarray | None = None) -> tuple[float | None, str | None]:
     """The bound the compiler attaches to an epsilon-DP strategy that brings none: up to `COMPILE_BOUND_MAX_N` cells.
 
     Computed in `MIN_LOWER_BOUND_SECONDS` and remembered per Gram matrix, so
-    the candidates ``auto`` compiles for one workload share one solve.
+    the candidates ``auto`` compiles for one workload share one solve. ``G``
+    is ``W.gram()`` when the caller has it.
     """
     if W.n > COMPILE_BOUND_MAX_N:
         return None, None
-    key = hashlib.sha256(W.gram().tobytes()).digest()
+    G = W.gram() if G is None else G
+    key = hashlib.sha256(np.ascontiguousarray(G).tobytes()).digest()
     if key not in _compile_cache:
         if len(_compile_cache) >= _CACHE_SIZE:
             _compile_cache.pop(next(iter(_compile_cache)))
-        _compile_cache[key] = pure_lower_bound(W, MIN_LOWER_BOUND_SECONDS)
+        _compile_cache[key] = pure_lower_bound(W, MIN_LOWER_BOUND_SECONDS, G)
     return _compile_cache[key]
