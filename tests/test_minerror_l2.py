@@ -91,6 +91,63 @@ def test_max_objective_lowers_the_largest_variance():
     assert results["clarabel"] < 0.8 * worst_total  # 2.677 vs 3.435 on all-range:8
 
 
+def _minmax_sdp(M: np.ndarray) -> float:
+    """min max_i m_i X^{-1} m_i^T over diag X <= 1, written directly on the raw rows (Clarabel)."""
+    import cvxpy as cp
+
+    n = M.shape[1]
+    X, t = cp.Variable((n, n), PSD=True), cp.Variable()
+    cons = [cp.diag(X) <= 1] + [cp.bmat([[X, r[:, None]], [r[None, :], cp.reshape(t, (1, 1), order="C")]]) >> 0 for r in M]
+    prob = cp.Problem(cp.Minimize(t), cons)
+    prob.solve(solver="CLARABEL")
+    return float(prob.value)
+
+
+@pytest.mark.parametrize("solver", ["scs", "clarabel"])
+def test_max_objective_on_rows_of_very_different_scale_reaches_the_single_query_floor(solver):
+    """Rows from 1e3 to 1e-2: the full SDP's X used to disagree with its own value (3.49e6 written vs 1e6
+    claimed, 'optimal'). No strategy gives the first row a variance below max_j w_1j^2 = 1e6 (the
+    single-query optimum), and 1e6 is attainable; the active set starts from that row alone."""
+    M = np.array([[1e3, 1e3, 0, 0, 0, 0], [0, 0, 1e-2, 1e-2, 1e-2, 1e-2], [1, 0, 1, 0, 1, 0], [0, 1, 0, -1, 0, 2], [5, 5, 5, 5, 5, 5], [0, 0, 0, 0, 0, 30]])
+    s = solve(from_matrix(M), method="minerror-l2", solver=solver, objective="max")
+    m = s.meta
+    A = np.asarray(s.matrix)
+    mine = np.einsum("ij,jk,ik->i", M, np.linalg.pinv(A.T @ A), M).max() * (A**2).sum(axis=0).max()
+    assert mine == pytest.approx(1e6, rel=1e-4) and m["objective_value"] == pytest.approx(mine, rel=1e-8)
+    assert "objective_mismatch" not in m and supports(A, from_matrix(M))
+    assert m["objective_lower_bound"] <= m["objective_value"] and m["objective_lower_bound"] == pytest.approx(1e6, rel=1e-4)
+    assert m["max_active_set"]["rounds"][0]["queries"] == 1 and m["max_active_set"]["verified"]
+
+
+def test_max_active_set_adds_the_queries_that_bind(monkeypatch):
+    """Started from the all-ones row alone (fraction 0.9 on prefix:8), the first optimum leaves the shorter
+    prefixes unsupported; they join and the final value is the full min-max SDP's."""
+    import strategy_opt.programs.minerror_l2 as ml2
+
+    monkeypatch.setattr(ml2, "MAX_ACTIVE_FRACTION", 0.9)
+    M = np.tril(np.ones((8, 8)))
+    s = solve(prefix(8), method="minerror-l2", solver="clarabel", objective="max")
+    facts = s.meta["max_active_set"]
+    assert facts["rounds"][0]["queries"] == 1 and facts["rounds"][0]["above"] > 0 and len(facts["rounds"]) >= 2
+    assert facts["verified"] and facts["rounds"][-1]["above"] == 0
+    ref = _minmax_sdp(M)
+    assert s.meta["objective_value"] == pytest.approx(ref, rel=1e-5)
+    assert per_query_variances(s.matrix, prefix(8), 2).max() == pytest.approx(ref, rel=1e-5)
+
+
+def test_auto_max_on_a_row_scaled_by_1e_minus_7_uses_the_optimum():
+    """tril(ones(8)) with row 3 scaled by 1e-7: minerror-l2's strategy used to leave that row unsupported
+    (refused, so auto fell back to a baseline); it now supports it and beats every baseline."""
+    W = np.tril(np.ones((8, 8)))
+    W[3] *= 1e-7
+    s = solve(from_matrix(W), privacy="approx", method="auto", objective="max")
+    m = s.meta
+    assert m["auto_choice"] == "minerror-l2"
+    assert m["objective_value"] < min(v for k, v in m["auto_candidates"].items() if k != "minerror-l2")
+    assert m["objective_value"] == pytest.approx(per_query_variances(s.matrix, from_matrix(W), 2).max(), rel=1e-8)
+    assert m["objective_value"] == pytest.approx(_minmax_sdp(np.delete(W, 3, axis=0)), rel=1e-4)
+
+
 def test_weighted_objective_from_a_list_and_a_file(tmp_path):
     W = all_range(8)
     w = np.linspace(1.0, 4.0, W.m)

@@ -20,6 +20,9 @@ Forms used here:
   solver (`strategy_opt.native_l2`), which scales to thousands of cells.
 * ``max`` and user objectives: one (n+1) x (n+1) Schur complement per query,
   through cvxpy only; refused when m (n+1)^2 exceeds `SCHUR_MAX_ENTRIES`.
+  ``max`` writes them on the unit rows ``w_i / ||w_i||`` and adds the queries
+  by constraint generation (`_max_active_set`: those of negligible scale enter
+  only if they bind; ``meta.max_active_set`` has the rounds).
   The objective's cvx form must be a scalar convex expression of u
   (`objectives.check_cvx_form`: None, a number or a constant is refused); after
   solving, its optimal value is compared with the objective's ``value`` at the
@@ -68,6 +71,7 @@ import math
 import re
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +79,7 @@ import scipy.sparse as sp
 
 from ..certificates import INACCURATE_RTOL, dual_bound, gram_factor, kkt_weights, reconcile_bound, relative_gap
 from ..compiler import compile_strategy, finite_or_none, strategy_from_gram
+from ..defaults import EIG_RTOL
 from ..error import per_query_variances
 from ..exceptions import InputError, OptionError, SolverError
 from ..native_l2 import solve_total_l2
@@ -107,6 +112,12 @@ LINEAR_OBJECTIVES = ("total", "weighted", "relative")
 #: Largest ``m (n + 1)^2`` for the per-query Schur-complement form (``max``, user objectives).
 SCHUR_MAX_ENTRIES = 2_000_000
 
+
+#: The ``max`` objective's first active set: the queries whose squared norm is at least this fraction of the largest.
+MAX_ACTIVE_FRACTION = 1e-3
+
+#: Weight of the identity mixed into the ``max`` objective's X (its value rises by at most this, relative).
+MAX_MIX_IDENTITY = 1e-6
 
 #: Time budget of the native solve that certifies the ``max`` objective (its Schur form keeps n small).
 MAX_BOUND_SECONDS = 60.0
@@ -205,16 +216,16 @@ def weights_meta(problem: Problem, weights: np.ndarray | None) -> dict:
     return out
 
 
-def _solve_cvxpy(prob, X, problem: Problem, psd_sizes: list[int]) -> tuple[np.ndarray, str, int]:
+def _solve_cvxpy(prob, X, problem: Problem, psd_sizes: list[int], time_limit: float | None = None) -> tuple[np.ndarray, str, int]:
     """Solve a cvxpy problem with the profile; returns (X value, status, iterations).
 
     ``psd_sizes`` are the sizes of the problem's PSD cones, for the memory
     estimate made before the solver allocates (Clarabel aborts the process when
-    an allocation fails).
+    an allocation fails). ``time_limit`` (seconds) replaces the profile's for this solve.
     """
     import cvxpy as cp
 
-    profile = problem.solver
+    profile = problem.solver if time_limit is None else replace(problem.solver, time_limit=time_limit)
     if not profile.solver:
         raise InputError(f"solver profile {profile.name!r} has backend 'cvxpy' but names no solver; add solver = \"SCS\" or \"CLARABEL\"")
     require_memory(
@@ -268,15 +279,15 @@ def _total_cvxpy(G: np.ndarray, L: np.ndarray, problem: Problem) -> tuple[np.nda
     return Xv, status, iters, max(bounds)
 
 
-def _schur_cvxpy(W: Workload, objective, weights, problem: Problem) -> tuple[np.ndarray, str, int, float, np.ndarray | None]:
-    """Program 3.4.2 with one Schur complement per query and the objective's cvx form.
+def _schur_rows(W: Workload, problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """The query rows divided by their L2 norms, and their squared norms (a zero row stays zero).
 
-    Returns X, status, iterations, the solver's objective value and the
-    multipliers of the variances ``u_i`` (the corner entries of the Schur
-    complements' dual matrices; None if the solver gives none).
+    `_max_active_set` writes the Schur complements on unit rows,
+    ``[[X, w_i/s_i], [., v_i]] ⪰ 0`` with ``u_i = s_i^2 v_i`` (a congruence: the
+    same constraint), so that rows whose scales differ by orders of magnitude
+    give the solver cones of one scale. Refuses (`InputError`) workloads too
+    large for one Schur complement per query or known only rescaled.
     """
-    import cvxpy as cp
-
     n, m = W.n, W.m
     if m * (n + 1) ** 2 > SCHUR_MAX_ENTRIES:
         raise InputError(
@@ -287,19 +298,109 @@ def _schur_cvxpy(W: Workload, objective, weights, problem: Problem) -> tuple[np.
     if W.log_scale != 0:
         raise InputError(f"objective {problem.objective!r} needs explicit query rows; workload {W.spec!r} is only available rescaled")
     M = W.matrix().toarray()
+    s2 = np.einsum("ij,ij->i", M, M)
+    norms = np.sqrt(s2)
+    return np.divide(M, norms[:, None], out=np.zeros_like(M), where=norms[:, None] > 0), s2
+
+
+def _schur_lmis(X, rows: np.ndarray, v) -> list:
+    """``[[X, r_k^T], [r_k, v_k]] ⪰ 0`` for each row ``r_k``: ``v_k >= r_k X^+ r_k^T``."""
+    import cvxpy as cp
+
+    return [cp.bmat([[X, r[:, None]], [r[None, :], cp.reshape(v[k], (1, 1), order="C")]]) >> 0 for k, r in enumerate(rows)]
+
+
+def _schur_cvxpy(W: Workload, objective, weights, problem: Problem) -> tuple[np.ndarray, str, int, float]:
+    """Program 3.4.2 with one Schur complement per query and the objective's cvx form.
+
+    Returns X, status, iterations and the solver's objective value.
+    """
+    import cvxpy as cp
+
+    R, s2 = _schur_rows(W, problem)
+    n, m = W.n, W.m
     X = cp.Variable((n, n), PSD=True)
     u = cp.Variable(m)
-    lmis = [cp.bmat([[X, M[i][:, None]], [M[i][None, :], cp.reshape(u[i], (1, 1), order="C")]]) >> 0 for i in range(m)]
-    cons = [cp.diag(X) <= 1, *lmis]
     expr = check_cvx_form(objective, u, weights)  # an expression of u a solver can minimise, or InputError
-    prob = cp.Problem(cp.Minimize(expr), cons)
+    lmis = _schur_lmis(X, R * np.sqrt(s2)[:, None], u)
+    prob = cp.Problem(cp.Minimize(expr), [cp.diag(X) <= 1, *lmis])
     Xv, status, iters = _solve_cvxpy(prob, X, problem, [n] + [n + 1] * m)
-    try:
-        mult = np.array([float(np.asarray(c.dual_value)[n, n]) for c in lmis])
-    except (TypeError, IndexError, ValueError):
-        mult = None
     value = float(prob.value) if prob.value is not None else float("nan")
-    return Xv, status, iters, value, mult
+    return Xv, status, iters, value
+
+
+def _full_rank_variances(Xv: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``X' = (1 - MAX_MIX_IDENTITY) X + MAX_MIX_IDENTITY I`` and the variances ``w_i X'^{-1} w_i^T``.
+
+    An active set's optimum may be singular on directions only the queries
+    outside it need; mixing in the identity keeps ``diag X' <= 1`` and gives
+    every query a finite variance at most ``1 / (1 - MAX_MIX_IDENTITY)`` times
+    its variance at X, so the strategy supports the whole workload.
+    """
+    Xm = (1.0 - MAX_MIX_IDENTITY) * 0.5 * (Xv + Xv.T) + MAX_MIX_IDENTITY * np.eye(Xv.shape[0])
+    lam, V = np.linalg.eigh(Xm)
+    lam = np.maximum(lam, EIG_RTOL * max(lam.max(), 1e-300))
+    P = M @ V
+    return Xm, np.einsum("ij,ij->i", P, P / lam)
+
+
+def _max_active_set(W: Workload, problem: Problem) -> tuple[np.ndarray, str, int, float, np.ndarray, dict]:
+    """``min max_i u_i`` by constraint generation over the queries' Schur complements.
+
+    The program ``min t s.t. (s_i^2 / S) v_i <= t`` over the unit-row Schur
+    complements (`_schur_rows`, ``S`` the largest ``s_i^2``) starts from the
+    queries whose squared norm is at least ``MAX_ACTIVE_FRACTION`` of the
+    largest; after each solve every query's variance at X is computed, the
+    queries above the optimum (relative 1e-6) join, and the program is solved
+    again until none is above: the last X is then optimal for all queries (a
+    relaxation's optimum that satisfies every dropped constraint). Queries of
+    negligible scale, which make the full SDP badly conditioned (its optimal
+    value and its X disagree by a factor of 1.6 on rows spanning 1e3 .. 1e-2),
+    never enter unless they bind. On workloads of one scale the first set is
+    every query and one solve suffices.
+
+    Returns X, status, total iterations, the optimal value ``S t``, the
+    multipliers of ``(s_i^2/S) v_i <= t`` per query (0 off the active set) and
+    the facts recorded in ``meta.max_active_set``. A round that would start
+    after the profile's time limit is not run: the facts then say
+    ``verified: false`` and how many queries were above the value.
+    """
+    import cvxpy as cp
+
+    t0 = time.perf_counter()
+    R, s2 = _schur_rows(W, problem)
+    M = R * np.sqrt(s2)[:, None]
+    n, m = W.n, W.m
+    S = float(s2.max())
+    c = s2 / S
+    active = np.flatnonzero(c >= MAX_ACTIVE_FRACTION)
+    profile = problem.solver
+    status, iters, rounds = "optimal", 0, []
+    while True:
+        X = cp.Variable((n, n), PSD=True)
+        v = cp.Variable(active.size)
+        t = cp.Variable()
+        epigraph = cp.multiply(c[active], v) <= t
+        prob = cp.Problem(cp.Minimize(t), [cp.diag(X) <= 1, epigraph, *_schur_lmis(X, R[active], v)])
+        remaining = profile.time_limit - (time.perf_counter() - t0)
+        Xv, status, it = _solve_cvxpy(prob, X, problem, [n] + [n + 1] * active.size, time_limit=max(remaining, 1.0))
+        iters += it
+        value = S * float(t.value)
+        Xv, u = _full_rank_variances(Xv, M)
+        above = np.setdiff1d(np.flatnonzero(u > value * (1 + 1e-6)), active)
+        rounds.append({"queries": int(active.size), "value": value, "above": int(above.size), "status": status})
+        log.info("minerror-l2 max: round %d, %d of %d queries, value %.6g, %d other queries above it (%.1f s)", len(rounds), active.size, m, value, above.size, time.perf_counter() - t0)
+        if above.size == 0 or time.perf_counter() - t0 >= profile.time_limit:
+            break
+        active = np.union1d(active, above)
+    verified = above.size == 0
+    if not verified:
+        log.warning("minerror-l2 max: stopped at the time limit (%g s) with %d queries above the active set's optimum; the strategy is valid but not optimal", profile.time_limit, above.size)
+    mult = np.zeros(m)
+    if epigraph.dual_value is not None:
+        mult[active] = np.clip(np.asarray(epigraph.dual_value, dtype=float).ravel(), 0.0, None)
+    facts = {"start_fraction": MAX_ACTIVE_FRACTION, "queries": int(active.size), "rounds": rounds, "verified": verified}
+    return Xv, status if verified else "user_limit", iters, value, mult, facts
 
 
 def _value_at_optimum(objective, name: str, u: np.ndarray, weights, solver_value: float | None) -> float:
@@ -458,7 +559,11 @@ def minerror_l2(problem: Problem):
         if reweighted:
             obj_lower, obj_kind, lower = lower, "dual-certificate", None
     else:
-        Xv, status, iters, solver_value, mult = _schur_cvxpy(W, objective, weights, problem)
+        if problem.objective == "max":
+            Xv, status, iters, solver_value, mult, facts = _max_active_set(W, problem)
+            extra["max_active_set"] = facts
+        else:
+            Xv, status, iters, solver_value = _schur_cvxpy(W, objective, weights, problem)
         A = strategy_from_gram(Xv)
         extra.update(iterations=iters, solver_objective_value=solver_value)
         try:
@@ -482,7 +587,9 @@ def minerror_l2(problem: Problem):
             objective_value = objective.value(variances, weights)
         else:
             objective_value = _value_at_optimum(objective, problem.objective, variances, weights, extra["solver_objective_value"])
-            mismatch = objective_mismatch(problem.objective, extra["solver_objective_value"], objective_value, MISMATCH_RTOL + rtol)
+            # an unverified active set's value is its relaxation's optimum, below the value by design
+            verified = extra.get("max_active_set", {}).get("verified", True)
+            mismatch = objective_mismatch(problem.objective, extra["solver_objective_value"], objective_value, MISMATCH_RTOL + rtol) if verified else None
             if mismatch is not None:
                 log.warning("minerror-l2: %s", mismatch["message"])
                 extra["objective_mismatch"] = mismatch
