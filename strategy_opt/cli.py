@@ -24,7 +24,7 @@ import numpy as np
 
 from . import __version__
 from .defaults import CONFIDENCE, DEFAULT_DELTA
-from .exceptions import InputError, SolverError
+from .exceptions import InputError, PrecisionError, SolverError
 
 log = logging.getLogger("strategy_opt")
 
@@ -326,6 +326,15 @@ def _load_data(args, workload):
     return x
 
 
+@contextlib.contextmanager
+def naming_data(path):
+    """Prefix the data file's name to a `PrecisionError` (values too large to carry the noise)."""
+    try:
+        yield
+    except PrecisionError as exc:
+        raise PrecisionError(f"{path}: {exc}") from None
+
+
 def _sampler(args) -> tuple[str, object]:
     sampler = args.sampler
     if sampler is None:
@@ -352,7 +361,10 @@ def _provenance(args, workload, privacy, sampler, release, estimator: str) -> di
 
 
 def _write_release(args, release, provenance: dict) -> None:
+    from .executor import check_finite_answers
     from .io import write_answers
+
+    check_finite_answers(release.answers)  # whatever the method: never write NaN or infinite answers
 
     if provenance["sampler"] == "simulate":
         log.warning("answers drawn with the seeded NumPy noise sampler ('simulate'): for simulations only, not for real releases")
@@ -385,7 +397,8 @@ def _cmd_run(args) -> int:
     t0 = time.perf_counter()
     intervals = Path(args.out).suffix.lower() == ".csv"  # only the CSV answer format has intervals
     estimator = args.estimator or DEFAULT_ESTIMATOR
-    release = run(strategy, x, workload, privacy, estimator=estimator, rng=seed, sampler=sampler, intervals=intervals)
+    with naming_data(args.data):
+        release = run(strategy, x, workload, privacy, estimator=estimator, rng=seed, sampler=sampler, intervals=intervals)
     log.info("answered %d queries in %.3g s (noise scale %.6g)", len(release.answers), time.perf_counter() - t0, release.noise_scale)
     if notion == "approx" and args.delta is None:
         log.info("--delta not given: (epsilon, delta)-DP with the default delta = %g", DEFAULT_DELTA)
@@ -422,12 +435,14 @@ def _cmd_release(args) -> int:
     if args.method in methods() and info.func is methods()[args.method].func:
         estimator = args.estimator or DEFAULT_ESTIMATOR
         strategy = solve(workload, privacy=privacy.notion, method=args.method, **options)
-        release = run(strategy, x, workload, privacy, estimator=estimator, rng=seed, sampler=sampler, intervals=Path(args.out).suffix.lower() == ".csv")
+        with naming_data(args.data):
+            release = run(strategy, x, workload, privacy, estimator=estimator, rng=seed, sampler=sampler, intervals=Path(args.out).suffix.lower() == ".csv")
     else:
         if args.estimator is not None:
             raise InputError(f"--estimator applies to strategy methods; {args.method} reconstructs the answers its own way")
         estimator = args.method
-        release = info.func(x, workload, privacy, rng=seed, sampler=sampler, **options)
+        with naming_data(args.data):
+            release = info.func(x, workload, privacy, rng=seed, sampler=sampler, **options)
     log.info("released %d answers in %.3g s", len(release.answers), time.perf_counter() - t0)
     provenance = _provenance(args, workload, privacy, sampler, release, estimator)
     provenance["method"] = args.method

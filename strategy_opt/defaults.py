@@ -53,3 +53,7 @@ MAX_SPEC_DEPTH = 50
 
 #: delta of (epsilon, delta)-DP when a release under ``approx`` gives none.
 DEFAULT_DELTA = 1e-6
+
+#: Noise is added only where float64 resolves it: the spacing of representable values at the
+#: size of every noisy value must be at most the noise scale / this (`executor.check_noise_resolution`).
+NOISE_RESOLUTION = 1024

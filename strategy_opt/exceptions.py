@@ -4,6 +4,8 @@
 workload): the CLI turns it into a one-line message and exit status 2.
 `OptionError`, an `InputError`, marks a bad method option value: ``auto``
 passes it on instead of skipping the candidate that raised it.
+`PrecisionError`, an `InputError`, marks data too large for float64 to
+carry the privacy noise (the CLI names the data file).
 `SolverError` marks a numerical failure of a program/backend pair and says
 what to try next.
 """
@@ -15,6 +17,10 @@ class InputError(ValueError):
 
 class OptionError(InputError):
     """A method option with a bad value (wrong type or out of range)."""
+
+
+class PrecisionError(InputError):
+    """Values too large in magnitude for float64 to resolve the noise added to them."""
 
 
 class SolverError(RuntimeError):

@@ -34,14 +34,24 @@ import scipy.sparse as sp
 from scipy.optimize import lsq_linear, nnls
 from scipy.sparse.linalg import lsmr
 
-from .defaults import CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL, MAX_DENSE_N, NNLS_DENSE_MAX_N, NNLS_MAX_ITER, NNLS_TOL
+from .defaults import CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL, MAX_DENSE_N, NNLS_DENSE_MAX_N, NNLS_MAX_ITER, NNLS_TOL, NOISE_RESOLUTION
 from .error import ErrorProfile, KroneckerMatrix, sensitivity
-from .exceptions import InputError
+from .exceptions import InputError, PrecisionError
 from .privacy import Privacy
 from .strategy import Strategy
 from .workload import IntervalWorkload, Kronecker, Union, Workload
 
-__all__ = ["Release", "measure", "reconstruct", "answer_intervals", "check_measured_cells", "run", "SAMPLERS"]
+__all__ = [
+    "Release",
+    "measure",
+    "reconstruct",
+    "answer_intervals",
+    "check_measured_cells",
+    "check_noise_resolution",
+    "check_finite_answers",
+    "run",
+    "SAMPLERS",
+]
 
 log = logging.getLogger("strategy_opt")
 
@@ -120,6 +130,66 @@ def _check_noise(privacy: Privacy, delta_A: float) -> float:
     return scale
 
 
+def check_noise_resolution(values, scale, what: str = "the exact strategy answers") -> None:
+    """Refuse to add noise of ``scale`` to values at whose size float64 cannot resolve it.
+
+    Every value that gets noise must be finite and the spacing of float64
+    numbers at its magnitude (``np.spacing``) at most ``scale / NOISE_RESOLUTION``;
+    otherwise ``value + noise`` rounds the noise away (every answer of 1e17
+    counts under Laplace noise of scale 1 comes back exactly 1e17) and the
+    release is not private. Every path that adds noise to data calls this
+    before sampling: `measure` (run, release, DAWA's stage 2, MWEM, the online
+    answerer), DAWA's stage-1 costs and MWEM's selection scores.
+
+    Parameters
+    ----------
+    values : array_like
+        The values the noise is added to.
+    scale : float or array_like
+        Laplace scale b, Gaussian sigma or exponential scale, one for all values or one each
+        (a zero scale, no noise, is not checked).
+    what : str
+        What the values are, for the message.
+
+    Raises
+    ------
+    PrecisionError
+        An `InputError` naming the largest offending value, its spacing and the noise scale.
+
+    Examples
+    --------
+    >>> check_noise_resolution([1e6, 3.0], 1.0)
+    >>> check_noise_resolution([1e17], 1.0)
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.PrecisionError: the exact strategy answers reach 1e+17, where float64 values are 16 apart, too coarse for noise of scale 1 (the spacing must be at most the scale / 1024): the noise would be lost in rounding; rescale the data (count in larger units) or split it into parts with smaller counts
+    """
+    v = np.abs(np.asarray(values, dtype=float)).ravel()
+    if v.size == 0:
+        return
+    s = np.broadcast_to(np.asarray(scale, dtype=float), v.shape)
+    finite = np.isfinite(v)
+    if not np.all(finite):
+        raise PrecisionError(f"{what} overflow float64: the data counts are too large; rescale the data (count in larger units) or split it into parts with smaller counts")
+    gap = np.spacing(v)
+    bad = (gap * NOISE_RESOLUTION > s) & (s > 0)  # a zero scale adds no noise (a choice of one)
+    if np.any(bad):
+        k = int(np.argmax(np.where(bad, v, -1.0)))  # the largest offending value
+        raise PrecisionError(
+            f"{what} reach {v[k]:.6g}, where float64 values are {gap[k]:.3g} apart, too coarse for noise of scale "
+            f"{s[k]:.3g} (the spacing must be at most the scale / {NOISE_RESOLUTION}): the noise would be lost in rounding; "
+            "rescale the data (count in larger units) or split it into parts with smaller counts"
+        )
+
+
+def check_finite_answers(answers: np.ndarray) -> np.ndarray:
+    """The answers, or `InputError` if any is NaN or infinite: no method releases non-finite answers."""
+    answers = np.asarray(answers, dtype=float)
+    if not np.all(np.isfinite(answers)):
+        raise InputError("the reconstructed answers overflow float64: the data counts or the noise are too large")
+    return answers
+
+
 def measure(A, x: np.ndarray, privacy: Privacy, rng=None, sampler: str | None = None) -> tuple[np.ndarray, float]:
     """Noisy strategy answers ``y = A x + noise`` calibrated to A's sensitivity.
 
@@ -150,7 +220,8 @@ def measure(A, x: np.ndarray, privacy: Privacy, rng=None, sampler: str | None = 
     scale = _check_noise(privacy, delta_A)
     exact = np.asarray(A @ x, dtype=float).ravel()
     if not np.all(np.isfinite(exact)):
-        raise InputError("the exact strategy answers overflow float64: the data counts are too large")
+        raise PrecisionError("the exact strategy answers overflow float64: the data counts are too large; rescale the data (count in larger units) or split it into parts with smaller counts")
+    check_noise_resolution(exact, scale)
     if sampler == "simulate":
         rng = np.random.default_rng(rng)
         noise = rng.laplace(0.0, scale, exact.size) if privacy.notion == "pure" else rng.normal(0.0, scale, exact.size)
@@ -413,9 +484,7 @@ def run(
         x_hat = prof.solve_normal(np.asarray(A.T @ y).ravel())
     else:
         x_hat = reconstruct(A, y, estimator, workload)
-    answers = workload.matvec(x_hat)
-    if not np.all(np.isfinite(answers)):
-        raise InputError("the reconstructed answers overflow float64: the data counts or the noise are too large")
+    answers = check_finite_answers(workload.matvec(x_hat))
     lower = upper = None
     if intervals and estimator == "ls" and prof is not None:
         lower, upper = answer_intervals(A, workload, privacy, answers, profile=prof)

@@ -63,7 +63,7 @@ import math
 import numpy as np
 
 from .exceptions import InputError
-from .executor import resolve_sampler
+from .executor import check_noise_resolution, resolve_sampler
 from .samplers import opendp_perturb
 
 log = logging.getLogger("strategy_opt")
@@ -348,6 +348,7 @@ def private_partition(
         scales = cost_noise_scales(length, eps1, noise)
     if not np.all(np.isfinite(scales)):
         raise InputError(f"stage-1 budget eps1 = {eps1:g} is too small: its noise scale overflows float64 (raise rho or epsilon)")
+    check_noise_resolution(cost, scales, "DAWA's stage-1 bucket costs (deviations from the bucket means)")
     if sampler == "opendp":
         if cost.size > _SLOW_OPENDP_CANDIDATES:
             log.info("DAWA stage 1: drawing OpenDP noise for %d candidate costs (about %.0f s)", cost.size, cost.size * 1.7e-5)

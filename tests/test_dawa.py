@@ -252,3 +252,39 @@ def test_both_stages_use_the_chosen_sampler(monkeypatch):
     calls.clear()
     dawa_estimate(x, W, 1.0, rng=0)  # the default: seeded simulation, OpenDP not called
     assert calls == []
+
+
+def test_answers_that_overflow_are_refused_not_released(tmp_path, capsys):
+    # a workload of 1e308 entries: two such entries summed overflow, so W x_hat is infinite
+    # for any positive estimate (the hierarchical/identity route refuses the same way)
+    from strategy_opt.cli import main
+
+    W = np.eye(8)
+    W[0, :2] = 1e308
+    np.save(tmp_path / "W.npy", W)
+    np.save(tmp_path / "x.npy", np.full(8, 100.0))
+    with np.errstate(over="ignore"), pytest.raises(InputError, match="overflow float64"):
+        assert not np.isfinite(W @ np.ones(8)).all()
+        dawa(np.full(8, 100.0), from_matrix(W), PureDP(1.0), rng=0)
+    code = main(["-q", "release", "--method", "dawa", "--data", str(tmp_path / "x.npy"), "--workload", f"file:{tmp_path / 'W.npy'}",
+                 "--epsilon", "1", "--seed", "1", "--out", str(tmp_path / "a.npy")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "overflow float64" in err[0], err
+    assert not (tmp_path / "a.npy").exists()
+
+
+def test_a_huge_count_is_refused_with_the_data_file_named(tmp_path, capsys):
+    # the audit's case at a small size: one count of 1.7e308 among ones; DAWA used to write
+    # non-finite answers with exit 0
+    from strategy_opt.cli import main
+
+    x = np.ones(64)
+    x[20] = 1.7e308
+    np.save(tmp_path / "huge.npy", x)
+    for sampler in ("simulate", "opendp"):
+        seed = ["--seed", "1"] if sampler == "simulate" else []
+        code = main(["-q", "release", "--method", "dawa", "--data", str(tmp_path / "huge.npy"), "--workload", "random-range:64:20:5",
+                     "--epsilon", "0.1", *seed, "--sampler", sampler, "--out", str(tmp_path / "b.npy")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and err[0].startswith(f"strategy-opt: error: {tmp_path / 'huge.npy'}: "), err
+        assert not (tmp_path / "b.npy").exists()

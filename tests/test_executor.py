@@ -181,3 +181,31 @@ def test_run_checks_its_arguments_like_solve():
         run(np.eye(4), np.ones(4), prefix(4), PureDP(1.0), rng=-1)
     with pytest.raises(InputError, match="dense array of counts"):
         run(np.eye(4), sp.csr_matrix(np.ones(4)), prefix(4), PureDP(1.0), rng=0)
+
+
+def test_noise_lost_in_float_rounding_is_refused():
+    # the audit's case, checked independently: at 1e17 float64 values are 16 apart, so
+    # 1e17 + Laplace(1) rounds back to exactly 1e17 nearly always (no privacy at all)
+    from strategy_opt.exceptions import PrecisionError
+    from strategy_opt.executor import check_noise_resolution, measure
+
+    noisy = 1e17 + np.random.default_rng(0).laplace(0.0, 1.0, 1000)
+    assert np.mean(noisy == 1e17) > 0.7
+    for value in (1e17, 2.0**62, 1.7e308):
+        x = np.full(4, value)
+        for privacy in (PureDP(1.0), ApproxDP(1.0, 1e-6)):
+            for sampler, rng in (("simulate", 0), ("opendp", None)):
+                with pytest.raises(PrecisionError, match="lost in rounding"):
+                    measure(np.eye(4), x, privacy, rng=rng, sampler=sampler)
+            with pytest.raises(PrecisionError, match="lost in rounding"):
+                run(np.eye(4), x, identity(4), privacy, rng=0)
+    # the limit, by hand: float64 values at 2^k are 2^(k-52) apart, so under scale 1 counts up to
+    # 2^42 (spacing 1/1024) are resolved finely enough and 2^43 (spacing 1/512) is not
+    check_noise_resolution([2.0**42, 5.0], 1.0)
+    with pytest.raises(PrecisionError, match=r"reach 8\.79609e\+12, where float64 values are 0\.00195 apart, too coarse for noise of scale 1 "):
+        check_noise_resolution([5.0, 2.0**43], 1.0)
+    check_noise_resolution([2.0**43], 2.0)  # twice the scale: resolved again
+    with pytest.raises(PrecisionError, match="overflow float64"):
+        check_noise_resolution([np.inf], 1.0)
+    rel = run(np.eye(4), np.full(4, 2.0**30), identity(4), PureDP(1.0), rng=0)  # ordinary large counts still pass
+    assert np.all(rel.answers != 2.0**30)

@@ -650,3 +650,23 @@ def test_npz_that_is_not_a_zip_archive_says_what_it_is(files, capsys):
     finally:
         for name in ("text.npz", "arr.npz"):
             (d / name).unlink()
+
+
+# --------------------------------------------------------------------------- counts too large for the noise
+@pytest.mark.parametrize("value", [1e17, 2.0**62, 1.7e308])
+def test_counts_too_large_to_carry_the_noise_are_refused(files, capsys, tmp_path, value):
+    # at 1e17 float64 values are 16 apart: Laplace noise of scale 1 would be rounded away and
+    # every answer released exactly (the audit saw 1e17 four times, exit 0)
+    d = files
+    data = tmp_path / "big.npy"
+    np.save(data, np.full(N, value))
+    out = tmp_path / "o.csv"
+    spacing = f"{np.spacing(value):.3g}"
+    for sampler in (["--seed", 1], ["--sampler", "opendp"]):
+        err = refused(capsys, tmp_path, "-q", "release", "--method", "identity", "--data", data, "--workload", f"identity:{N}", "--epsilon", 1, *sampler, "--out", out, out=out)
+        assert err.startswith(f"strategy-opt: error: {data}: the exact strategy answers "), err
+        if value < 1e300:
+            assert f"reach {value:.6g}, where float64 values are {spacing} apart, too coarse for noise of scale 1 " in err and "rescale" in err, err
+        refused(capsys, tmp_path, "-q", *run_args(d, data=data)[:-2], *sampler, "--out", out, match=str(data), out=out)
+        refused(capsys, tmp_path, "-q", "release", "--method", "mwem", "--data", data, "--workload", f"prefix:{N}", "--epsilon", 1, *sampler, "--out", out, match=str(data), out=out)
+    refused(capsys, tmp_path, "-q", "online", "--data", data, "--queries", f"identity:{N}", "--budget", 1, "--half-width", 50, "--out", out, match=str(data), out=out)

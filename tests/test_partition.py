@@ -180,3 +180,17 @@ def test_a_stage_one_budget_whose_noise_scale_overflows_is_refused():
     for sampler in ("simulate", "opendp"):
         with pytest.raises(InputError, match="noise scale overflows"):
             private_partition(np.ones(16), 1e-320, 1.0, rng=0 if sampler == "simulate" else None, sampler=sampler)
+
+
+def test_stage_one_costs_too_large_to_carry_their_noise_are_refused():
+    # bucket deviations of 1e17 (alternating 0 and 1e17 counts) are 16 apart in float64,
+    # the stage-1 noise scale here is about 2/eps1 = 8: the noise would be rounded away
+    from strategy_opt.exceptions import PrecisionError
+    from strategy_opt.partition import cost_noise_scales
+
+    x = np.tile([0.0, 1e17], 8)
+    assert np.spacing(1e17) * 1024 > cost_noise_scales(np.array([2, 16]), 0.25, "bucket").max()
+    for sampler in ("simulate", "opendp"):
+        with pytest.raises(PrecisionError, match="stage-1 bucket costs .* reach"):
+            private_partition(x, 0.25, 0.75, rng=0 if sampler == "simulate" else None, sampler=sampler)
+    private_partition(np.tile([0.0, 1e6], 8), 0.25, 0.75, rng=0)  # ordinary counts pass

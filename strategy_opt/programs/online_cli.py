@@ -146,6 +146,7 @@ def _write(path: Path, results, provenance: dict) -> None:
 
 
 def _cmd_online(args) -> int:
+    from ..cli import naming_data
     from ..io import check_answers_path, read_histogram
     from ..online import OnlineAnswerer
 
@@ -173,7 +174,8 @@ def _cmd_online(args) -> int:
     results = []
     t0 = last = time.perf_counter()
     for i in range(Q.shape[0]):
-        results.append(answerer.answer(Q[i].toarray().ravel(), hw[i], conf[i]))
+        with naming_data(args.data):
+            results.append(answerer.answer(Q[i].toarray().ravel(), hw[i], conf[i]))
         now = time.perf_counter()
         if now - last >= _PROGRESS_SECONDS:
             log.info("query %d/%d: spent %.6g of %.6g; %s", i + 1, Q.shape[0], answerer.spent, answerer.budget, answerer.counts)
