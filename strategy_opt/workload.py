@@ -272,6 +272,16 @@ def _cross_product(M) -> np.ndarray:
     return G.T  # C-ordered view of the symmetric matrix
 
 
+def _finite_gram(G: np.ndarray, spec: str, what: str = "Gram matrix W^T W") -> np.ndarray:
+    """G, or `InputError` naming the workload when its entries overflowed float64."""
+    if not np.all(np.isfinite(G)):
+        raise InputError(
+            f"the {what} of workload {spec!r} overflows float64: its entries are too large; divide the workload "
+            "by a constant (a strategy's relative error does not depend on the workload's scale)"
+        )
+    return G
+
+
 class ExplicitWorkload(Workload):
     """A workload given as an explicit (dense or sparse) matrix.
 
@@ -324,7 +334,8 @@ class ExplicitWorkload(Workload):
     def gram(self) -> np.ndarray:
         if self._gram is None:
             _require_dense(self.n, "the Gram matrix", 2 if sp.issparse(self._W) else 1, self.spec)
-            G = _cross_product(self._W)
+            with np.errstate(over="ignore"):  # checked by _finite_gram
+                G = _finite_gram(_cross_product(self._W), self.spec)
             G.setflags(write=False)
             self._gram = G
         return self._gram
@@ -336,7 +347,8 @@ class ExplicitWorkload(Workload):
         if self._row_gram_cache is None:
             _require_dense(self.m, f"the {self.m}x{self.m} row Gram matrix", 2 if sp.issparse(self._W) else 1, self.spec)
             Wt = self._W.T.tocsr() if sp.issparse(self._W) else self._W.T
-            C = _cross_product(Wt)
+            with np.errstate(over="ignore"):
+                C = _finite_gram(_cross_product(Wt), self.spec, "row Gram matrix W W^T")
             C.setflags(write=False)
             self._row_gram_cache = C
         return self._row_gram_cache
@@ -621,7 +633,8 @@ class Kronecker(Workload):
 
     def gram(self):
         _require_dense(self.n, "the Gram matrix", 2, self.spec)
-        return reduce(np.kron, [f.gram() for f in self.factors])
+        with np.errstate(over="ignore"):
+            return _finite_gram(reduce(np.kron, [f.gram() for f in self.factors]), self.spec)
 
     def gram_eigvals(self):
         return np.sort(reduce(np.kron, [f.gram_eigvals() for f in self.factors]))
@@ -717,8 +730,10 @@ class Union(Workload):
             # the sum, a part's Gram and its weighted copy
             _require_dense(self.n, "the Gram matrix", 3, self.spec)
             G = np.zeros((self.n, self.n))
-            for w, p in zip(self.weights, self.parts):
-                G += p.gram() if w == 1 else w**2 * p.gram()
+            with np.errstate(over="ignore"):
+                for w, p in zip(self.weights, self.parts):
+                    G += p.gram() if w == 1 else w**2 * p.gram()
+            _finite_gram(G, self.spec)
             G.flags.writeable = False
             self._gram_cache = G
         return self._gram_cache

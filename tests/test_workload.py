@@ -477,3 +477,22 @@ def test_available_memory_respects_an_address_space_limit(monkeypatch):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
     assert 0 < int(out) < 4_000_000_000
+
+
+def test_a_gram_matrix_that_overflows_is_refused_naming_the_workload(tmp_path, capsys):
+    # 8 entries of 1e160 per column: (1e160)^2 * 8 = 8e320 > 1.8e308, an infinite Gram matrix
+    from strategy_opt.cli import main
+
+    W = np.full((8, 8), 1e160)
+    with np.errstate(over="ignore"):
+        assert np.isinf(W.T @ W).all()
+    with pytest.raises(InputError, match=r"Gram matrix W\^T W of workload 'big' overflows float64"):
+        from_matrix(W, spec="big").gram()
+    with pytest.raises(InputError, match="overflows float64"):
+        kronecker([from_matrix(np.full((2, 2), 1e100)), from_matrix(np.full((2, 2), 1e100))]).gram()
+    np.save(tmp_path / "W.npy", W)
+    np.save(tmp_path / "x.npy", np.ones(8))
+    code = main(["-q", "release", "--method", "identity", "--data", str(tmp_path / "x.npy"), "--workload", f"file:{tmp_path / 'W.npy'}",
+                 "--epsilon", "1", "--out", str(tmp_path / "a.npy")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and f"the Gram matrix W^T W of workload 'file:{tmp_path / 'W.npy'}' overflows float64" in err[0], err
