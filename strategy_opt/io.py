@@ -616,7 +616,18 @@ def _verify_hashes(A, meta: dict, path: Path) -> None:
 
 
 def check_writable(path: str | os.PathLike) -> None:
-    """Refuse an output path that cannot be written (missing directory, a directory), before any work is done."""
+    """Refuse an output path that cannot be written (missing directory, a directory), before any work is done.
+
+    The path is checked as typed: ``o.npy/`` or ``o.npy/.`` names a directory,
+    not a file, although `pathlib.Path` drops the trailing separator.
+    """
+    text = os.fspath(path)
+    seps = (os.sep, os.altsep) if os.altsep else (os.sep,)
+    last = text
+    for sep in seps:
+        last = last.rsplit(sep, 1)[-1]
+    if text.endswith(seps) or last in (".", ".."):
+        raise InputError(f"--out {text!r} names a directory (it ends in {text[-1] if text.endswith(seps) else last!r}), not a file; give a file name")
     out = Path(path)
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
@@ -630,7 +641,7 @@ def check_answers_path(path: str | os.PathLike, inputs=()) -> None:
     out = Path(path)
     if out.suffix.lower() not in (".npy", ".csv"):
         raise InputError(f"--out must end in .npy or .csv, got {str(path)!r}")
-    check_writable(out)
+    check_writable(path)
     if any(p is not None and Path(p).resolve() == out.resolve() for p in inputs):
         raise InputError(f"--out {str(path)!r} is one of the input files; choose another name")
 

@@ -670,3 +670,26 @@ def test_counts_too_large_to_carry_the_noise_are_refused(files, capsys, tmp_path
         refused(capsys, tmp_path, "-q", *run_args(d, data=data)[:-2], *sampler, "--out", out, match=str(data), out=out)
         refused(capsys, tmp_path, "-q", "release", "--method", "mwem", "--data", data, "--workload", f"prefix:{N}", "--epsilon", 1, *sampler, "--out", out, match=str(data), out=out)
     refused(capsys, tmp_path, "-q", "online", "--data", data, "--queries", f"identity:{N}", "--budget", 1, "--half-width", 50, "--out", out, match=str(data), out=out)
+
+
+# --------------------------------------------------------------------------- --out naming a directory
+@pytest.mark.parametrize("tail", ["/", "/."])
+def test_an_out_path_ending_in_a_separator_is_refused_by_every_command(files, capsys, tmp_path, tail):
+    # POSIX reads 'a.npy/' as a directory: the OS refuses to create such a file; pathlib drops
+    # the '/' (Path('a.npy/') == Path('a.npy')), so the commands used to write a.npy and a.npy.json
+    d = files
+    with pytest.raises(OSError):
+        open(f"{tmp_path}/probe.npy/", "w")
+    assert Path(f"{tmp_path}/a.npy{tail}") == tmp_path / "a.npy"
+    commands = {
+        ".npz": ("solve", "--workload", f"prefix:{N}", "--method", "identity"),
+        ".csv": ("export", d / "s.npz"),
+        ".npy": run_args(d)[:-2],
+        ".csv ": ("release", "--method", "identity", "--data", d / "x.npy", "--workload", f"prefix:{N}", "--epsilon", 1),
+        ".npy ": ("online", "--data", d / "x.npy", "--queries", f"identity:{N}", "--budget", 1, "--half-width", 50),
+    }
+    for suffix, args in commands.items():
+        out = f"{tmp_path}/a{suffix.strip()}{tail}"
+        err = refused(capsys, tmp_path, "-q", *args, "--out", out)
+        assert f"--out {out!r} names a directory" in err, err
+        assert list(tmp_path.iterdir()) == [], args[0]

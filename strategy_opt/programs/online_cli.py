@@ -151,7 +151,7 @@ def _cmd_online(args) -> int:
     from ..online import OnlineAnswerer
 
     out = Path(args.out)
-    check_answers_path(out, [args.data, args.queries])  # before any work or warning
+    check_answers_path(args.out, [args.data, args.queries])  # as typed (Path drops a trailing '/'); before any work or warning
     if not (math.isfinite(args.budget) and args.budget > 0):
         raise InputError(f"--budget must be a positive number, got {args.budget!r}")
     queries = _load_queries(args.queries)
