@@ -115,6 +115,52 @@ def _parse_options(pairs) -> dict:
     return out
 
 
+#: Arguments of `strategy_opt.solve` that solve's own flags set: never method options.
+_SOLVE_ARGUMENTS = {"workload": "--workload", "privacy": "--privacy", "method": "--method", "objective": "--objective", "solver": "--solver"}
+
+#: Method options with a dedicated flag of solve: the flag and ``--option KEY=...`` may not disagree.
+_SOLVE_FLAG_OPTIONS = {"branching": "--branching", "basis": "--basis"}
+
+#: Arguments of a release that release's own flags set: never method options.
+_RELEASE_ARGUMENTS = {
+    "x": "--data",
+    "data": "--data",
+    "workload": "--workload",
+    "privacy": "--privacy",
+    "epsilon": "--epsilon",
+    "delta": "--delta",
+    "method": "--method",
+    "rng": "--seed",
+    "seed": "--seed",
+    "sampler": "--sampler",
+    "estimator": "--estimator",
+}
+
+
+def _refuse_reserved(options: dict, reserved: dict, where: str = "--option") -> None:
+    """Refuse a method option that names an argument a dedicated flag (or key) sets."""
+    for key in options:
+        if key in reserved:
+            flag = reserved[key]
+            how = f"the key {flag.removeprefix('--')} outside [options]" if where != "--option" else flag
+            raise InputError(f"{where} {key}=... is not a method option: give it with {how}")
+
+
+def _merge_flag_options(args, options: dict) -> dict:
+    """Add the values of --branching/--basis to ``options``; refuse an --option for the same key that disagrees."""
+    given = _parse_options(args.option)
+    for key, flag in _SOLVE_FLAG_OPTIONS.items():
+        value = getattr(args, key)
+        if value is None:
+            continue
+        if key in given and given[key] != value:
+            raise InputError(f"{flag} {value} and --option {key}={given[key]} conflict; give the {key} once")
+        options[key] = value
+    _refuse_reserved(given, _SOLVE_ARGUMENTS)
+    options.update(given)
+    return options
+
+
 def _positive_float(name, below: float | None = None):
     """argparse type of ``--epsilon`` (> 0) or ``--delta`` (in (0, ``below``)): a finite number in range.
 
@@ -186,11 +232,8 @@ def _cmd_solve(args) -> int:
         raise InputError("no workload: give --workload SPEC or a PROBLEM.toml with a 'workload'")
     workload = parse_spec(absolute_file_paths(workload), operation="solve")  # recorded: valid from any directory
     options = dict(data.get("options", {}))
-    if args.branching is not None:
-        options["branching"] = args.branching
-    if args.basis is not None:
-        options["basis"] = args.basis
-    options.update(_parse_options(args.option))
+    _refuse_reserved(options, _SOLVE_ARGUMENTS, f"problem file {args.problem}: [options]")
+    options = _merge_flag_options(args, options)
     if args.out and Path(args.out).suffix.lower() not in STRATEGY_FORMATS:
         raise InputError(f"--out must end in one of {', '.join(STRATEGY_FORMATS)}, got {args.out!r}")
     if args.out:
@@ -428,6 +471,7 @@ def _cmd_release(args) -> int:
     x = _load_data(args, workload)
     sampler, seed = _sampler(args)
     options = _parse_options(args.option)
+    _refuse_reserved(options, _RELEASE_ARGUMENTS)
     info = get_release(args.method)
     if privacy.notion not in info.privacy:
         raise InputError(f"method {args.method!r} supports privacy {'/'.join(info.privacy)}, not {privacy.notion!r}")

@@ -142,3 +142,49 @@ def test_console_script_help_and_exit_code():
     assert r.returncode == 0 and "--workload" in r.stdout
     r = subprocess.run([sys.executable, "-m", "strategy_opt.cli", "solve", "--workload", "prefix:-1"], capture_output=True, text=True)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_flag_and_an_option_for_the_same_setting_may_not_disagree(tmp_path, capsys):
+    # --branching 2 --option branching=4 used to run with 4 silently (in either order)
+    def solved(*args):
+        assert cli("-q", "solve", "--workload", "prefix:16", "--method", "hierarchical", "--json", *args) == 0
+        return json.loads(capsys.readouterr().out)["branching"]
+
+    assert solved("--branching", 4) == solved("--option", "branching=4") == solved("--branching", 4, "--option", "branching=4") == 4
+    assert solved("--branching", 2) == 2
+    for args in (("--branching", 2, "--option", "branching=4"), ("--option", "branching=4", "--branching", 2)):
+        assert cli("-q", "solve", "--workload", "prefix:16", "--method", "hierarchical", *args, "--out", tmp_path / "c.npz") == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == ["strategy-opt: error: --branching 2 and --option branching=4 conflict; give the branching once"], err
+    assert cli("-q", "solve", "--workload", "prefix:16", "--method", "l1-weighting", "--basis", "wavelet", "--option", "basis=eigen") == 2
+    assert "--basis wavelet and --option basis=eigen conflict" in capsys.readouterr().err
+    assert not (tmp_path / "c.npz").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (("solve", "--workload", "prefix:8", "--method", "identity", "--option", "objective=total"), "--objective"),
+        (("solve", "--workload", "prefix:8", "--option", "method=identity"), "--method"),
+        (("solve", "--workload", "prefix:8", "--option", "privacy=pure"), "--privacy"),
+        (("solve", "--workload", "prefix:8", "--method", "hierarchical", "--option", "solver=scs"), "--solver"),
+        (("release", "--method", "dawa", "--option", "sampler=simulate"), "--sampler"),
+        (("release", "--method", "dawa", "--option", "rng=3"), "--seed"),
+        (("release", "--method", "identity", "--option", "workload=prefix:8"), "--workload"),
+    ],
+)
+def test_an_option_that_a_flag_sets_is_refused_in_one_line(tmp_path, capsys, args, flag):
+    # these reached solve()/the release function twice: a TypeError traceback ("got multiple values")
+    np.save(tmp_path / "x.npy", np.ones(8))
+    if args[0] == "release":
+        args = (*args, "--data", tmp_path / "x.npy", "--workload", "prefix:8", "--epsilon", 1, "--out", tmp_path / "a.npy")
+    assert cli("-q", *args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("strategy-opt: error: --option ") and err[0].endswith(f"is not a method option: give it with {flag}"), err
+
+
+def test_a_problem_file_option_that_a_key_sets_is_refused(tmp_path, capsys):
+    (tmp_path / "p.toml").write_text('workload = "prefix:8"\n[options]\nmethod = "identity"\n')
+    assert cli("-q", "solve", tmp_path / "p.toml") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "[options] method=... is not a method option: give it with the key method outside [options]" in err[0], err
