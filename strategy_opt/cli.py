@@ -90,9 +90,10 @@ class _Parser(argparse.ArgumentParser):
     """ArgumentParser whose usage errors are one line and exit status 2."""
 
     def error(self, message):  # noqa: D401
-        # main() prefixes "strategy-opt: error: "; name only the sub-command here (not the program twice)
+        # main() prefixes "strategy-opt: error: "; the sub-command is named as typed, quoted, so that
+        # the one called "error" does not read "error: error:"
         command = self.prog.removeprefix("strategy-opt").strip()
-        raise InputError(f"{command}: {message}" if command else message)
+        raise InputError(f"in 'strategy-opt {command}': {message}" if command else message)
 
 
 def _option_value(text: str, key: str):
@@ -193,12 +194,17 @@ def _positive_float(name, below: float | None = None):
 
 
 def _nonneg_int(text):
+    """argparse type of ``--seed``: an integer >= 0.
+
+    argparse turns a ValueError (an `InputError` too) raised by a type function into
+    "invalid _nonneg_int value"; an ArgumentTypeError keeps its message.
+    """
     try:
         v = int(text)
     except ValueError:
-        raise InputError(f"--seed must be a non-negative integer, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text.strip()}") from None
     if v < 0:
-        raise InputError(f"--seed must be a non-negative integer, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text.strip()}")
     return v
 
 

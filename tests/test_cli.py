@@ -188,3 +188,19 @@ def test_a_problem_file_option_that_a_key_sets_is_refused(tmp_path, capsys):
     assert cli("-q", "solve", tmp_path / "p.toml") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "[options] method=... is not a method option: give it with the key method outside [options]" in err[0], err
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("error", "s.npz", "--workload", "prefix:13", "--privacy", "foo"), "in 'strategy-opt error': argument --privacy: invalid choice: 'foo' (choose from 'pure', 'approx')"),
+        (("run", "s.npz", "--data", "x.npy", "--workload", "prefix:8", "--epsilon", "1", "--seed", "-1", "--out", "a.npy"), "in 'strategy-opt run': argument --seed: must be a non-negative integer, got -1"),
+        (("release", "--method", "dawa", "--data", "x.npy", "--workload", "prefix:8", "--epsilon", "1", "--seed", "x", "--out", "a.npy"), "in 'strategy-opt release': argument --seed: must be a non-negative integer, got x"),
+        (("online", "--data", "x.npy", "--queries", "identity:8", "--budget", "1", "--half-width", "5", "--seed", "-3", "--out", "a.csv"), "in 'strategy-opt online': argument --seed: must be a non-negative integer, got -3"),
+        (("online", "--data", "x.npy", "--queries", "identity:8", "--budget", "abc", "--half-width", "5", "--out", "a.csv"), "in 'strategy-opt online': argument --budget: must be a number, got abc"),
+    ],
+)
+def test_usage_errors_read_cleanly(capsys, args, expected):
+    # were "error: error: argument ..." and "invalid _nonneg_int value: '-1'" (a function's name)
+    assert cli(*args) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"strategy-opt: error: {expected}"]

@@ -507,7 +507,7 @@ def test_console_script_refuses_hostile_input(files):
     d = files
     args = [*map(str, run_args(d)[:-2]), "--out", str(d / "o.csv"), "--epsilon", "nan"]
     r = subprocess.run([sys.executable, "-m", "strategy_opt.cli", *args], capture_output=True, text=True)
-    assert r.returncode == 2 and r.stderr.strip() == "strategy-opt: error: run: argument --epsilon: must be a finite number, got nan", r.stderr
+    assert r.returncode == 2 and r.stderr.strip() == "strategy-opt: error: in 'strategy-opt run': argument --epsilon: must be a finite number, got nan", r.stderr
     assert not (d / "o.csv").exists() and not (d / "o.csv.json").exists()
 
 

@@ -144,7 +144,7 @@ def test_problem_file_errors_have_one_prefix(tmp_path, capsys):
     assert _cli("solve", "--problem", p) == 2  # there is no --problem flag: the problem file is the positional argument
     assert capsys.readouterr().err.strip() == "strategy-opt: error: unrecognized arguments: --problem"
     assert _cli("solve", p, "--privacy", "bogus") == 2
-    assert capsys.readouterr().err.strip() == "strategy-opt: error: solve: argument --privacy: invalid choice: 'bogus' (choose from 'pure', 'approx')"
+    assert capsys.readouterr().err.strip() == "strategy-opt: error: in 'strategy-opt solve': argument --privacy: invalid choice: 'bogus' (choose from 'pure', 'approx')"
 
 
 # --------------------------------------------------------------------------- domains of unions (CLI.md: "over the same domain")

@@ -76,23 +76,25 @@ def _load_queries(text: str):
     return parse_spec(text)
 
 
-def _float(name: str):
-    def conv(text):
-        try:
-            return float(text)
-        except ValueError:
-            raise InputError(f"{name} must be a number, got {text!r}") from None
+def _float(text):
+    """argparse type of the numeric options: a number (ranges are checked where the value is used).
 
-    return conv
+    An ArgumentTypeError, not a ValueError: argparse would print "invalid _float value".
+    """
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text.strip()}") from None
 
 
 def _seed(text):
+    """argparse type of ``--seed``: an integer >= 0 (as the main commands' ``--seed``)."""
     try:
         v = int(text)
     except ValueError:
-        raise InputError(f"--seed must be a non-negative integer, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text.strip()}") from None
     if v < 0:
-        raise InputError(f"--seed must be a non-negative integer, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text.strip()}")
     return v
 
 
@@ -223,9 +225,9 @@ def register(subparsers, common) -> None:
     )
     p.add_argument("--data", required=True, help="histogram: .npy (a vector, or an array of the query domain's shape, flattened C-order) or .csv (one count per line)")
     p.add_argument("--queries", required=True, metavar="SPEC|FILE", help="query stream, one query per row: workload SPEC or matrix file (.npy .npz .mtx .csv)")
-    p.add_argument("--budget", required=True, type=_float("--budget"), help="overall privacy budget (pure epsilon-DP)")
-    p.add_argument("--half-width", type=_float("--half-width"), help="required interval half-width (count units) for every query")
-    p.add_argument("--confidence", type=_float("--confidence"), default=0.95, help="required probability that the interval holds the true answer (default 0.95)")
+    p.add_argument("--budget", required=True, type=_float, help="overall privacy budget (pure epsilon-DP)")
+    p.add_argument("--half-width", type=_float, help="required interval half-width (count units) for every query")
+    p.add_argument("--confidence", type=_float, default=0.95, help="required probability that the interval holds the true answer (default 0.95)")
     p.add_argument("--requirements", metavar="REQ.csv", help="per-query requirements: CSV with header half_width,confidence, one row per query")
     p.add_argument("--inference", choices=["bayes", "wls", "none"], default="bayes", help="answer from history by Bayesian posterior (default), weighted least squares, or never")
     p.add_argument("--fuse", action="store_true", help="with --inference wls: combine each fresh answer with the history and spend only the budget the combination needs")
