@@ -699,7 +699,11 @@ def main(argv=None) -> int:
         # 1e-320) would print source paths ahead of the one-line error: the commands check
         # finiteness themselves and name the cause
         with np.errstate(all="ignore"):
-            return args.func(args)
+            code = args.func(args)
+        # flushed here, not at interpreter shutdown: a reader that went away (| head) then raises
+        # BrokenPipeError below (exit 141) instead of CPython's exit 120 for a failed final flush
+        sys.stdout.flush()
+        return code
     except InputError as exc:
         print(f"strategy-opt: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
