@@ -263,7 +263,7 @@ def test_answers_that_overflow_are_refused_not_released(tmp_path, capsys):
     W[0, :2] = 1e308
     np.save(tmp_path / "W.npy", W)
     np.save(tmp_path / "x.npy", np.full(8, 100.0))
-    with np.errstate(over="ignore"), pytest.raises(InputError, match="overflow float64"):
+    with np.errstate(all="ignore"), pytest.raises(InputError, match="overflow float64"):
         assert not np.isfinite(W @ np.ones(8)).all()
         dawa(np.full(8, 100.0), from_matrix(W), PureDP(1.0), rng=0)
     code = main(["-q", "release", "--method", "dawa", "--data", str(tmp_path / "x.npy"), "--workload", f"file:{tmp_path / 'W.npy'}",
