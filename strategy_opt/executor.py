@@ -136,8 +136,8 @@ def check_noise_resolution(values, scale, what: str = "the exact strategy answer
     Every value that gets noise must be finite and the spacing of float64
     numbers at its magnitude (``np.spacing``) at most ``scale / NOISE_RESOLUTION``;
     otherwise ``value + noise`` rounds the noise away (every answer of 1e17
-    counts under Laplace noise of scale 1 comes back exactly 1e17) and the
-    release is not private. Every path that adds noise to data calls this
+    counts under Laplace noise of scale 1 comes back exactly 1e17): the
+    release would show the exact counts. Every path that adds noise to data calls this
     before sampling: `measure` (run, release, DAWA's stage 2, MWEM, the online
     answerer), DAWA's stage-1 costs and MWEM's selection scores.
 
@@ -162,7 +162,7 @@ def check_noise_resolution(values, scale, what: str = "the exact strategy answer
     >>> check_noise_resolution([1e17], 1.0)
     Traceback (most recent call last):
     ...
-    strategy_opt.exceptions.PrecisionError: the exact strategy answers reach 1e+17, where float64 values are 16 apart, too coarse for noise of scale 1 (the spacing must be at most the scale / 1024): the noise would be lost in rounding; rescale the data (count in larger units) or split it into parts with smaller counts
+    strategy_opt.exceptions.PrecisionError: the exact strategy answers reach 1e+17, where float64 values are 16 apart, too coarse for noise of scale 1 (the spacing must be at most the scale / 16): the noise would be lost in rounding; rescale the data (count in larger units) or split it into parts with smaller counts
     """
     v = np.abs(np.asarray(values, dtype=float)).ravel()
     if v.size == 0:
