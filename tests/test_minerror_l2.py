@@ -135,6 +135,22 @@ def test_max_active_set_adds_the_queries_that_bind(monkeypatch):
     assert per_query_variances(s.matrix, prefix(8), 2).max() == pytest.approx(ref, rel=1e-5)
 
 
+@pytest.mark.parametrize("solver", ["scs", "clarabel"])
+def test_max_objective_keeps_the_better_of_the_sdp_and_the_weighted_total_strategy(solver):
+    """The native solver's strategy for the total weighted by the SDP's multipliers is the saddle point's X
+    when the multipliers are optimal: the lower of the two largest variances is kept, and it is the min-max
+    SDP's optimum (reference written on the raw rows)."""
+    W = from_matrix(np.array([[1.0 if i <= k <= j else 0.0 for k in range(7)] for i, j in [(0, 6), (1, 3), (2, 2), (4, 6), (0, 1), (3, 5), (5, 5), (2, 6)]]))
+    s = solve(W, method="minerror-l2", solver=solver, objective="max")
+    c = s.meta["max_candidates"]
+    values = {k: v for k, v in c.items() if k != "chosen"}
+    assert c["chosen"] == min(values, key=values.get) and set(values) == {"schur-sdp", "weighted-total"}
+    mine = per_query_variances(s.matrix, W, 2).max()
+    assert s.meta["objective_value"] == pytest.approx(mine, rel=1e-12) and mine == pytest.approx(min(values.values()), rel=1e-12)
+    assert mine == pytest.approx(_minmax_sdp(W.matrix().toarray()), rel=1e-5)
+    assert s.meta["objective_lower_bound"] <= mine
+
+
 def test_auto_max_on_a_row_scaled_by_1e_minus_7_uses_the_optimum():
     """tril(ones(8)) with row 3 scaled by 1e-7: minerror-l2's strategy used to leave that row unsupported
     (refused, so auto fell back to a baseline); it now supports it and beats every baseline."""

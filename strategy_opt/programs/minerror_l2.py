@@ -22,7 +22,10 @@ Forms used here:
   through cvxpy only; refused when m (n+1)^2 exceeds `SCHUR_MAX_ENTRIES`.
   ``max`` writes them on the unit rows ``w_i / ||w_i||`` and adds the queries
   by constraint generation (`_max_active_set`: those of negligible scale enter
-  only if they bind; ``meta.max_active_set`` has the rounds).
+  only if they bind; ``meta.max_active_set`` has the rounds). The native
+  solver's strategy for the total weighted by the SDP's multipliers (the
+  saddle point of ``min_X max_c sum_i c_i u_i``) competes with the SDP's:
+  the smaller largest variance wins (``meta.max_candidates``).
   The objective's cvx form must be a scalar convex expression of u
   (`objectives.check_cvx_form`: None, a number or a constant is refused); after
   solving, its optimal value is compared with the objective's ``value`` at the
@@ -80,7 +83,7 @@ import scipy.sparse as sp
 from ..certificates import INACCURATE_RTOL, dual_bound, gram_factor, kkt_weights, reconcile_bound, relative_gap
 from ..compiler import compile_strategy, finite_or_none, strategy_from_gram
 from ..defaults import EIG_RTOL
-from ..error import per_query_variances
+from ..error import ErrorProfile, per_query_variances
 from ..exceptions import InputError, OptionError, SolverError
 from ..native_l2 import solve_total_l2
 from ..threads import factorization_threads
@@ -118,6 +121,9 @@ MAX_ACTIVE_FRACTION = 1e-3
 
 #: Weight of the identity mixed into the ``max`` objective's X (its value rises by at most this, relative).
 MAX_MIX_IDENTITY = 1e-6
+
+#: Share of the max objective's simplex weights spread uniformly over the queries (`_max_bound`).
+MAX_UNIFORM_SHARE = 1e-6
 
 #: Time budget of the native solve that certifies the ``max`` objective (its Schur form keeps n small).
 MAX_BOUND_SECONDS = 60.0
@@ -457,25 +463,54 @@ def objective_mismatch(name: str, solver_value: float, value: float, rtol: float
     }
 
 
-def _max_bound(W: Workload, mult: np.ndarray | None, profile) -> tuple[float | None, dict]:
+def _max_bound(W: Workload, mult: np.ndarray | None, profile) -> tuple[float | None, dict, np.ndarray | None]:
     """Lower bound on ``min max_i u_i``: the dual bound of the total error weighted by c on the simplex.
 
     ``max_i u_i >= sum_i c_i u_i`` for every c on the simplex, so the best dual
     value of ``min sum_i c_i u_i`` (native solver on ``W^T diag(c) W``) bounds
     the optimum whatever c is; the solver's multipliers of the ``u_i`` make it
-    tight, uniform c is the fallback.
+    tight, uniform c is the fallback. ``MAX_UNIFORM_SHARE`` of the weight is
+    spread uniformly so that every query counts.
+
+    Also returns the native solver's strategy for that weighted total (None if
+    it failed): at the optimal multipliers it minimises the max objective too
+    (the saddle point of ``min_X max_c sum_i c_i u_i(X)``), and it is often
+    more accurate than the SDP's X.
     """
     m = W.m
     c = np.clip(mult, 0.0, None) if mult is not None and np.all(np.isfinite(mult)) else np.zeros(m)
     source = "schur-multipliers"
     if c.sum() <= 0:
         c, source = np.ones(m), "uniform"
-    c = c / c.sum()
+    c = (1.0 - MAX_UNIFORM_SHARE) * c / c.sum() + MAX_UNIFORM_SHARE / m
     try:
         res = solve_total_l2(weighted_gram(W, c), max_iters=profile.max_iters, time_limit=min(profile.time_limit, MAX_BOUND_SECONDS), tol=max(profile.tol, 1e-10))
     except np.linalg.LinAlgError as exc:  # LAPACK gives up on badly scaled weighted Grams: no bound, not a crash
-        return None, {"weights_from": source, "status": f"failed: {exc}"}
-    return float(res.dual), {"weights_from": source, "status": res.status, "iterations": res.iterations}
+        return None, {"weights_from": source, "status": f"failed: {exc}"}, None
+    return float(res.dual), {"weights_from": source, "status": res.status, "iterations": res.iterations}, res.A
+
+
+def _better_max_strategy(A: np.ndarray, A_native: np.ndarray | None, W: Workload) -> tuple[np.ndarray, dict]:
+    """The SDP's strategy or the native weighted total's, whichever has the smaller largest variance.
+
+    The native one takes part only when it supports W. Returns the strategy and
+    ``meta.max_candidates``: both values and which was chosen.
+    """
+    facts = {"schur-sdp": float(per_query_variances(A, W, 2).max()), "chosen": "schur-sdp"}
+    if A_native is None:
+        return A, facts
+    # its X can be near-singular where only queries of negligible weight need it: mix in the identity as for the SDP's X
+    A_native = strategy_from_gram(_full_rank_variances(A_native.T @ A_native, np.zeros((0, W.n)))[0])
+    try:
+        ErrorProfile(A_native).check_support(W.gram(), workload=W)
+    except InputError:
+        facts["weighted-total"] = "does not support the workload"
+    else:
+        facts["weighted-total"] = float(per_query_variances(A_native, W, 2).max())
+        if facts["weighted-total"] < facts["schur-sdp"]:
+            facts["chosen"] = "weighted-total"
+            return A_native, facts
+    return A, facts
 
 
 def _floor_bound(W: Workload, objective, weights) -> float:
@@ -574,10 +609,11 @@ def minerror_l2(problem: Problem):
             no_bound = None if math.isfinite(floor) else f"objective {problem.objective!r} is not finite on the per-query floor"
         obj_lower, obj_kind = (floor, "per-query-floor") if no_bound is None else (None, None)
         if problem.objective == "max":
-            bound, facts = _max_bound(W, mult, profile)
+            bound, facts, A_native = _max_bound(W, mult, profile)
             extra["objective_lower_bound_details"] = facts
             if bound is not None and (obj_lower is None or bound > obj_lower):
                 obj_lower, obj_kind, no_bound = bound, "simplex-weighted-dual", None
+            A, extra["max_candidates"] = _better_max_strategy(A, A_native, W)
     solve_seconds = time.perf_counter() - t0
     rtol = max(profile.tol, INACCURATE_RTOL) if str(status).endswith("_inaccurate") else profile.tol
     objective_value = None
@@ -587,8 +623,9 @@ def minerror_l2(problem: Problem):
             objective_value = objective.value(variances, weights)
         else:
             objective_value = _value_at_optimum(objective, problem.objective, variances, weights, extra["solver_objective_value"])
-            # an unverified active set's value is its relaxation's optimum, below the value by design
-            verified = extra.get("max_active_set", {}).get("verified", True)
+            # an unverified active set's value is its relaxation's optimum, below the value by design;
+            # the weighted total's strategy is not the one the SDP's value belongs to
+            verified = extra.get("max_active_set", {}).get("verified", True) and extra.get("max_candidates", {}).get("chosen") != "weighted-total"
             mismatch = objective_mismatch(problem.objective, extra["solver_objective_value"], objective_value, MISMATCH_RTOL + rtol) if verified else None
             if mismatch is not None:
                 log.warning("minerror-l2: %s", mismatch["message"])
