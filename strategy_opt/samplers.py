@@ -64,13 +64,13 @@ def _release(dp, values, privacy, sensitivity, scale):
     return np.asarray(meas(values), dtype=float)
 
 
-def opendp_perturb(values: np.ndarray, scales: np.ndarray) -> np.ndarray:
+def opendp_perturb(values: np.ndarray, scales: np.ndarray, granularity_exponent: int | None = None) -> np.ndarray:
     """``values[i] + Laplace(scales[i])`` for every i, sampled by OpenDP.
 
     A vetted sampler for noise whose privacy accounting is done elsewhere
     (DAWA's stage-1 costs, Thm 6.1): values sharing a scale go through one
     OpenDP Laplace measurement on a float vector, which adds its noise to the
-    value itself (no second floating-point rounding). About 17 us per value.
+    value itself (no second floating-point rounding).
 
     Parameters
     ----------
@@ -78,6 +78,13 @@ def opendp_perturb(values: np.ndarray, scales: np.ndarray) -> np.ndarray:
         Finite values.
     scales : ndarray (k,)
         Positive finite Laplace scales, one per value.
+    granularity_exponent : int, optional
+        OpenDP's ``k``: each value is rounded to a multiple of ``2^k`` and gets
+        discrete Laplace noise on that grid (about 10 us per value, against
+        about 38 us at OpenDP's default, finest grid). The rounding moves a
+        value by up to ``2^(k-1)``, so the caller's accounting must allow each
+        value's sensitivity to grow by ``2^k`` (OpenDP's own privacy map does
+        the same).
     """
     import opendp.prelude as dp
 
@@ -86,12 +93,15 @@ def opendp_perturb(values: np.ndarray, scales: np.ndarray) -> np.ndarray:
     scales = np.broadcast_to(np.asarray(scales, dtype=float), values.shape)
     if not (np.all(np.isfinite(values)) and np.all(np.isfinite(scales)) and np.all(scales > 0)):
         raise InputError("noise needs finite values and positive finite scales")
-    space = (dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float))
+    grid = {} if granularity_exponent is None else {"k": int(granularity_exponent)}
     out = np.empty_like(values)
     levels, which = np.unique(scales, return_inverse=True)
     for k, scale in enumerate(levels.tolist()):
         idx = np.flatnonzero(which == k)
-        out[idx] = dp.m.make_laplace(*space, scale=scale)(values[idx].tolist())
+        # a grid other than OpenDP's default needs the vector's length in the domain
+        size = {"size": idx.size} if grid else {}
+        space = (dp.vector_domain(dp.atom_domain(T=float, nan=False), **size), dp.l1_distance(T=float))
+        out[idx] = dp.m.make_laplace(*space, scale=scale, **grid)(values[idx].tolist())
     return out
 
 

@@ -243,7 +243,7 @@ def test_both_stages_use_the_chosen_sampler(monkeypatch):
 
     calls = []
     real_perturb, real_release = samplers.opendp_perturb, samplers.opendp_release
-    monkeypatch.setattr(partition, "opendp_perturb", lambda v, s: calls.append("stage1") or real_perturb(v, s))
+    monkeypatch.setattr(partition, "opendp_perturb", lambda v, s, **kw: calls.append("stage1") or real_perturb(v, s, **kw))
     monkeypatch.setattr(samplers, "opendp_release", lambda *a: calls.append("stage2") or real_release(*a))
     x = sparse_histogram(64)
     W = parse_spec("all-range:64")

@@ -194,3 +194,30 @@ def test_stage_one_costs_too_large_to_carry_their_noise_are_refused():
         with pytest.raises(PrecisionError, match="stage-1 bucket costs .* reach"):
             private_partition(x, 0.25, 0.75, rng=0 if sampler == "simulate" else None, sampler=sampler)
     private_partition(np.tile([0.0, 1e6], 8), 0.25, 0.75, rng=0)  # ordinary counts pass
+
+
+def test_stage_one_opendp_noise_is_drawn_on_a_grid_with_scales_that_account_for_it(monkeypatch):
+    """OpenDP rounds each cost to a multiple of g = 2^-30 before its noise: one bucket's cost then moves by up
+    to Delta_b + g between neighbours, so each Thm 6.1 scale (Delta + Delta_b)/eps1 must grow by 2 g / eps1
+    (recomputed here from the sensitivities, not from the function under test)."""
+    import strategy_opt.partition as partition
+    from strategy_opt.partition import bucket_sensitivity, candidate_buckets
+
+    seen = {}
+    real = partition.opendp_perturb
+
+    def spy(values, scales, **kw):
+        seen.update(scales=np.array(scales), **kw)
+        return real(values, scales, **kw)
+
+    monkeypatch.setattr(partition, "opendp_perturb", spy)
+    x = np.r_[np.zeros(40), np.full(24, 7.0)]
+    eps1 = 0.3
+    private_partition(x, eps1=eps1, eps2=0.9, sampler="opendp")
+    assert seen["granularity_exponent"] == -30
+    _, length = candidate_buckets(x.size, False)
+    delta = bucket_sensitivity(length.max())
+    g = 2.0**-30
+    assert np.allclose(seen["scales"], (delta + g + bucket_sensitivity(length) + g) / eps1, rtol=1e-14, atol=0)
+    # the growth itself (6.2e-9 here, far above the rounding of the scales)
+    assert np.allclose(seen["scales"] - (delta + bucket_sensitivity(length)) / eps1, 2 * g / eps1, rtol=1e-6, atol=0)
