@@ -151,6 +151,28 @@ def test_max_objective_keeps_the_better_of_the_sdp_and_the_weighted_total_strate
     assert s.meta["objective_lower_bound"] <= mine
 
 
+@pytest.mark.parametrize("form", ["schur", "factorization"])
+def test_both_forms_of_the_max_program_reach_the_min_max_optimum(monkeypatch, form):
+    """The Schur form (one cone per query) and the factorization-norm form ([[P, R], [R^T, X]] ⪰ 0, one cone)
+    bound the same variances: forced either way, the value is the reference min-max SDP's."""
+    import strategy_opt.programs.minerror_l2 as ml2
+
+    monkeypatch.setattr(ml2, "_max_form", lambda k, n: form)
+    W = from_matrix(np.array([[1.0 if i <= k <= j else 0.0 for k in range(6)] for i, j in [(0, 5), (1, 3), (2, 2), (4, 5), (0, 1), (3, 4), (5, 5)]]) * np.array([[3.0], [1], [1], [0.5], [2], [1], [1]]))
+    s = solve(W, method="minerror-l2", solver="clarabel", objective="max")
+    assert {r["form"] for r in s.meta["max_active_set"]["rounds"]} == {form}
+    assert per_query_variances(s.matrix, W, 2).max() == pytest.approx(_minmax_sdp(W.matrix().toarray()), rel=1e-5)
+
+
+def test_the_max_program_takes_the_form_with_the_smaller_cones():
+    import strategy_opt.programs.minerror_l2 as ml2
+
+    # 40 queries on 32 cells: one 72-cone (2628^2 block entries) against 40 33-cones (40 * 561^2)
+    assert ml2._max_form(40, 32) == "factorization"
+    # all ranges on 16 cells: 136 17-cones (136 * 153^2) against one 152-cone (11628^2)
+    assert ml2._max_form(136, 16) == "schur"
+
+
 def test_auto_max_on_a_row_scaled_by_1e_minus_7_uses_the_optimum():
     """tril(ones(8)) with row 3 scaled by 1e-7: minerror-l2's strategy used to leave that row unsupported
     (refused, so auto fell back to a baseline); it now supports it and beats every baseline."""

@@ -350,11 +350,28 @@ def _full_rank_variances(Xv: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, np.
     return Xm, np.einsum("ij,ij->i", P, P / lam)
 
 
+def _max_form(k: int, n: int) -> str:
+    """``'schur'`` (k cones of size n + 1) or ``'factorization'`` (one cone of size k + n) for k queries on n cells.
+
+    The one with fewer entries in its cones' scaling blocks, ``sum (d (d + 1) / 2)^2``
+    over cone sizes d: what an interior-point solver factorises each iteration.
+    Measured with Clarabel on 40 random ranges over 32 cells: 8 s for the
+    factorization form against minutes for the Schur form; on all ranges over
+    16 cells (136 queries) the Schur form is the small one.
+    """
+    def block(d: int) -> float:
+        return (d * (d + 1) / 2) ** 2
+
+    return "factorization" if block(k + n) < k * block(n + 1) else "schur"
+
+
 def _max_active_set(W: Workload, problem: Problem) -> tuple[np.ndarray, str, int, float, np.ndarray, dict]:
     """``min max_i u_i`` by constraint generation over the queries' Schur complements.
 
     The program ``min t s.t. (s_i^2 / S) v_i <= t`` over the unit-row Schur
-    complements (`_schur_rows`, ``S`` the largest ``s_i^2``) starts from the
+    complements (`_schur_rows`, ``S`` the largest ``s_i^2``), or over the
+    factorization-norm form of the same bound, ``[[P, R], [R^T, X]] ⪰ 0`` with
+    ``v = diag P`` (`_max_form` picks the smaller for the round), starts from the
     queries whose squared norm is at least ``MAX_ACTIVE_FRACTION`` of the
     largest; after each solve every query's variance at X is computed, the
     queries above the optimum (relative 1e-6) join, and the program is solved
@@ -383,18 +400,25 @@ def _max_active_set(W: Workload, problem: Problem) -> tuple[np.ndarray, str, int
     profile = problem.solver
     status, iters, rounds = "optimal", 0, []
     while True:
-        X = cp.Variable((n, n), PSD=True)
-        v = cp.Variable(active.size)
+        form = _max_form(active.size, n)
         t = cp.Variable()
+        if form == "factorization":
+            # gamma_2(W)^2: [[P, R], [R^T, X]] ⪰ 0 gives P ⪰ R X^{-1} R^T, so v_k = P_kk bounds the k-th variance
+            Z = cp.Variable((active.size + n, active.size + n), PSD=True)
+            X, v = Z[active.size :, active.size :], cp.diag(Z[: active.size, : active.size])
+            cons, sizes = [Z[: active.size, active.size :] == R[active]], [active.size + n]
+        else:
+            X, v = cp.Variable((n, n), PSD=True), cp.Variable(active.size)
+            cons, sizes = _schur_lmis(X, R[active], v), [n] + [n + 1] * active.size
         epigraph = cp.multiply(c[active], v) <= t
-        prob = cp.Problem(cp.Minimize(t), [cp.diag(X) <= 1, epigraph, *_schur_lmis(X, R[active], v)])
+        prob = cp.Problem(cp.Minimize(t), [cp.diag(X) <= 1, epigraph, *cons])
         remaining = profile.time_limit - (time.perf_counter() - t0)
-        Xv, status, it = _solve_cvxpy(prob, X, problem, [n] + [n + 1] * active.size, time_limit=max(remaining, 1.0))
+        Xv, status, it = _solve_cvxpy(prob, X, problem, sizes, time_limit=max(remaining, 1.0))
         iters += it
         value = S * float(t.value)
         Xv, u = _full_rank_variances(Xv, M)
         above = np.setdiff1d(np.flatnonzero(u > value * (1 + 1e-6)), active)
-        rounds.append({"queries": int(active.size), "value": value, "above": int(above.size), "status": status})
+        rounds.append({"queries": int(active.size), "form": form, "value": value, "above": int(above.size), "status": status})
         log.info("minerror-l2 max: round %d, %d of %d queries, value %.6g, %d other queries above it (%.1f s)", len(rounds), active.size, m, value, above.size, time.perf_counter() - t0)
         if above.size == 0 or time.perf_counter() - t0 >= profile.time_limit:
             break
