@@ -144,7 +144,7 @@ def test_max_objective_keeps_the_better_of_the_sdp_and_the_weighted_total_strate
     s = solve(W, method="minerror-l2", solver=solver, objective="max")
     c = s.meta["max_candidates"]
     values = {k: v for k, v in c.items() if k != "chosen"}
-    assert c["chosen"] == min(values, key=values.get) and set(values) == {"schur-sdp", "weighted-total"}
+    assert c["chosen"] == min(values, key=values.get) and set(values) == {"sdp", "weighted-total"}
     mine = per_query_variances(s.matrix, W, 2).max()
     assert s.meta["objective_value"] == pytest.approx(mine, rel=1e-12) and mine == pytest.approx(min(values.values()), rel=1e-12)
     assert mine == pytest.approx(_minmax_sdp(W.matrix().toarray()), rel=1e-5)

@@ -285,8 +285,8 @@ def _total_cvxpy(G: np.ndarray, L: np.ndarray, problem: Problem) -> tuple[np.nda
     return Xv, status, iters, max(bounds)
 
 
-def _schur_rows(W: Workload, problem: Problem) -> tuple[np.ndarray, np.ndarray]:
-    """The query rows divided by their L2 norms, and their squared norms (a zero row stays zero).
+def _schur_rows(W: Workload, problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The query rows, the rows divided by their L2 norms (a zero row stays zero) and their squared norms.
 
     `_max_active_set` writes the Schur complements on unit rows,
     ``[[X, w_i/s_i], [., v_i]] ⪰ 0`` with ``u_i = s_i^2 v_i`` (a congruence: the
@@ -306,7 +306,7 @@ def _schur_rows(W: Workload, problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     M = W.matrix().toarray()
     s2 = np.einsum("ij,ij->i", M, M)
     norms = np.sqrt(s2)
-    return np.divide(M, norms[:, None], out=np.zeros_like(M), where=norms[:, None] > 0), s2
+    return M, np.divide(M, norms[:, None], out=np.zeros_like(M), where=norms[:, None] > 0), s2
 
 
 def _schur_lmis(X, rows: np.ndarray, v) -> list:
@@ -323,31 +323,35 @@ def _schur_cvxpy(W: Workload, objective, weights, problem: Problem) -> tuple[np.
     """
     import cvxpy as cp
 
-    R, s2 = _schur_rows(W, problem)
+    M = _schur_rows(W, problem)[0]
     n, m = W.n, W.m
     X = cp.Variable((n, n), PSD=True)
     u = cp.Variable(m)
     expr = check_cvx_form(objective, u, weights)  # an expression of u a solver can minimise, or InputError
-    lmis = _schur_lmis(X, R * np.sqrt(s2)[:, None], u)
+    lmis = _schur_lmis(X, M, u)
     prob = cp.Problem(cp.Minimize(expr), [cp.diag(X) <= 1, *lmis])
     Xv, status, iters = _solve_cvxpy(prob, X, problem, [n] + [n + 1] * m)
     value = float(prob.value) if prob.value is not None else float("nan")
     return Xv, status, iters, value
 
 
-def _full_rank_variances(Xv: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``X' = (1 - MAX_MIX_IDENTITY) X + MAX_MIX_IDENTITY I`` and the variances ``w_i X'^{-1} w_i^T``.
+def _mix_identity(Xv: np.ndarray) -> np.ndarray:
+    """``X' = (1 - MAX_MIX_IDENTITY) X + MAX_MIX_IDENTITY I``: full rank, ``diag X' <= 1`` still.
 
     An active set's optimum may be singular on directions only the queries
-    outside it need; mixing in the identity keeps ``diag X' <= 1`` and gives
-    every query a finite variance at most ``1 / (1 - MAX_MIX_IDENTITY)`` times
-    its variance at X, so the strategy supports the whole workload.
+    outside it need; at X' every query has a finite variance, at most
+    ``1 / (1 - MAX_MIX_IDENTITY)`` times its variance at X, so the strategy
+    supports the whole workload.
     """
-    Xm = (1.0 - MAX_MIX_IDENTITY) * 0.5 * (Xv + Xv.T) + MAX_MIX_IDENTITY * np.eye(Xv.shape[0])
-    lam, V = np.linalg.eigh(Xm)
+    return (1.0 - MAX_MIX_IDENTITY) * 0.5 * (Xv + Xv.T) + MAX_MIX_IDENTITY * np.eye(Xv.shape[0])
+
+
+def _variances(X: np.ndarray, M: np.ndarray) -> np.ndarray:
+    """``w_i X^{-1} w_i^T`` for the rows of M, X's eigenvalues floored at `EIG_RTOL` of the largest."""
+    lam, V = np.linalg.eigh(X)
     lam = np.maximum(lam, EIG_RTOL * max(lam.max(), 1e-300))
     P = M @ V
-    return Xm, np.einsum("ij,ij->i", P, P / lam)
+    return np.einsum("ij,ij->i", P, P / lam)
 
 
 def _max_form(k: int, n: int) -> str:
@@ -391,8 +395,7 @@ def _max_active_set(W: Workload, problem: Problem) -> tuple[np.ndarray, str, int
     import cvxpy as cp
 
     t0 = time.perf_counter()
-    R, s2 = _schur_rows(W, problem)
-    M = R * np.sqrt(s2)[:, None]
+    M, R, s2 = _schur_rows(W, problem)
     n, m = W.n, W.m
     S = float(s2.max())
     c = s2 / S
@@ -416,7 +419,8 @@ def _max_active_set(W: Workload, problem: Problem) -> tuple[np.ndarray, str, int
         Xv, status, it = _solve_cvxpy(prob, X, problem, sizes, time_limit=max(remaining, 1.0))
         iters += it
         value = S * float(t.value)
-        Xv, u = _full_rank_variances(Xv, M)
+        Xv = _mix_identity(Xv)
+        u = _variances(Xv, M)
         above = np.setdiff1d(np.flatnonzero(u > value * (1 + 1e-6)), active)
         rounds.append({"queries": int(active.size), "form": form, "value": value, "above": int(above.size), "status": status})
         log.info("minerror-l2 max: round %d, %d of %d queries, value %.6g, %d other queries above it (%.1f s)", len(rounds), active.size, m, value, above.size, time.perf_counter() - t0)
@@ -520,18 +524,18 @@ def _better_max_strategy(A: np.ndarray, A_native: np.ndarray | None, W: Workload
     The native one takes part only when it supports W. Returns the strategy and
     ``meta.max_candidates``: both values and which was chosen.
     """
-    facts = {"schur-sdp": float(per_query_variances(A, W, 2).max()), "chosen": "schur-sdp"}
+    facts = {"sdp": float(per_query_variances(A, W, 2).max()), "chosen": "sdp"}
     if A_native is None:
         return A, facts
     # its X can be near-singular where only queries of negligible weight need it: mix in the identity as for the SDP's X
-    A_native = strategy_from_gram(_full_rank_variances(A_native.T @ A_native, np.zeros((0, W.n)))[0])
+    A_native = strategy_from_gram(_mix_identity(A_native.T @ A_native))
     try:
         ErrorProfile(A_native).check_support(W.gram(), workload=W)
     except InputError:
         facts["weighted-total"] = "does not support the workload"
     else:
         facts["weighted-total"] = float(per_query_variances(A_native, W, 2).max())
-        if facts["weighted-total"] < facts["schur-sdp"]:
+        if facts["weighted-total"] < facts["sdp"]:
             facts["chosen"] = "weighted-total"
             return A_native, facts
     return A, facts
