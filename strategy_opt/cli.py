@@ -683,6 +683,12 @@ def _attach_dash_values(argv: list[str]) -> list[str]:
     return out
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the flush at interpreter shutdown cannot fail again."""
+    with contextlib.suppress(OSError, AttributeError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def main(argv=None) -> int:
     """Entry point of the ``strategy-opt`` console script.
 
@@ -701,8 +707,10 @@ def main(argv=None) -> int:
         with np.errstate(all="ignore"):
             code = args.func(args)
         # flushed here, not at interpreter shutdown: a reader that went away (| head) then raises
-        # BrokenPipeError below (exit 141) instead of CPython's exit 120 for a failed final flush
-        sys.stdout.flush()
+        # BrokenPipeError below (exit 141) instead of CPython's exit 120 for a failed final flush;
+        # with stdout closed at start (>&-) Python has no sys.stdout at all
+        if sys.stdout is not None:
+            sys.stdout.flush()
         return code
     except InputError as exc:
         print(f"strategy-opt: error: {' '.join(str(exc).split())}", file=sys.stderr)
@@ -722,9 +730,14 @@ def main(argv=None) -> int:
     except BrokenPipeError:
         # the reader of stdout went away (strategy-opt error ... | head): stop quietly, as
         # a process killed by SIGPIPE would; stdout goes to /dev/null so the final flush cannot raise
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _silence_stdout()
         return 141
+    except OSError as exc:
+        # the commands turn their own file errors into InputErrors: what reaches here is writing
+        # standard output (> /dev/full, a full disk)
+        _silence_stdout()
+        print(f"strategy-opt: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     finally:
         if in_main_thread:
             signal.signal(signal.SIGTERM, previous)

@@ -150,6 +150,23 @@ def test_a_closed_stdout_stops_quietly(buffered):
     assert p.stderr == b""
 
 
+def test_a_closed_or_full_stdout_gives_no_traceback():
+    """stdout closed at start (>&-: Python has no sys.stdout) ends quietly; a device that refuses the
+    write (/dev/full) gives one line and exit 1 (both were AttributeError/OSError tracebacks)."""
+    import os
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "strategy_opt.cli", "-q", "list", "methods"]
+    closed = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60, preexec_fn=lambda: os.close(1))
+    assert closed.returncode == 0 and closed.stderr == b""
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "wb") as full:
+            p = subprocess.run(cmd, stdout=full, stderr=subprocess.PIPE, timeout=60)
+        lines = p.stderr.decode().strip().splitlines()
+        assert p.returncode == 1 and lines == ["strategy-opt: error: cannot write the output: No space left on device"]
+
+
 @pytest.mark.parametrize("privacy", ["pure", "approx"])
 def test_recorded_error_does_not_depend_on_the_rank_cutoff(privacy):
     # a strategy direction with singular value 1e-8 (as factorised SDPs leave them) that W
