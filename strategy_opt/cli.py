@@ -699,7 +699,10 @@ def main(argv=None) -> int:
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread else None
     try:
         parser = build_parser()
-        args = parser.parse_args(_attach_dash_values([str(a) for a in (sys.argv[1:] if argv is None else argv)]))
+        args, unknown = parser.parse_known_args(_attach_dash_values([str(a) for a in (sys.argv[1:] if argv is None else argv)]))
+        if unknown:  # argparse's own message would not name the sub-command they were given to
+            where = f"in 'strategy-opt {args.command}': " if getattr(args, "command", None) else ""
+            raise InputError(f"{where}unrecognized arguments: {' '.join(unknown)}")
         _setup_logging(args.quiet, args.verbose)
         # NumPy's floating-point RuntimeWarnings (overflow on 1e308 counts, division at epsilon
         # 1e-320) would print source paths ahead of the one-line error: the commands check

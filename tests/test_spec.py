@@ -142,7 +142,7 @@ def test_problem_file_errors_have_one_prefix(tmp_path, capsys):
         "['data', 'delta', 'description', 'epsilon', 'method', 'objective', 'options', 'privacy', 'solver', 'workload']"
     )
     assert _cli("solve", "--problem", p) == 2  # there is no --problem flag: the problem file is the positional argument
-    assert capsys.readouterr().err.strip() == "strategy-opt: error: unrecognized arguments: --problem"
+    assert capsys.readouterr().err.strip() == "strategy-opt: error: in 'strategy-opt solve': unrecognized arguments: --problem"
     assert _cli("solve", p, "--privacy", "bogus") == 2
     assert capsys.readouterr().err.strip() == "strategy-opt: error: in 'strategy-opt solve': argument --privacy: invalid choice: 'bogus' (choose from 'pure', 'approx')"
 
