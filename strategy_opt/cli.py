@@ -89,6 +89,17 @@ def _on_sigterm(signum, frame):
 class _Parser(argparse.ArgumentParser):
     """ArgumentParser whose usage errors are one line and exit status 2."""
 
+    def _print_message(self, message, file=None):
+        # argparse swallows OSError here, so --help into a closed pipe would exit 0 having written
+        # nothing; a BrokenPipeError reaches main() instead (exit 141)
+        if message:
+            try:
+                (file or sys.stderr).write(message)
+            except BrokenPipeError:
+                raise
+            except (AttributeError, OSError):
+                pass
+
     def error(self, message):  # noqa: D401
         # main() prefixes "strategy-opt: error: "; the sub-command is named as typed, quoted, so that
         # the one called "error" does not read "error: error:"
@@ -699,7 +710,12 @@ def main(argv=None) -> int:
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread else None
     try:
         parser = build_parser()
-        args, unknown = parser.parse_known_args(_attach_dash_values([str(a) for a in (sys.argv[1:] if argv is None else argv)]))
+        try:
+            args, unknown = parser.parse_known_args(_attach_dash_values([str(a) for a in (sys.argv[1:] if argv is None else argv)]))
+        except SystemExit as exc:  # --help/--version printed: flushed here so that a closed pipe exits 141, not 0
+            if sys.stdout is not None:
+                sys.stdout.flush()
+            return exc.code if isinstance(exc.code, int) else 0
         if unknown:  # argparse's own message would not name the sub-command they were given to
             where = f"in 'strategy-opt {args.command}': " if getattr(args, "command", None) else ""
             raise InputError(f"{where}unrecognized arguments: {' '.join(unknown)}")

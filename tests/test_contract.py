@@ -126,8 +126,9 @@ def test_written_files_get_the_usual_permissions(tmp_path):
         assert f.stat().st_mode & 0o777 == 0o666 & ~umask, f.name
 
 
+@pytest.mark.parametrize("command", [("-q", "list", "methods"), ("--help",), ("solve", "--help"), ("--version",)])
 @pytest.mark.parametrize("buffered", [True, False])
-def test_a_closed_stdout_stops_quietly(buffered):
+def test_a_closed_stdout_stops_quietly(buffered, command):
     # the reader went away, as with '| head': closed before the child starts, so that every
     # write fails whatever the timing. Unbuffered (PYTHONUNBUFFERED), the first print fails
     # inside main(); buffered, the output waits in stdout's buffer until main() flushes it
@@ -143,7 +144,7 @@ def test_a_closed_stdout_stops_quietly(buffered):
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        p = subprocess.run([sys.executable, "-m", "strategy_opt.cli", "-q", "list", "methods"], stdout=write_end, stderr=subprocess.PIPE, env=env, timeout=60)
+        p = subprocess.run([sys.executable, "-m", "strategy_opt.cli", *command], stdout=write_end, stderr=subprocess.PIPE, env=env, timeout=60)
     finally:
         os.close(write_end)
     assert p.returncode == 141
