@@ -421,10 +421,7 @@ def _provenance(args, workload, privacy, sampler, release, estimator: str) -> di
 
 
 def _write_release(args, release, provenance: dict) -> None:
-    from .executor import check_finite_answers
     from .io import write_answers
-
-    check_finite_answers(release.answers)  # whatever the method: never write NaN or infinite answers
 
     if provenance["sampler"] == "simulate":
         log.warning("answers drawn with the seeded NumPy noise sampler ('simulate'): for simulations only, not for real releases")

@@ -87,17 +87,6 @@ def _float(text):
         raise argparse.ArgumentTypeError(f"must be a number, got {text.strip()}") from None
 
 
-def _seed(text):
-    """argparse type of ``--seed``: an integer >= 0 (as the main commands' ``--seed``)."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text.strip()}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text.strip()}")
-    return v
-
-
 def _requirements(args, m: int) -> tuple[np.ndarray, np.ndarray]:
     if args.requirements and args.half_width is not None:
         raise InputError("give either --half-width (with --confidence) or --requirements, not both")
@@ -175,13 +164,13 @@ def _cmd_online(args) -> int:
     answerer = OnlineAnswerer(x, args.budget, inference=args.inference, fuse=args.fuse, rng=args.seed, sampler=sampler)
     results = []
     t0 = last = time.perf_counter()
-    for i in range(Q.shape[0]):
-        with naming_data(args.data):
+    with naming_data(args.data):
+        for i in range(Q.shape[0]):
             results.append(answerer.answer(Q[i].toarray().ravel(), hw[i], conf[i]))
-        now = time.perf_counter()
-        if now - last >= _PROGRESS_SECONDS:
-            log.info("query %d/%d: spent %.6g of %.6g; %s", i + 1, Q.shape[0], answerer.spent, answerer.budget, answerer.counts)
-            last = now
+            now = time.perf_counter()
+            if now - last >= _PROGRESS_SECONDS:
+                log.info("query %d/%d: spent %.6g of %.6g; %s", i + 1, Q.shape[0], answerer.spent, answerer.budget, answerer.counts)
+                last = now
     c = answerer.counts
     provenance = {
         "command": "online",
@@ -210,6 +199,8 @@ def _cmd_online(args) -> int:
 @register_subcommand
 def register(subparsers, common) -> None:
     """Add the ``online`` sub-command to the ``strategy-opt`` parser (``common``: the shared -q/-v options)."""
+    from ..cli import _nonneg_int  # the main commands' --seed type (cli imports this module)
+
     p = subparsers.add_parser(
         "online",
         parents=[common],
@@ -231,7 +222,7 @@ def register(subparsers, common) -> None:
     p.add_argument("--requirements", metavar="REQ.csv", help="per-query requirements: CSV with header half_width,confidence, one row per query")
     p.add_argument("--inference", choices=["bayes", "wls", "none"], default="bayes", help="answer from history by Bayesian posterior (default), weighted least squares, or never")
     p.add_argument("--fuse", action="store_true", help="with --inference wls: combine each fresh answer with the history and spend only the budget the combination needs")
-    p.add_argument("--seed", type=_seed, help="seed for reproducible noise (implies --sampler simulate)")
+    p.add_argument("--seed", type=_nonneg_int, help="seed for reproducible noise (implies --sampler simulate)")
     p.add_argument("--sampler", choices=["opendp", "simulate"], help="noise sampler: opendp (vetted, default) or simulate (seeded NumPy, for simulations)")
     p.add_argument("--out", required=True, help="answers: .csv (query,answer,lower,upper,source,alpha,spent) or .npy")
     p.set_defaults(func=_cmd_online)
