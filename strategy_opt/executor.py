@@ -194,7 +194,9 @@ def check_finite_answers(answers: np.ndarray) -> np.ndarray:
     return answers
 
 
-def measure(A, x: np.ndarray, privacy: Privacy, rng=None, sampler: str | None = None) -> tuple[np.ndarray, float]:
+def measure(
+    A, x: np.ndarray, privacy: Privacy, rng=None, sampler: str | None = None, what: str = "the exact strategy answers"
+) -> tuple[np.ndarray, float]:
     """Noisy strategy answers ``y = A x + noise`` calibrated to A's sensitivity.
 
     Parameters
@@ -207,6 +209,9 @@ def measure(A, x: np.ndarray, privacy: Privacy, rng=None, sampler: str | None = 
         Seed/generator for the ``"simulate"`` sampler.
     sampler : {'opendp', 'simulate'}, optional
         Default: ``'simulate'`` if ``rng`` is given, else the vetted ``'opendp'``.
+    what : str, optional
+        What ``A x`` is, for the message of a `PrecisionError` (see
+        `check_noise_resolution`).
 
     Returns
     -------
@@ -223,7 +228,7 @@ def measure(A, x: np.ndarray, privacy: Privacy, rng=None, sampler: str | None = 
         raise InputError("strategy has zero sensitivity (all-zero matrix)")
     scale = _check_noise(privacy, delta_A)
     exact = np.asarray(A @ x, dtype=float).ravel()
-    check_noise_resolution(exact, scale)  # also refuses answers that overflow
+    check_noise_resolution(exact, scale, what)  # also refuses answers that overflow
     if sampler == "simulate":
         rng = np.random.default_rng(rng)
         noise = rng.laplace(0.0, scale, exact.size) if privacy.notion == "pure" else rng.normal(0.0, scale, exact.size)

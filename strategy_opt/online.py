@@ -621,7 +621,7 @@ class OnlineAnswerer:
         costs = self.cell_costs + epsilon * np.abs(A).sum(axis=0) / norm1
         if costs.max() > self.budget * (1 + _BUDGET_RTOL):
             raise InputError(f"releasing this strategy would spend {costs.max():.6g} > budget {self.budget:.6g}")
-        y, _ = measure(A, self._x, PureDP(epsilon), rng=self._rng, sampler=self.sampler)
+        y, _ = measure(A, self._x, PureDP(epsilon), rng=self._rng, sampler=self.sampler, what="the exact answers of the released strategy")
         S = np.abs(A).max(axis=1)
         for row, yk, sk in zip(A, y, S):
             self._append(row, float(yk), epsilon * sk / norm1, self.cell_costs)
@@ -735,7 +735,7 @@ class OnlineAnswerer:
             log.debug("online: refused (needs %.6g; cost would reach %.6g > %.6g)", alpha, costs.max(), self.budget)
             self.counts["refused"] += 1
             return OnlineAnswer(math.nan, math.nan, math.nan, "refused", alpha, self.spent)
-        y, _ = measure(q[None, :], self._x, PureDP(alpha), rng=self._rng, sampler=self.sampler)
+        y, _ = measure(q[None, :], self._x, PureDP(alpha), rng=self._rng, sampler=self.sampler, what="the query's exact answer")
         fresh = float(y[0])
         value = weight * est.value + (1.0 - weight) * fresh if weight > 0 else fresh
         self._append(q, fresh, alpha, costs)

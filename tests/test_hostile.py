@@ -668,8 +668,19 @@ def test_counts_too_large_to_carry_the_noise_are_refused(files, capsys, tmp_path
         if value < 1e300:
             assert f"reach {value:.6g}, where float64 values are {spacing} apart, too coarse for noise of scale 1 " in err and "rescale" in err, err
         refused(capsys, tmp_path, "-q", *run_args(d, data=data)[:-2], *sampler, "--out", out, match=str(data), out=out)
-        refused(capsys, tmp_path, "-q", "release", "--method", "mwem", "--data", data, "--workload", f"prefix:{N}", "--epsilon", 1, *sampler, "--out", out, match=str(data), out=out)
-    refused(capsys, tmp_path, "-q", "online", "--data", data, "--queries", f"identity:{N}", "--budget", 1, "--half-width", 50, "--out", out, match=str(data), out=out)
+        err = refused(capsys, tmp_path, "-q", "release", "--method", "mwem", "--data", data, "--workload", f"prefix:{N}", "--epsilon", 1, *sampler, "--out", out, out=out)
+        assert err.startswith(f"strategy-opt: error: {data}: the total count "), err  # MWEM measures N first
+    err = refused(capsys, tmp_path, "-q", "online", "--data", data, "--queries", f"identity:{N}", "--budget", 1, "--half-width", 50, "--out", out, out=out)
+    assert err.startswith(f"strategy-opt: error: {data}: the query's exact answer "), err
+
+
+def test_dawa_names_its_stage_two_answers_when_they_are_too_large(capsys, tmp_path):
+    # a flat histogram has bucket costs near 0 (stage 1 passes) but bucket totals near 1e16
+    data = tmp_path / "flat.npy"
+    np.save(data, np.full(64, 1e15))
+    out = tmp_path / "o.csv"
+    err = refused(capsys, tmp_path, "-q", "release", "--method", "dawa", "--data", data, "--workload", "prefix:64", "--epsilon", 1, "--seed", 1, "--out", out, out=out)
+    assert err.startswith(f"strategy-opt: error: {data}: DAWA's stage-2 answers (hierarchy queries over the bucket totals) reach "), err
 
 
 # --------------------------------------------------------------------------- --out naming a directory

@@ -165,7 +165,10 @@ def dawa_estimate(
     log.info("DAWA stage 1: %d buckets over %d cells (eps1 = %.4g)", edges.size - 1, n, eps1)
     tree = greedy_hierarchy(MappedWorkload(workload, order, edges), branching)
     A = tree.strategy()
-    y, scale = measure(A, bucket_counts(x_ord, edges), PureDP(eps2), rng=gen, sampler=sampler)
+    y, scale = measure(
+        A, bucket_counts(x_ord, edges), PureDP(eps2), rng=gen, sampler=sampler,
+        what="DAWA's stage-2 answers (hierarchy queries over the bucket totals)",
+    )
     x_hat = np.empty(n)
     x_hat[order] = expand(tree.least_squares(y), edges)
     log.info("DAWA stage 2: %d strategy queries, Laplace scale %.4g", A.shape[0], scale)

@@ -176,7 +176,7 @@ def _mwem(x: np.ndarray, workload: Workload, epsilon: float, rng, sampler: str, 
     if delta_w == 0:
         raise InputError("workload has no non-zero entry")
     n = x.size
-    total, total_scale = measure(sp.csr_matrix(np.ones((1, n))), x, share, rng=gen, sampler=sampler)
+    total, total_scale = measure(sp.csr_matrix(np.ones((1, n))), x, share, rng=gen, sampler=sampler, what="the total count")
     N = max(float(total[0]), 1.0)
     A = np.full(n, N / n)
     true_answers = workload.matvec(x)
@@ -186,7 +186,10 @@ def _mwem(x: np.ndarray, workload: Workload, epsilon: float, rng, sampler: str, 
         score = np.abs(workload.matvec(A) - true_answers)
         i = _select(score, delta_w, share.epsilon, gen, sampler)
         idx, val = _row(workload, i)
-        y, scale_i = measure(sp.csr_matrix((val, (np.zeros(idx.size, dtype=np.int64), idx)), shape=(1, n)), x, share, rng=gen, sampler=sampler)
+        y, scale_i = measure(
+            sp.csr_matrix((val, (np.zeros(idx.size, dtype=np.int64), idx)), shape=(1, n)), x, share, rng=gen, sampler=sampler,
+            what="the selected workload query's answer",
+        )
         scale = max(scale, scale_i)
         measured.append((idx, val, float(y[0])))
         for _ in range(sweeps):
