@@ -214,3 +214,15 @@ def test_strategies_beyond_float64_range_are_refused_for_what_they_are(scale, wo
     with pytest.raises(InputError, match=words):
         ErrorProfile(A)
     assert unit_error(hierarchical_matrix(8, 2).toarray() * 1e100, prefix(8), 1) == pytest.approx(unit_error(hierarchical_matrix(8, 2), prefix(8), 1), rel=1e-12)
+
+
+@pytest.mark.parametrize("n", [1, 7, 600, 1100])
+def test_cholesky_profile_pinv_is_the_symmetric_inverse(n):
+    """The full-rank profile mirrors dpotri's lower triangle by blocks (512): equals inv(A^T A), symmetric, across block edges."""
+    rng = np.random.default_rng(n)
+    A = np.vstack([np.eye(n), rng.standard_normal((3, n))])
+    prof = ErrorProfile(A)
+    P = prof.pinv()
+    assert prof.full_rank
+    assert np.array_equal(P, P.T)
+    np.testing.assert_allclose(P, np.linalg.inv(A.T @ A), rtol=1e-9, atol=1e-12)
