@@ -51,11 +51,20 @@ __all__ = ["Privacy", "PureDP", "ApproxDP", "privacy_from_args", "analytic_gauss
 
 def _check_number(value, name: str) -> float:
     try:
+        if isinstance(value, (str, bytes)):
+            raise TypeError
         v = float(value)
     except (TypeError, ValueError):
         raise InputError(f"{name} must be a number, got {value!r}") from None
     if isinstance(value, bool) or not math.isfinite(v):
         raise InputError(f"{name} must be a finite number, got {value!r}")
+    return v
+
+
+def _check_sensitivity(value) -> float:
+    v = _check_number(value, "sensitivity")
+    if v < 0:
+        raise InputError(f"sensitivity must be >= 0, got {value!r}")
     return v
 
 
@@ -109,7 +118,7 @@ class PureDP(Privacy):
 
     def noise_scale(self, sensitivity: float) -> float:
         """Laplace scale ``b = sensitivity / epsilon``."""
-        return float(sensitivity) / self.epsilon
+        return _check_sensitivity(sensitivity) / self.epsilon
 
     def noise_variance(self, sensitivity: float) -> float:
         """``2 b^2``."""
@@ -144,7 +153,7 @@ class ApproxDP(Privacy):
 
     def gaussian_sigma(self, sensitivity: float) -> float:
         """Gaussian standard deviation for the given L2 sensitivity (OpenDP calibration)."""
-        return float(sensitivity) * _opendp_gaussian_sigma(self.epsilon, self.delta)
+        return _check_sensitivity(sensitivity) * _opendp_gaussian_sigma(self.epsilon, self.delta)
 
     def noise_scale(self, sensitivity: float) -> float:
         """The Gaussian standard deviation sigma."""
@@ -155,13 +164,33 @@ class ApproxDP(Privacy):
         return self.gaussian_sigma(sensitivity) ** 2
 
 
+#: Below this epsilon the Gaussian privacy profile is evaluated with mpmath (see `_delta_of_sigma`).
+PROFILE_FLOAT64_MIN_EPSILON = 1e-3
+
+
 def _delta_of_sigma(sigma: float, eps: float) -> float:
-    a = 1.0 / (2.0 * sigma)
-    b = eps * sigma
-    # exp(eps) * Phi(-a - b) computed in log space to avoid overflow for large eps
-    tail = ndtr(-a - b)
-    second = math.exp(eps + math.log(tail)) if tail > 0 else 0.0
-    return float(ndtr(a - b) - second)
+    """The exact Gaussian privacy profile ``delta(sigma)`` at sensitivity 1 (Balle & Wang 2018, Thm 8).
+
+    ``Phi(a - b) - e^eps Phi(-a - b)`` with ``a = 1/(2 sigma)``, ``b = eps sigma``.
+    For small epsilon the two terms agree to about ``log10(1/eps)`` digits
+    (their difference is ~ ``eps phi(b) / b^3``): float64 returns rounding
+    noise below eps ~ 1e-8 (sigma 1.6e15 instead of 1.2e16 at eps = 1e-15,
+    delta = 1e-50). Below `PROFILE_FLOAT64_MIN_EPSILON` the profile is
+    evaluated with mpmath at enough digits to keep 30 of the difference; above
+    it float64 keeps at least 10, and the second term goes through log space
+    so that ``e^eps`` cannot overflow.
+    """
+    if eps >= PROFILE_FLOAT64_MIN_EPSILON:
+        a, b = 1.0 / (2.0 * sigma), eps * sigma
+        tail = ndtr(-a - b)
+        second = math.exp(eps + math.log(tail)) if tail > 0 else 0.0
+        return float(ndtr(a - b) - second)
+    import mpmath
+
+    with mpmath.workdps(40 + math.ceil(-math.log10(eps))):
+        s, e = mpmath.mpf(sigma), mpmath.mpf(eps)
+        a, b = 1 / (2 * s), e * s
+        return float(mpmath.ncdf(a - b) - mpmath.exp(e) * mpmath.ncdf(-a - b))
 
 
 @lru_cache(maxsize=256)
@@ -178,8 +207,9 @@ def _opendp_gaussian_sigma(eps: float, delta: float) -> float:
     try:
         return float(dp.binary_search_param(make, d_in=1.0, d_out=(eps, delta)))
     except dp.OpenDPException:
-        # OpenDP's map overflows for very large epsilon (~1e5 and beyond); the exact
-        # analytic Gaussian calibration is used there (noise is negligible anyway).
+        # OpenDP's search fails for very large epsilon (its map overflows from ~1e5) and for
+        # very small epsilon with small delta (~1e-14); the exact analytic Gaussian
+        # calibration, evaluated at high precision, is used there.
         return analytic_gaussian_sigma(eps, delta)
 
 

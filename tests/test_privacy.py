@@ -1,6 +1,7 @@
 """Privacy parameters and noise calibration."""
 
 import math
+import re
 
 import numpy as np
 import scipy.sparse as sp
@@ -37,6 +38,24 @@ def test_gaussian_calibration_is_private_and_tight(eps, delta):
     assert s_opendp <= dissertation_sigma(eps, delta)
 
 
+@pytest.mark.parametrize("eps, delta", [(1e-15, 1e-50), (1e-20, 1e-300), (1e-12, 1e-300), (1e-8, 1e-10)])
+def test_gaussian_calibration_at_tiny_epsilon_meets_delta_exactly(eps, delta):
+    """Below eps ~ 1e-8 the two terms of the profile cancel in float64 (the audit saw sigma 1.6e15 at
+    eps = 1e-15, delta = 1e-50, whose real delta is 1.3e-17). OpenDP's search fails there and the analytic
+    calibration is used. Checked with the profile written at 300 digits."""
+    import mpmath
+
+    def profile(sigma):
+        with mpmath.workdps(300):
+            s, e = mpmath.mpf(sigma), mpmath.mpf(eps)
+            return mpmath.ncdf(1 / (2 * s) - e * s) - mpmath.exp(e) * mpmath.ncdf(-1 / (2 * s) - e * s)
+
+    exact = analytic_gaussian_sigma(eps, delta)
+    assert profile(exact) <= delta * (1 + 1e-9) and profile(exact * (1 - 1e-5)) > delta  # private and tight
+    sigma = ApproxDP(eps, delta).gaussian_sigma(1.0)  # OpenDP's where its search succeeds, else the exact one
+    assert profile(sigma) <= delta * (1 + 1e-9) and exact * (1 - 1e-12) <= sigma <= 1.25 * exact
+
+
 def test_gaussian_scales_linearly_with_sensitivity():
     p = ApproxDP(1.0, 1e-6)
     assert p.gaussian_sigma(3.0) == pytest.approx(3 * p.gaussian_sigma(1.0))
@@ -71,3 +90,19 @@ def test_noise_draws_have_the_calibrated_variance():
     for priv in (PureDP(2.0), ApproxDP(1.0, 1e-6)):
         y, scale = measure(A, x, priv, rng=0)
         assert np.var(y) == pytest.approx(priv.noise_variance(1.0), rel=0.05)
+
+
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda: PureDP(1.0).noise_scale(-1), "sensitivity must be >= 0, got -1"),
+        (lambda: ApproxDP(1.0, 1e-6).noise_scale(-2.0), "sensitivity must be >= 0, got -2.0"),
+        (lambda: PureDP(1.0).noise_scale("a"), "sensitivity must be a number, got 'a'"),
+        (lambda: PureDP("1"), "epsilon must be a number, got '1'"),
+        (lambda: ApproxDP(1.0, "1e-6"), "delta must be a number, got '1e-6'"),
+    ],
+)
+def test_privacy_objects_refuse_negative_sensitivities_and_strings(make, words):
+    """A negative sensitivity used to give a negative Laplace scale; numeric strings were read silently."""
+    with pytest.raises(InputError, match=re.escape(words)):
+        make()
