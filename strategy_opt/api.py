@@ -6,7 +6,10 @@ import logging
 import os
 import time
 
+import scipy.sparse as sp
+
 from .error import unit_error
+from .defaults import TINY_GRAM
 from .exceptions import InputError
 from .objectives import get_objective
 from .problem import Problem
@@ -37,6 +40,10 @@ def _check_notion(privacy) -> str:
     return privacy
 
 
+#: Above this, sums of squared entries are too close to float64's limit (1.8e308) for A^T A and W^T W products.
+MAX_FLOAT_SQUARED = 1e300
+
+
 def _is_all_zero(workload: Workload) -> bool:
     """Whether no query of the workload has a non-zero coefficient (``trace(W^T W) == 0``), without forming its Gram matrix.
 
@@ -49,8 +56,26 @@ def _is_all_zero(workload: Workload) -> bool:
     if isinstance(workload, Union):
         return all(_is_all_zero(p) for p in workload.parts)
     if isinstance(workload, ExplicitWorkload):
-        return workload.frobenius_sq() == 0
+        return workload.nnz() == 0
     return False
+
+
+def _check_scale(workload: Workload) -> None:
+    """`InputError` when an explicit part's squared entries leave float64 (``||W||_F^2`` bounds every Gram entry)."""
+    if isinstance(workload, (Kronecker, Union)):
+        for part in workload.factors if isinstance(workload, Kronecker) else workload.parts:
+            _check_scale(part)
+        return
+    if not isinstance(workload, ExplicitWorkload):
+        return
+    f = workload.frobenius_sq()
+    if f > MAX_FLOAT_SQUARED or (f < TINY_GRAM and workload.nnz()):  # a zero part of a union is allowed
+        size = "large" if f > MAX_FLOAT_SQUARED else "small"
+        raise InputError(
+            f"the entries of workload {workload.spec!r} are too {size} for float64 (sum of squares {f:.3g}): "
+            f"{'divide' if size == 'large' else 'multiply'} the workload by a constant (a strategy's relative error "
+            "does not depend on the workload's scale)"
+        )
 
 
 def as_workload(workload) -> Workload:
@@ -61,7 +86,7 @@ def as_workload(workload) -> Workload:
         return parse_spec(workload)
     from .workload import from_matrix
 
-    if workload is None or isinstance(workload, (bytes, dict, Strategy)):
+    if workload is None or isinstance(workload, (bytes, dict, Strategy)) and not sp.issparse(workload):  # DOK is a dict
         raise InputError(f"workload must be a Workload, a SPEC string or a matrix, got {type(workload).__name__}")
     try:
         return from_matrix(workload)
@@ -132,6 +157,7 @@ def solve(
     profile = solver if isinstance(solver, SolverProfile) else load_profile(solver)
     if _is_all_zero(workload):  # once here, for every method (some would fail on it with an internal error)
         raise InputError(f"workload {workload.spec!r} is all zeros: no query has a non-zero coefficient (its Gram matrix is zero), so there is nothing to optimise")
+    _check_scale(workload)
     problem = Problem(workload, privacy, objective, profile, options)
     t0 = time.perf_counter()
     strategy = info.func(problem)
@@ -158,7 +184,7 @@ def error_report(strategy: Strategy, workload, privacy: str | None = None) -> di
     -------
     dict
         ``unit_total_squared_error`` (E_p, None if it overflows float64, with
-        ``..._log10`` always given), ``svd_bound``, ``ratio_to_svd_bound``,
+        ``..._log10`` given unless E_p is 0, on an all-zero workload), ``svd_bound``, ``ratio_to_svd_bound``,
         ``mean_squared_error_per_query``, ``max_query_variance`` (unit).
     """
     import math

@@ -7,7 +7,7 @@ Every method ends in `compile_strategy`, which
 3. attaches a lower bound (the SVD bound unless the program supplies a better
    one; for epsilon-DP strategies up to `strategy_opt.pure_bound.COMPILE_BOUND_MAX_N`
    cells that bring none, the certified (epsilon, delta) bound) and the relative gap,
-4. fills the ``meta`` fields of CLI.md (workload, privacy, method, objective,
+4. fills the ``meta`` fields of a strategy file (README.md, "Strategy files") (workload, privacy, method, objective,
    solver facts, times, library version, creation time).
 
 `strategy_from_gram` turns a solved Gram matrix X (``A^T A = X``) into a

@@ -60,3 +60,7 @@ DEFAULT_DELTA = 1e-6
 #: histogram (totals up to 2.8e7, spacing 3.7e-9) through at epsilon 1e7 with a sensitivity-1 strategy
 #: (scale 1e-7); 1024 refused PATENT at epsilon 1e6 under p-identity.
 NOISE_RESOLUTION = 16
+
+#: Squared column norms (strategies) or Gram diagonals (workloads) below this, near the subnormal
+#: range where A^T A loses its digits, are refused as too small, with a hint to rescale.
+TINY_GRAM = 1e-250

@@ -1,6 +1,6 @@
 """Error analysis of matrix-mechanism strategies (Li 2013, Sec. 3.2).
 
-Unit total squared error of strategy A (p x n) on workload W (ARCHITECTURE.md)::
+Unit total squared error of strategy A (p x n) on workload W (README.md, "Error normalisation")::
 
     E_p(A; W) = ||A||_p^2 * trace(W^T W (A^T A)^+)
 
@@ -31,8 +31,9 @@ import numpy as np
 import scipy.linalg as la
 import scipy.sparse as sp
 
-from .defaults import EIG_RTOL, SUPPORT_RTOL
+from .defaults import EIG_RTOL, SUPPORT_RTOL, TINY_GRAM
 from .exceptions import InputError
+from .privacy import Privacy
 from .threads import factorization_threads
 from .workload import ExplicitWorkload, Kronecker, Union, Workload, _check_dense_n
 
@@ -48,6 +49,30 @@ __all__ = [
 ]
 
 
+def _check_workload(workload) -> Workload:
+    """``workload`` if it is a `Workload`; else `InputError` saying how to build one."""
+    if not isinstance(workload, Workload):
+        raise InputError(
+            f"workload must be a strategy_opt Workload, got {type(workload).__name__} (build one with "
+            "strategy_opt.workload.from_matrix(W) or strategy_opt.spec.parse_spec('prefix:16'); "
+            "strategy_opt.error_report also takes matrices and SPEC strings)"
+        )
+    return workload
+
+
+def _as_operator(A):
+    """A as a NumPy array unless it already is one, a scipy.sparse matrix or a `KroneckerMatrix`."""
+    if isinstance(A, (np.ndarray, KroneckerMatrix)) or sp.issparse(A):
+        return A
+    try:
+        A = np.asarray(A, dtype=float)
+    except (TypeError, ValueError):
+        raise InputError(f"strategy must be a numeric 2-D matrix, got {type(A).__name__}") from None
+    if A.ndim != 2:
+        raise InputError(f"strategy must be a 2-D matrix, got shape {A.shape}")
+    return A
+
+
 def sensitivity(A, p: int) -> float:
     """Largest column p-norm of A (p = 1: L1 sensitivity, p = 2: L2 sensitivity).
 
@@ -57,6 +82,7 @@ def sensitivity(A, p: int) -> float:
     >>> sensitivity(np.array([[1., 1.], [0., -2.]]), 1)
     3.0
     """
+    A = _as_operator(A)
     if isinstance(A, KroneckerMatrix):
         return float(np.prod([sensitivity(f, p) for f in A.factors]))
     if p not in (1, 2):
@@ -95,9 +121,6 @@ def _gram_of(A) -> np.ndarray:
         A = np.asarray(A, dtype=float)
         return A.T @ A
 
-
-#: Column norms^2 below this (near the subnormal range, where A^T A loses its digits) are refused as too small.
-TINY_GRAM = 1e-250
 
 
 #: What a user can do about a strategy that does not support the workload.
@@ -138,6 +161,7 @@ class ErrorProfile:
     """
 
     def __init__(self, A):
+        A = _as_operator(A)
         n = A.shape[1]
         _check_dense_n(n, "error analysis of this strategy")
         AtA = _gram_of(A)
@@ -151,7 +175,7 @@ class ErrorProfile:
         self._chol = self._inv_diag = None
         self._V = self._inv_eig = self._null = self._pinv = None
         d = np.diag(AtA)
-        if 0.0 < d.max() < TINY_GRAM:
+        if d.max() < TINY_GRAM and (A.count_nonzero() if sp.issparse(A) else np.count_nonzero(A)):
             raise InputError(f"strategy entries are too small for error analysis in float64 (largest column norm^2 {d.max():.3g}); rescale the strategy (its error does not depend on scale)")
         if d.min() > EIG_RTOL * max(d.max(), 1e-300) and np.count_nonzero(AtA) == np.count_nonzero(d):
             self._inv_diag = 1.0 / d
@@ -310,6 +334,7 @@ def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = Non
     InputError
         If A does not support W or the shapes do not match.
     """
+    A, workload = _as_operator(A), _check_workload(workload)
     if A.shape[1] != workload.n:
         raise InputError(f"strategy has {A.shape[1]} columns but the workload has {workload.n} cells")
     kparts = _kron_parts(A, workload)
@@ -334,6 +359,8 @@ def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = Non
 
 def expected_total_error(A, workload: Workload, privacy) -> float:
     """Expected total squared error ``E_p * c`` of answering W through A under ``privacy``."""
+    if not isinstance(privacy, Privacy):
+        raise InputError(f"privacy must be PureDP(epsilon) or ApproxDP(epsilon, delta), got {privacy!r}")
     return unit_error(A, workload, privacy.p) * privacy.noise_variance_factor()
 
 
@@ -343,6 +370,7 @@ def per_query_variances(A, workload: Workload, p: int, noise_variance_factor: fl
     With the default ``noise_variance_factor = 1`` these are unit variances
     (they sum to `unit_error`).
     """
+    A, workload = _as_operator(A), _check_workload(workload)
     if isinstance(A, KroneckerMatrix):
         A = A.tocsr()
     prof = ErrorProfile(A)
@@ -352,6 +380,7 @@ def per_query_variances(A, workload: Workload, p: int, noise_variance_factor: fl
 
 def supports(A, workload: Workload) -> bool:
     """Whether A supports W (``W A^+ A = W`` up to `defaults.SUPPORT_RTOL`)."""
+    A, workload = _as_operator(A), _check_workload(workload)
     if isinstance(A, KroneckerMatrix):
         A = A.tocsr()
     return ErrorProfile(A).unsupported_fraction(workload.gram()) <= SUPPORT_RTOL
@@ -369,6 +398,7 @@ def _log_nuclear(workload: Workload) -> float:
 
 def log_svd_bound(workload: Workload) -> float:
     """Natural log of the SVD bound, including ``workload.log_scale``; never overflows."""
+    workload = _check_workload(workload)
     return 2.0 * _log_nuclear(workload) + workload.log_scale - math.log(workload.n)
 
 

@@ -446,6 +446,12 @@ def run(
     -------
     Release
 
+    Notes
+    -----
+    Unlike ``strategy-opt run``, this does not compare the workload recorded
+    in the strategy's metadata with ``workload``: any strategy that supports
+    the workload answers it.
+
     Raises
     ------
     InputError
@@ -474,6 +480,8 @@ def run(
         raise InputError("data (histogram) has negative counts; counts must be >= 0")
     if not isinstance(estimator, str) or estimator not in ESTIMATORS:
         raise InputError(f"unknown estimator {estimator!r}; use one of {', '.join(ESTIMATORS)}")
+    if not isinstance(intervals, (bool, np.bool_)):
+        raise InputError(f"intervals must be True or False, got {intervals!r}")
     sampler = resolve_sampler(sampler, rng)
     if sampler == "opendp" and rng is not None:
         raise InputError("rng cannot be used with sampler='opendp' (its noise is not seedable); use sampler='simulate'")

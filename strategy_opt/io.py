@@ -1,6 +1,6 @@
 """Files: strategies (.npz / .mtx / .csv + .json), workload matrices, data, answers.
 
-Strategy file layouts (CLI.md):
+Strategy file layouts (README.md, "Strategy files"):
 
 * ``.npz`` -- a dense array under key ``A``, or the layout of
   ``scipy.sparse.save_npz`` (keys ``data``, ``indices``, ``indptr``, ``shape``,
@@ -10,7 +10,7 @@ Strategy file layouts (CLI.md):
 * ``.csv`` -- dense, one strategy row per line, no header; metadata in a
   ``.json`` file beside it (same stem).
 
-Answer files (``.npy`` / ``.csv`` of CLI.md) get a sidecar ``<out>.json``
+Answer files (``.npy`` / ``.csv``, README.md) get a sidecar ``<out>.json``
 with the SHA-256 of the answer file, the library version, and how the answers
 were made (workload, privacy, sampler, estimator, strategy hash).
 
@@ -311,7 +311,10 @@ def write_strategy(strategy: Strategy, path: str | os.PathLike) -> Path:
 
     Parameters
     ----------
-    strategy : Strategy
+    strategy : Strategy or matrix
+        A bare matrix (ndarray, scipy.sparse, nested lists) is written as
+        ``Strategy(matrix)``: with hashes but no provenance, so ``error`` and
+        ``run`` treat it as unverified.
     path : path-like
         ``*.npz``, ``*.mtx`` or ``*.csv`` (the latter also writes ``*.json``).
 
@@ -320,6 +323,8 @@ def write_strategy(strategy: Strategy, path: str | os.PathLike) -> Path:
     Path
         The path written.
     """
+    if not isinstance(strategy, Strategy):
+        strategy = Strategy(strategy)
     path = Path(path)
     suffix = _check_format(path)
     _require_write_memory(strategy, path, suffix)

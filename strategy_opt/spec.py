@@ -1,4 +1,4 @@
-"""Parse workload SPEC strings (CLI.md).
+"""Parse workload SPEC strings (README.md, "Workload SPECs").
 
 Grammar::
 
@@ -315,7 +315,7 @@ def parse_spec(spec: str, operation: str | None = None) -> Workload:
     Parameters
     ----------
     spec : str
-        The SPEC (CLI.md).
+        The SPEC (README.md, "Workload SPECs").
     operation : {None, 'solve', 'error', 'run', 'release'}
         Also refuse the SPEC if this operation on it would need more memory
         than is available (`strategy_opt.resources.operation_bytes`). Building

@@ -36,6 +36,11 @@ def _check_values(dtype, data, shape, what: str) -> None:
         raise InputError(f"{what} contains NaN or infinite values")
 
 
+def _stored(M):
+    """A sparse matrix in a format whose ``.data`` is the flat array of stored entries (LIL and DOK become CSR)."""
+    return M if M.format in ("csr", "csc", "coo", "bsr", "dia") else M.tocsr()
+
+
 def _as_matrix(M, what: str = "strategy matrix"):
     """``M`` validated: a real, finite, non-empty 2-D ndarray (float), scipy.sparse matrix or `KroneckerMatrix`.
 
@@ -50,9 +55,10 @@ def _as_matrix(M, what: str = "strategy matrix"):
         for i, f in enumerate(M.factors):
             if not (sp.issparse(f) or isinstance(f, np.ndarray)):
                 raise InputError(f"{what}: Kronecker factor {i} must be an ndarray or scipy.sparse matrix, got {type(f).__name__}")
-            _check_values(f.dtype, f.data if sp.issparse(f) else f, f.shape, f"{what} (Kronecker factor {i})")
+            _check_values(f.dtype, _stored(f).data if sp.issparse(f) else f, f.shape, f"{what} (Kronecker factor {i})")
         return M
     if sp.issparse(M):
+        M = _stored(M)
         _check_values(M.dtype, M.data, M.shape, what)
         return M if M.dtype == np.float64 else M.astype(np.float64)
     if isinstance(M, (str, bytes, Mapping)) or M is None:
@@ -79,7 +85,7 @@ class Strategy:
         as nested lists become float ndarrays; a sparse matrix keeps its
         format and only its stored entries are checked.
     meta : dict
-        JSON-serialisable metadata (see CLI.md: workload, privacy, method,
+        JSON-serialisable metadata (README.md, "Strategy files": workload, privacy, method,
         objective, unit_total_squared_error, lower_bound, solver, ...).
     """
 

@@ -32,7 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-from .defaults import MAX_DENSE_N, MAX_MATRIX_ENTRIES
+from .defaults import MAX_DENSE_N, MAX_MATRIX_ENTRIES, TINY_GRAM
 from .exceptions import InputError
 from .resources import format_bytes, require_memory
 
@@ -334,8 +334,14 @@ class ExplicitWorkload(Workload):
     def gram(self) -> np.ndarray:
         if self._gram is None:
             _require_dense(self.n, "the Gram matrix", 2 if sp.issparse(self._W) else 1, self.spec)
-            with np.errstate(over="ignore"):  # checked by _finite_gram
+            with np.errstate(over="ignore", under="ignore"):  # checked by _finite_gram and below
                 G = _finite_gram(_cross_product(self._W), self.spec)
+            if self.nnz() and G.diagonal().max() < TINY_GRAM:
+                raise InputError(
+                    f"the entries of workload {self.spec!r} are too small for float64 (largest squared column norm "
+                    f"{G.diagonal().max():.3g}): multiply the workload by a constant (a strategy's relative error does "
+                    "not depend on the workload's scale)"
+                )
             G.setflags(write=False)
             self._gram = G
         return self._gram
@@ -355,7 +361,8 @@ class ExplicitWorkload(Workload):
 
     def frobenius_sq(self) -> float:
         data = self._W.data if sp.issparse(self._W) else self._W
-        return float(np.dot(data.ravel(), data.ravel()))
+        with np.errstate(over="ignore", under="ignore"):  # inf says the Gram overflows, which gram() reports
+            return float(np.dot(data.ravel(), data.ravel()))
 
     def dense(self) -> np.ndarray:
         """The workload matrix as a dense array (read-only when the matrix is stored dense)."""
@@ -599,7 +606,7 @@ class AllPredicate(Workload):
 
     def matrix(self):
         n = self.n
-        if n * 2.0 ** (n - 1) > MAX_MATRIX_ENTRIES:
+        if n * 2 ** (n - 1) > MAX_MATRIX_ENTRIES:  # exact integers: 2.0 ** 1100 overflows
             raise InputError(
                 f"workload {self.spec!r} has 2^{n} queries; too large to build as a matrix "
                 "(its Gram matrix 2^(N-2) (I + J) is available)"

@@ -1,6 +1,8 @@
 """Input checks at the Python API boundary: solve, error_report, Strategy and executor.run refuse bad values with InputError."""
 
+import json
 import logging
+import math
 
 import numpy as np
 import pytest
@@ -285,3 +287,80 @@ def test_solve_refuses_a_method_that_is_not_a_name():
 def test_solve_refuses_workloads_of_the_wrong_type(workload):
     with pytest.raises(InputError, match="workload"):
         so.solve(workload, privacy="pure", method="identity")
+
+
+# ------------------------------------------------------------------ outside API audit (2026-11-25)
+@pytest.mark.parametrize("fmt", ["lil", "dok"])
+def test_lil_and_dok_matrices_are_accepted_like_every_sparse_format(fmt):
+    """Their .data is not the flat array of stored entries (LIL: lists, DOK: none); they used to crash in the value check."""
+    A = sp.random(10, 8, density=0.5, random_state=1, format=fmt) + sp.eye(10, 8, format=fmt)
+    W = np.tril(np.ones((8, 8)))
+    dense = A.toarray()
+    E = np.abs(dense).sum(axis=0).max() ** 2 * np.trace(W.T @ W @ np.linalg.pinv(dense.T @ dense))
+    assert so.error_report(A, "prefix:8", privacy="pure")["unit_total_squared_error"] == pytest.approx(E, rel=1e-9)
+    assert np.array_equal(Strategy(A).dense(), dense)
+    assert so.solve(sp.csr_matrix(W).asformat(fmt), method="identity").meta["unit_total_squared_error"] == pytest.approx(36.0)
+    with pytest.raises(InputError, match="NaN or infinite"):
+        Strategy(sp.csr_matrix(np.array([[1.0, np.nan]])).asformat(fmt))
+
+
+def test_write_strategy_takes_a_bare_matrix(tmp_path):
+    write_strategy(np.eye(3), tmp_path / "t.npz")
+    s = read_strategy(tmp_path / "t.npz")
+    assert np.array_equal(s.dense(), np.eye(3)) and s.unverified() is not None
+    with pytest.raises(InputError, match="must be a 2-D array"):
+        write_strategy(None, tmp_path / "n.npz")
+    assert not (tmp_path / "n.npz").exists()
+
+
+def test_error_module_functions_name_a_workload_that_is_not_a_workload():
+    from strategy_opt.error import expected_total_error, per_query_variances, supports, svd_bound, unit_error
+
+    for call in (
+        lambda: unit_error(np.eye(4), np.eye(4), 1),
+        lambda: unit_error(np.eye(4), "prefix:4", 2),
+        lambda: svd_bound(np.eye(4)),
+        lambda: supports(np.eye(4), "prefix:4"),
+        lambda: per_query_variances(np.eye(4), [[1, 0, 0, 0]], 2),
+    ):
+        with pytest.raises(InputError, match="workload must be a strategy_opt Workload, got (ndarray|str|list) .*from_matrix"):
+            call()
+    with pytest.raises(InputError, match="privacy must be PureDP"):
+        expected_total_error(np.eye(4), prefix(4), "pure")
+    assert unit_error([[1, 0], [0, 1]], prefix(2), 2) == 3.0  # nested lists as a strategy, like the top-level API
+
+
+@pytest.mark.parametrize("scale, words", [(1e-200, "too small for float64 .* multiply"), (1e200, "too large for float64 .* divide")])
+def test_workloads_whose_squares_leave_float64_are_named_once(scale, words):
+    """1e-200 I used to be called 'all zeros'; 1e200 I gave the overflow message once per auto candidate."""
+    with pytest.raises(InputError, match=words) as info:
+        so.solve(np.eye(3) * scale)
+    assert str(info.value).count("float64") == 1
+    assert so.solve(np.eye(3) * 1e-120, method="identity").meta["unit_total_squared_error"] == pytest.approx(3e-240)
+
+
+def test_a_strategy_too_small_for_float64_is_named_as_such():
+    with pytest.raises(InputError, match="too small for error analysis"):
+        so.error_report(np.eye(8) * 1e-300, "prefix:8", privacy="pure")
+
+
+def test_run_refuses_a_non_boolean_intervals_flag():
+    with pytest.raises(InputError, match="intervals must be True or False, got 'no'"):
+        run(np.eye(4), np.ones(4), "prefix:4", PureDP(1.0), rng=1, intervals="no")
+
+
+def test_all_predicate_beyond_float64_is_solved_and_evaluated_in_log10(tmp_path, capsys):
+    """all-predicate:1100 has E ~ 10^333: auto compared 10 ** log10 (OverflowError traceback) and error's
+    matrix-size check computed n * 2.0 ** (n - 1)."""
+    out = tmp_path / "ap.npz"
+    assert main(["-q", "solve", "--workload", "all-predicate:1100", "--out", str(out)]) == 0
+    meta = read_strategy(out).meta
+    assert meta["unit_total_squared_error"] is None and meta["unit_total_squared_error_log10"] > 333
+    assert meta["auto_candidates"]["identity"] is None
+    # identity: E_2 = trace(W^T W) = 2^(N-2) (N + N) = N 2^(N-1)
+    assert main(["-q", "error", str(out), "--workload", "all-predicate:1100", "--json"]) == 0
+    assert main(["-q", "solve", "--workload", "all-predicate:1100", "--method", "identity", "--out", str(tmp_path / "i.npz")]) == 0
+    capsys.readouterr()
+    assert main(["-q", "error", str(tmp_path / "i.npz"), "--workload", "all-predicate:1100", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["unit_total_squared_error_log10"] == pytest.approx(math.log10(1100) + 1099 * math.log10(2), rel=1e-12)

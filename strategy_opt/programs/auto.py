@@ -156,6 +156,21 @@ def _objective_facts(problem: Problem, value: float, solved: dict) -> dict:
     }
 
 
+def _log10(value: float) -> float:
+    return math.log10(value) if value > 0 else -math.inf
+
+
+def _objective_value(meta: dict) -> tuple[float | None, float]:
+    """A candidate's objective value (None beyond float64) and its log10, from its meta."""
+    E = meta.get("objective_value")
+    if E is not None:
+        return E, _log10(E)
+    log10 = meta.get("objective_value_log10", meta.get("unit_total_squared_error_log10"))
+    if log10 is None:
+        return None, math.inf
+    return (10.0**log10 if log10 < 308 else None), log10
+
+
 @register_method(
     "auto",
     source="strategy_opt",
@@ -174,13 +189,14 @@ def auto(problem: Problem):
     if unknown:
         raise InputError(f"method 'auto': unknown option(s) {', '.join(map(repr, unknown))}; its candidates' options: {', '.join(sorted(known)) or 'none'}")
     best, errors, failures = None, {}, {}
+    rank = {}  # log10 of each candidate's objective value: values beyond float64 (all-predicate:1100) still compare
     searched_b = None  # the best H_b branching found by auto-pure, when it ran
     for name in names:
         candidate = _candidate_problem(problem, name)
         if candidate is None:
             reason = (
                 f"objective {problem.objective!r} needs a generic SDP solver, which auto runs up to {GENERIC_SDP_MAX_N} cells "
-                f"(this workload has {problem.workload.n}); give --solver scs or clarabel to run it anyway"
+                f"(this workload has {problem.workload.n}); give solver scs or clarabel (--solver, or solver= in Python) to run it anyway"
             )
             log.info("auto: %s skipped (%s)", name, reason)
             failures[name] = InputError(reason)
@@ -196,21 +212,19 @@ def auto(problem: Problem):
             log.info("auto: %s skipped (%s)", name, exc)
             failures[name] = exc
             continue
-        E = strategy.meta.get("objective_value")
-        if E is None:
-            E = 10 ** strategy.meta.get("objective_value_log10", strategy.meta.get("unit_total_squared_error_log10", float("inf")))
+        E, rank[name] = _objective_value(strategy.meta)
         errors[name] = E
         if name == "auto-pure":
             searched_b = strategy.meta.get("hierarchical_branching")
-        log.info("auto: %s gives %s objective %.8g", name, problem.objective, E)
-        if best is None or E < errors[best[0]]:
+        log.info("auto: %s gives %s objective %s", name, problem.objective, f"{E:.8g}" if E is not None else f"10^{rank[name]:.6f}")
+        if best is None or rank[name] < rank[best[0]]:
             best = (name, strategy)
     if problem.objective != "total":  # also when every optimiser refused: the constructions still answer
         solved = best[1].meta if best is not None else None
         for base, base_strategy, value in _baselines_under_objective(problem):
-            errors[base] = value
+            errors[base], rank[base] = value, _log10(value)
             log.info("auto: %s (a construction, evaluated) gives %s objective %.8g", base, problem.objective, value)
-            if best is None or value < errors[best[0]]:
+            if best is None or rank[base] < rank[best[0]]:
                 base_strategy.meta.update(_objective_facts(problem, value, solved or {}))
                 best = (base, base_strategy)
         if solved is None and best is not None:

@@ -598,7 +598,7 @@ def minerror_l2(problem: Problem):
     profile = problem.solver
     linear = problem.objective in LINEAR_OBJECTIVES
     if profile.backend == "native" and not linear:
-        raise InputError(f"objective {problem.objective!r} needs a cvxpy profile (--solver scs or clarabel); the native solver handles {', '.join(LINEAR_OBJECTIVES)}")
+        raise InputError(f"objective {problem.objective!r} needs a cvxpy solver profile, scs or clarabel (--solver on the command line, solver= in Python); the native solver handles {', '.join(LINEAR_OBJECTIVES)}")
     if problem.objective not in BUILTIN_OBJECTIVES:
         check_monotone(objective, W.m, weights)
     extra: dict = weights_meta(problem, weights)

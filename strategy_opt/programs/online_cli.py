@@ -192,7 +192,7 @@ def _cmd_online(args) -> int:
         f"refused {c['refused']}); privacy spent {answerer.spent:.6g} of budget {answerer.budget:.6g}; "
         f"inference={args.inference}{' fuse' if args.fuse else ''} seconds={time.perf_counter() - t0:.3g}"
     )
-    log.info("wrote %d answers to %s", len(results), out)
+    log.info("wrote %d answers to %s (sidecar %s.json)", len(results), out, out)
     return 0
 
 
