@@ -14,7 +14,7 @@ from strategy_opt.exceptions import InputError, OptionError
 from strategy_opt.io import read_strategy
 from strategy_opt.registry import get_method
 from strategy_opt.solvers import load_profile
-from strategy_opt.workload import all_range, from_matrix, prefix
+from strategy_opt.workload import all_range, from_matrix, prefix, random_range
 
 REF_8, REF_32 = 80.464265, 2143.53671
 
@@ -567,3 +567,22 @@ def test_a_weights_file_that_is_not_a_plain_npy_is_refused_by_name(tmp_path):
             solve("prefix:8", method="minerror-l2", objective="weighted", weights=str(tmp_path / name))
     np.save(tmp_path / "w.npy", np.ones(8))
     assert solve("prefix:8", method="minerror-l2", objective="weighted", weights=str(tmp_path / "w.npy")).meta["objective"] == "weighted"
+
+
+def test_auto_gives_small_min_max_programs_to_clarabel_and_large_ones_to_scs():
+    """Clarabel's memory follows the scaling blocks (8.4 GB on all ranges over 32 cells): auto takes it up to
+    AUTO_CLARABEL_MAX_BLOCK_ENTRIES, SCS beyond; other objectives keep SCS."""
+    import strategy_opt.programs.auto as auto
+    from strategy_opt.problem import Problem
+    from strategy_opt.programs.minerror_l2 import max_program_block_entries
+
+    def profile(W, objective="max"):
+        problem = Problem(W, "approx", objective, load_profile("native"), {})
+        return auto._candidate_problem(problem, "minerror-l2").solver.name
+
+    assert max_program_block_entries(40, 32) == (72 * 73 / 2) ** 2  # one 72-cone
+    assert max_program_block_entries(136, 16) == 136 * (17 * 18 / 2) ** 2  # 136 Schur cones
+    assert profile(all_range(16)) == "clarabel" and profile(from_matrix(random_range(32, 40, seed=1).matrix())) == "clarabel"
+    assert profile(all_range(32)) == "scs"  # 528 cones of 33: 1.7e8 entries
+    problem = Problem(all_range(16), "approx", "max", load_profile("native"), {})
+    assert auto._candidate_problem(replace(problem, workload=all_range(65)), "minerror-l2") is None  # beyond GENERIC_SDP_MAX_N
