@@ -44,6 +44,12 @@ def _check_notion(privacy) -> str:
 MAX_FLOAT_SQUARED = 1e300
 
 
+def _linear_objectives() -> tuple[str, ...]:
+    from .programs.minerror_l2 import LINEAR_OBJECTIVES
+
+    return LINEAR_OBJECTIVES
+
+
 def _is_all_zero(workload: Workload) -> bool:
     """Whether no query of the workload has a non-zero coefficient (``trace(W^T W) == 0``), without forming its Gram matrix.
 
@@ -120,7 +126,9 @@ def solve(
     objective : str
         A registered objective (``strategy_opt.objectives.objectives()``).
     solver : str, path or SolverProfile, optional
-        Solver profile name (``scs``, ``clarabel``, ``native``) or file.
+        Solver profile name (``scs``, ``clarabel``, ``native``) or file. Default:
+        ``native``; for minerror-l2 with an objective the native solver does not
+        take (``max``), ``clarabel`` when the program is small enough, else ``scs``.
     **options
         Method options (``branching``, ``basis``, ``group_size``, ...).
 
@@ -154,6 +162,11 @@ def solve(
     info.check(objective, options)
     if solver is not None and not isinstance(solver, (str, os.PathLike, SolverProfile)):
         raise InputError(f"solver must be a profile name (scs, clarabel, native), a profile file path or a SolverProfile, got {solver!r}")
+    if solver is None and method == "minerror-l2" and objective not in _linear_objectives():
+        from .programs.minerror_l2 import generic_sdp_profile
+
+        solver = generic_sdp_profile(workload, objective)  # the default (native) profile takes linear objectives only
+        log.info("minerror-l2: objective %r runs on the %s profile (no solver named)", objective, solver)
     profile = solver if isinstance(solver, SolverProfile) else load_profile(solver)
     if _is_all_zero(workload):  # once here, for every method (some would fail on it with an internal error)
         raise InputError(f"workload {workload.spec!r} is all zeros: no query has a non-zero coefficient (its Gram matrix is zero), so there is nothing to optimise")

@@ -2,7 +2,9 @@
 
 Every method ends in `compile_strategy`, which
 
-1. verifies that A supports the workload (``W A^+ A = W``) and refuses it otherwise,
+1. verifies that A supports the workload (``W A^+ A = W``); a strategy that misses
+   directions only tiny queries need gets a share of the identity mixed in, at the same
+   sensitivity (`supported_strategy`, recorded as ``meta.support_repair``),
 2. computes the unit error ``E_p`` of the problem's privacy notion,
 3. attaches a lower bound (the SVD bound unless the program supplies a better
    one; for epsilon-DP strategies up to `strategy_opt.pure_bound.COMPILE_BOUND_MAX_N`
@@ -16,22 +18,29 @@ strategy matrix by eigendecomposition, dropping numerically zero directions.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from datetime import datetime, timezone
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import __version__
 from .augment import complete_columns_l1
 from .defaults import EIG_RTOL, FILE_FORMAT_VERSION
 from .error import ErrorProfile, KroneckerMatrix, log_svd_bound, sensitivity, unit_error
+from .exceptions import InputError
 from .problem import Problem
 from .pure_bound import compile_lower_bound
 from .strategy import Strategy
 
 __all__ = ["compile_strategy", "strategy_from_gram", "finite_or_none"]
 
+log = logging.getLogger("strategy_opt")
+
+#: Identity shares tried when a strategy misses directions the workload needs (`supported_strategy`).
+SUPPORT_REPAIR_SHARES = (1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2)
 #: Bounds closer than this (relative, in logs) tie: a program's bound and the SVD bound, a bound and the error.
 BOUND_TIE_RTOL = 1e-9
 
@@ -88,9 +97,62 @@ def final_strategy(A, p: int) -> tuple[object, dict | None, ErrorProfile | None]
     return A, completed, profile
 
 
+def _identity_mixed(A, p: int, share: float):
+    """``[a A; b s I]`` with s = ||A||_p: every column norm stays <= s, so the sensitivity is unchanged.
+
+    (a, b) = (1 - share, share) under L1; (sqrt(1 - share), sqrt(share)) under L2,
+    where ``A'^T A' = (1 - share) A^T A + share s^2 I``.
+    """
+    a, b = (1.0 - share, share) if p == 1 else (math.sqrt(1.0 - share), math.sqrt(share))
+    s = sensitivity(A, p)
+    n = A.shape[1]
+    if sp.issparse(A):
+        return sp.vstack([a * sp.csr_matrix(A), sp.identity(n, format="csr") * (b * s)], format="csr")
+    return np.vstack([a * np.asarray(A), np.eye(n) * (b * s)])
+
+
+def supported_strategy(A, workload, p: int, profile: ErrorProfile | None) -> tuple[object, ErrorProfile | None, dict | None]:
+    """A, or A with a share of the identity mixed in when A misses directions a query needs.
+
+    An optimiser works from the Gram matrix W^T W, where a query 1e5 times smaller
+    than the others contributes 1e-10 of the largest eigenvalue: below `EIG_RTOL`,
+    so the optimum leaves its direction out and the strategy would be refused. Mixing
+    in the identity (`_identity_mixed`, sensitivity unchanged) supports every query;
+    the share is the best of `SUPPORT_REPAIR_SHARES` by E_p (each raises the other
+    queries' variances by at most 1/(1 - share) under L2, 1/(1 - share)^2 under L1).
+    Returns the strategy, its profile and the repair facts (None when A supports W
+    as it is, or is a Kronecker strategy, whose support is checked per factor).
+    """
+    if profile is None or isinstance(A, KroneckerMatrix):
+        return A, profile, None
+    try:
+        profile.check_support(workload.gram(), workload=workload)
+        return A, profile, None
+    except InputError as exc:
+        reason = str(exc)
+    best = None
+    for share in SUPPORT_REPAIR_SHARES:
+        A_mix = _identity_mixed(A, p, share)
+        prof = ErrorProfile(A_mix)
+        try:
+            prof.check_support(workload.gram(), workload=workload)  # per query: under L1 the identity's share is squared
+            E = unit_error(A_mix, workload, p, profile=prof)
+        except InputError:
+            continue
+        if best is None or E < best[3]:
+            best = (A_mix, prof, share, E)
+    if best is None:
+        raise InputError(reason)
+    log.info("compiler: the strategy missed directions the workload needs; mixed in %.0e of the identity (E_%d %.8g)", best[2], p, best[3])
+    return best[0], best[1], {"identity_share": best[2], "rows_added": int(A.shape[1]), "reason": reason.split(" (W A+ A")[0]}
+
+
 def reported_error(A, workload, p: int) -> tuple[object, float]:
     """``(final_strategy(A), its E_p)``: the error `compile_strategy` will report for A, for comparing candidates."""
     A, _, profile = final_strategy(A, p)
+    if profile is None and not isinstance(A, KroneckerMatrix):
+        profile = ErrorProfile(A)
+    A, profile, _ = supported_strategy(A, workload, p, profile)
     return A, unit_error(A, workload, p, profile=profile)
 
 
@@ -150,12 +212,10 @@ def compile_strategy(
     A, completed, profile = final_strategy(A, problem.p)
     if profile is None and not isinstance(A, KroneckerMatrix):
         profile = ErrorProfile(A)
+    A, profile, repair = supported_strategy(A, W, problem.p, profile)
     G = None if isinstance(A, KroneckerMatrix) else W.gram()  # Kronecker strategies are analysed per factor
     if profile is not None:  # per query too: a strategy that error and run would refuse is not written
-        profile.check_support(
-            G, what=f"the {method} strategy", workload=W,
-            hint="if W's rows differ in scale by many orders of magnitude, W^T W loses the small ones: rescale them, or try another method",
-        )
+        profile.check_support(G, what=f"the {method} strategy", workload=W)
     E = unit_error(A, W, problem.p, profile=profile)
     log_scale = W.log_scale
     log_E = (math.log(E) + log_scale) if E > 0 else -math.inf
@@ -203,6 +263,8 @@ def compile_strategy(
     if completed is not None or "completion_rows" in extra:
         # rows a method appended itself by the same rule (l1-weighting's local search) count too
         meta["completion_rows"] = (completed or 0) + extra.pop("completion_rows", 0)
+    if repair is not None:
+        meta["support_repair"] = repair
     if isinstance(A, KroneckerMatrix):
         meta["kronecker_factor_shapes"] = [[int(s) for s in f.shape] for f in A.factors]
     if extra:

@@ -152,15 +152,18 @@ def test_run_refuses_unsupported_and_mismatched():
 
 
 def test_opendp_sampler_error_statistics_match_simulate():
-    W = identity(400)
-    x = np.zeros(400)
+    n = 4000
+    W = identity(n)
+    x = np.zeros(n)
+    A = sp.identity(n, format="csr")
     for privacy in (PureDP(1.0), ApproxDP(1.0, 1e-6)):
-        sim = run(np.eye(400), x, W, privacy, rng=0, intervals=False).answers
-        odp = run(np.eye(400), x, W, privacy, sampler="opendp", intervals=False).answers
+        sim = run(A, x, W, privacy, rng=0, intervals=False).answers
+        odp = run(A, x, W, privacy, sampler="opendp", intervals=False).answers  # unseeded
         target = privacy.noise_variance(1.0)
-        # variance of a sample variance of 400 draws: a few tens of percent at most
-        assert np.var(sim) == pytest.approx(target, rel=0.35)
-        assert np.var(odp) == pytest.approx(target, rel=0.35)
+        # a sample variance of 4000 Laplace draws has relative sd sqrt((kurtosis - 1) / n) = 0.035
+        # (Gaussian: 0.022); 0.2 is 5.7 sd (with 400 draws and 0.35 it failed about 1 run in 500)
+        assert np.var(sim) == pytest.approx(target, rel=0.2)
+        assert np.var(odp) == pytest.approx(target, rel=0.2)
 
 
 def test_strategy_object_is_accepted():

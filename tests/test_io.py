@@ -214,3 +214,15 @@ def test_kronecker_strategy_too_large_to_write_flat_is_refused_before_expanding(
     monkeypatch.setenv("STRATEGY_OPT_MEMORY", "1G")
     sio.write_strategy(s, tmp_path / "k.npz")
     np.testing.assert_array_equal(sio.read_strategy(tmp_path / "k.npz").dense(), s.dense())
+
+
+def test_a_hand_written_file_with_metadata_but_no_format_version_is_read(tmp_path):
+    """README: users may write the metadata fields themselves; format_version marks a file written by
+    strategy_opt, whose seal is then required."""
+    meta = {"workload": "identity:4", "privacy": "pure", "method": "mine", "unit_total_squared_error": 4.0}
+    np.savez(tmp_path / "h.npz", A=np.eye(4), meta=json.dumps(meta))
+    s = sio.read_strategy(tmp_path / "h.npz")
+    assert np.array_equal(s.dense(), np.eye(4)) and s.meta["method"] == "mine"
+    np.savez(tmp_path / "v.npz", A=np.eye(4), meta=json.dumps({**meta, "format_version": 3}))
+    with pytest.raises(InputError, match="requires a whole-file seal"):
+        sio.read_strategy(tmp_path / "v.npz")

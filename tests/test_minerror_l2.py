@@ -257,7 +257,7 @@ def test_weights_as_a_separated_string_equal_the_list():
 
 
 def test_native_refuses_nonlinear_objectives():
-    with pytest.raises(InputError, match="cvxpy profile"):
+    with pytest.raises(InputError, match="cvxpy solver profile"):
         solve("all-range:8", method="minerror-l2", solver="native", objective="max")
 
 
@@ -571,7 +571,7 @@ def test_a_weights_file_that_is_not_a_plain_npy_is_refused_by_name(tmp_path):
 
 def test_auto_gives_small_min_max_programs_to_clarabel_and_large_ones_to_scs():
     """Clarabel's memory follows the scaling blocks (8.4 GB on all ranges over 32 cells): auto takes it up to
-    AUTO_CLARABEL_MAX_BLOCK_ENTRIES, SCS beyond; other objectives keep SCS."""
+    CLARABEL_MAX_BLOCK_ENTRIES, SCS beyond; other objectives keep SCS. solve without a solver does the same."""
     import strategy_opt.programs.auto as auto
     from strategy_opt.problem import Problem
     from strategy_opt.programs.minerror_l2 import max_program_block_entries
@@ -586,3 +586,7 @@ def test_auto_gives_small_min_max_programs_to_clarabel_and_large_ones_to_scs():
     assert profile(all_range(32)) == "scs"  # 528 cones of 33: 1.7e8 entries
     problem = Problem(all_range(16), "approx", "max", load_profile("native"), {})
     assert auto._candidate_problem(replace(problem, workload=all_range(65)), "minerror-l2") is None  # beyond GENERIC_SDP_MAX_N
+    s = solve(prefix(5), method="minerror-l2", objective="max")  # no solver named: not the native default
+    assert s.meta["solver"] == "clarabel" and s.meta["objective_value"] == pytest.approx(_minmax_sdp(np.tril(np.ones((5, 5)))), rel=1e-5)
+    with pytest.raises(InputError, match="needs a cvxpy solver profile"):
+        solve(prefix(5), method="minerror-l2", objective="max", solver="native")

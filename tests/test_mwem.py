@@ -164,8 +164,8 @@ def test_facts_match_the_mechanisms_actually_run(monkeypatch):
     calls = {"measure": [], "select": []}
     real_measure, real_select = mw.measure, mw._select
 
-    def measure(A, x, privacy, rng=None, sampler=None):
-        y, scale = real_measure(A, x, privacy, rng=rng, sampler=sampler)
+    def measure(A, x, privacy, rng=None, sampler=None, what=""):
+        y, scale = real_measure(A, x, privacy, rng=rng, sampler=sampler, what=what)
         calls["measure"].append((privacy.epsilon, scale, float(abs(A).max())))
         return y, scale
 

@@ -353,15 +353,28 @@ def test_auto_is_a_solver_error_when_a_candidate_failed_numerically(monkeypatch,
 BIG_2D = "all-range:256*all-range:256"  # 65536 cells: above the 20000-cell dense Gram limit of auto-pure / p-identity
 
 
-def test_auto_pure_returns_the_best_baseline_where_auto_pure_cannot_run(tmp_path, capsys):
-    # before: "auto: no candidate method can take this problem: auto-pure: the Gram matrix needs a dense 65536x65536 matrix"
-    # although identity, hierarchical and wavelet solve it in seconds (Kronecker per attribute)
+def test_auto_pure_on_a_domain_too_large_for_dense_analysis_uses_kronecker_candidates(tmp_path, capsys):
+    # before: "auto: no candidate method can take this problem: auto-pure: the Gram matrix needs a dense
+    # 65536x65536 matrix" although identity, hierarchical and wavelet solve it in seconds (Kronecker per
+    # attribute); then auto-pure aborted on its identity candidate (dense analysis) and auto kept the
+    # baselines. auto-pure now skips the candidates that cannot run and keeps p-identity's Kronecker strategy.
+    from strategy_opt.error import KroneckerMatrix
+    from strategy_opt.workload import all_range
+
     s = solve(BIG_2D, privacy="pure", method="auto")
     cands = s.meta["auto_candidates"]
-    assert set(cands) == {"identity", "hierarchical", "wavelet"}  # auto-pure refused the domain
-    assert s.meta["auto_choice"] == min(cands, key=cands.get) == "hierarchical"
-    assert s.meta["method"] == "auto" and s.meta["unit_total_squared_error"] == pytest.approx(cands["hierarchical"], rel=1e-12)
-    assert cands["hierarchical"] < cands["identity"] < cands["wavelet"]  # measured: 4.49e12, 8.00e12, 1.32e13
+    assert set(cands) == {"auto-pure", "identity", "hierarchical", "wavelet"}
+    assert s.meta["auto_choice"] == min(cands, key=cands.get) == "auto-pure"
+    assert set(s.meta["auto_pure_skipped"]) == {"identity", "greedy-h"}  # dense n x n analysis: refused, skipped
+    assert cands["auto-pure"] < 0.3 * cands["hierarchical"] < cands["identity"] < cands["wavelet"]  # measured: 1.14e12, 4.49e12, 8.00e12, 1.32e13
+    # E_1 of a Kronecker strategy from its factors: ||A1 (x) A2||_1 = ||A1||_1 ||A2||_1, traces multiply
+    assert isinstance(s.matrix, KroneckerMatrix)
+    G = all_range(256).gram()
+    E = 1.0
+    for f in s.matrix.factors:
+        f = f.toarray() if hasattr(f, "toarray") else np.asarray(f)
+        E *= np.abs(f).sum(axis=0).max() ** 2 * np.trace(G @ np.linalg.pinv(f.T @ f))
+    assert E == pytest.approx(s.meta["unit_total_squared_error"], rel=1e-8)
     out = tmp_path / "s.npz"
     assert main(["-q", "solve", "--workload", BIG_2D, "--privacy", "pure", "--method", "auto", "--out", str(out)]) == 0
     assert out.exists() and "error" not in capsys.readouterr().err

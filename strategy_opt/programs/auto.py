@@ -39,7 +39,7 @@ from ..objectives import get_objective
 from ..problem import Problem
 from ..registry import methods, register_method
 from ..solvers import load_profile
-from .minerror_l2 import LINEAR_OBJECTIVES, query_weights
+from .minerror_l2 import LINEAR_OBJECTIVES, generic_sdp_profile, query_weights
 
 log = logging.getLogger("strategy_opt")
 
@@ -49,9 +49,6 @@ BASELINES = ("identity", "hierarchical", "wavelet")
 EXACT_L2_MAX_N = 2048
 #: Largest domain on which ``auto`` lets a cvxpy profile solve the exact program.
 GENERIC_SDP_MAX_N = 64
-#: Largest min-max program (scaling-block entries, `minerror_l2.max_program_block_entries`) that auto
-#: gives Clarabel rather than SCS: about 1 GB of Clarabel's memory.
-AUTO_CLARABEL_MAX_BLOCK_ENTRIES = 2e7
 #: Each candidate's reason in the error raised when none gives a strategy is cut to this many characters.
 REASON_MAX_CHARS = 300
 
@@ -86,23 +83,8 @@ def _candidate_problem(problem: Problem, name: str) -> Problem | None:
         elif problem.solver.backend == "native" and not linear:  # the native solver has linear objectives only
             if problem.workload.n > GENERIC_SDP_MAX_N:
                 return None
-            candidate = replace(candidate, solver=load_profile(_generic_sdp_profile(problem)))
+            candidate = replace(candidate, solver=load_profile(generic_sdp_profile(problem.workload, problem.objective)))
     return candidate
-
-
-def _generic_sdp_profile(problem: Problem) -> str:
-    """Clarabel for a min-max program whose interior-point blocks fit `AUTO_CLARABEL_MAX_BLOCK_ENTRIES`, else SCS.
-
-    Where it fits Clarabel is faster and more accurate (40 ranges over 32 cells with rows scaled
-    1e-2 ... 1e3: 2.9 s against SCS's 80 s, 1.0003 against 1.0012 of a reference SDP; all ranges
-    over 16 cells: 7.5 s against 25 s); its memory grows with the blocks (8.4 GB on all ranges
-    over 32 cells), where SCS is used.
-    """
-    from .minerror_l2 import max_program_block_entries
-
-    if problem.objective == "max" and max_program_block_entries(problem.workload.m, problem.workload.n) <= AUTO_CLARABEL_MAX_BLOCK_ENTRIES:
-        return "clarabel"
-    return "scs"
 
 
 def _reason(exc: Exception) -> str:

@@ -111,6 +111,9 @@ log = logging.getLogger("strategy_opt")
 
 #: Objectives that are weighted sums of the per-query variances (solved on a reweighted Gram).
 LINEAR_OBJECTIVES = ("total", "weighted", "relative")
+#: Largest min-max program (scaling-block entries, `max_program_block_entries`) given to Clarabel
+#: rather than SCS when no solver is named: about 1 GB of Clarabel's memory.
+CLARABEL_MAX_BLOCK_ENTRIES = 2e7
 
 #: Largest ``m (n + 1)^2`` for the per-query Schur-complement form (``max``, user objectives).
 SCHUR_MAX_ENTRIES = 2_000_000
@@ -369,6 +372,20 @@ def _max_form(k: int, n: int) -> str:
 def _scaling_block(d: int) -> float:
     """Entries of an interior-point scaling block of a d x d PSD cone: ``(d (d + 1) / 2)^2``."""
     return (d * (d + 1) / 2) ** 2
+
+
+def generic_sdp_profile(workload: Workload, objective: str) -> str:
+    """The cvxpy profile for an objective the native solver does not take: Clarabel for a min-max
+    program whose interior-point blocks fit `CLARABEL_MAX_BLOCK_ENTRIES`, else SCS.
+
+    Used when no solver is named (``solve`` and ``auto``). Where it fits, Clarabel is faster and
+    more accurate (40 ranges over 32 cells with rows scaled 1e-2 ... 1e3: 2.9 s against SCS's
+    80 s, 1.0003 against 1.0012 of a reference SDP; all ranges over 16 cells: 7.5 s against
+    25 s); its memory grows with the blocks (8.4 GB on all ranges over 32 cells), where SCS is used.
+    """
+    if objective == "max" and max_program_block_entries(workload.m, workload.n) <= CLARABEL_MAX_BLOCK_ENTRIES:
+        return "clarabel"
+    return "scs"
 
 
 def max_program_block_entries(k: int, n: int) -> float:
