@@ -87,13 +87,15 @@ def _null_space_removed(A) -> tuple[object, ErrorProfile | None]:
 
 
 def final_strategy(A, p: int) -> tuple[object, dict | None, ErrorProfile | None]:
-    """The matrix `compile_strategy` writes for A: columns completed under epsilon-DP (Li 2013,
-    Sec. 3.4.3; never raises E_1), numerical null space removed; with the completion facts and
-    the error profile when already computed."""
+    """A with columns completed under epsilon-DP (Li 2013, Sec. 3.4.3; never raises E_1) and its
+    numerical null space removed; with the completion facts and the error profile (None for a
+    Kronecker strategy, which is analysed per factor)."""
     completed = None
     if p == 1:
         A, completed = complete_columns_l1(A)
     A, profile = _null_space_removed(A)
+    if profile is None and not isinstance(A, KroneckerMatrix):
+        profile = ErrorProfile(A)
     return A, completed, profile
 
 
@@ -111,7 +113,7 @@ def _identity_mixed(A, p: int, share: float):
     return np.vstack([a * np.asarray(A), np.eye(n) * (b * s)])
 
 
-def supported_strategy(A, workload, p: int, profile: ErrorProfile | None) -> tuple[object, ErrorProfile | None, dict | None]:
+def supported_strategy(A, workload, p: int, profile: ErrorProfile | None, what: str = "strategy") -> tuple[object, ErrorProfile | None, dict | None]:
     """A, or A with a share of the identity mixed in when A misses directions a query needs.
 
     An optimiser works from the Gram matrix W^T W, where a query 1e5 times smaller
@@ -122,36 +124,36 @@ def supported_strategy(A, workload, p: int, profile: ErrorProfile | None) -> tup
     queries' variances by at most 1/(1 - share) under L2, 1/(1 - share)^2 under L1).
     Returns the strategy, its profile and the repair facts (None when A supports W
     as it is, or is a Kronecker strategy, whose support is checked per factor).
+    Raises the support check's `InputError` (naming ``what``) when no share helps.
     """
-    if profile is None or isinstance(A, KroneckerMatrix):
+    if profile is None:
         return A, profile, None
+    G = workload.gram()
     try:
-        profile.check_support(workload.gram(), workload=workload)
+        profile.check_support(G, what=what, workload=workload)  # per query too: a strategy error and run would refuse
         return A, profile, None
     except InputError as exc:
-        reason = str(exc)
+        refusal = exc
     best = None
     for share in SUPPORT_REPAIR_SHARES:
         A_mix = _identity_mixed(A, p, share)
         prof = ErrorProfile(A_mix)
         try:
-            prof.check_support(workload.gram(), workload=workload)  # per query: under L1 the identity's share is squared
+            prof.check_support(G, workload=workload)  # under L1 the identity's share enters A^T A squared
             E = unit_error(A_mix, workload, p, profile=prof)
         except InputError:
             continue
         if best is None or E < best[3]:
             best = (A_mix, prof, share, E)
     if best is None:
-        raise InputError(reason)
+        raise refusal
     log.info("compiler: the strategy missed directions the workload needs; mixed in %.0e of the identity (E_%d %.8g)", best[2], p, best[3])
-    return best[0], best[1], {"identity_share": best[2], "rows_added": int(A.shape[1]), "reason": reason.split(" (W A+ A")[0]}
+    return best[0], best[1], {"identity_share": best[2], "rows_added": int(A.shape[1]), "reason": str(refusal).split(" (W A+ A")[0]}
 
 
 def reported_error(A, workload, p: int) -> tuple[object, float]:
-    """``(final_strategy(A), its E_p)``: the error `compile_strategy` will report for A, for comparing candidates."""
+    """The strategy `compile_strategy` writes for A (`final_strategy`, then `supported_strategy`) and its E_p, for comparing candidates."""
     A, _, profile = final_strategy(A, p)
-    if profile is None and not isinstance(A, KroneckerMatrix):
-        profile = ErrorProfile(A)
     A, profile, _ = supported_strategy(A, workload, p, profile)
     return A, unit_error(A, workload, p, profile=profile)
 
@@ -210,12 +212,8 @@ def compile_strategy(
     t0 = time.perf_counter()
     W = problem.workload
     A, completed, profile = final_strategy(A, problem.p)
-    if profile is None and not isinstance(A, KroneckerMatrix):
-        profile = ErrorProfile(A)
-    A, profile, repair = supported_strategy(A, W, problem.p, profile)
+    A, profile, repair = supported_strategy(A, W, problem.p, profile, what=f"the {method} strategy")
     G = None if isinstance(A, KroneckerMatrix) else W.gram()  # Kronecker strategies are analysed per factor
-    if profile is not None:  # per query too: a strategy that error and run would refuse is not written
-        profile.check_support(G, what=f"the {method} strategy", workload=W)
     E = unit_error(A, W, problem.p, profile=profile)
     log_scale = W.log_scale
     log_E = (math.log(E) + log_scale) if E > 0 else -math.inf

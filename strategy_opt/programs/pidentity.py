@@ -735,17 +735,15 @@ def auto_pure(problem: Problem):
     cands: dict[str, tuple[object, float]] = {}
     skipped: dict[str, str] = {}
 
-    def attempt(name: str, make) -> bool:
+    def attempt(name: str, make) -> None:
         """Evaluate candidate ``name``; one that fails is skipped (the others stand), except for a bad option."""
         try:
             cands[name] = make()
-            return True
         except OptionError:
             raise
         except (InputError, SolverError) as exc:
             log.info("auto-pure: %s skipped (%s)", name, exc)
             skipped[name] = " ".join(str(exc).split())
-            return False
 
     attempt("identity", lambda: reported_error(identity_matrix(n), W, 1))
     best_b = None
