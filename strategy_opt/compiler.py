@@ -152,10 +152,15 @@ def supported_strategy(A, workload, p: int, profile: ErrorProfile | None, what: 
 
 
 def reported_error(A, workload, p: int) -> tuple[object, float]:
-    """The strategy `compile_strategy` writes for A (`final_strategy`, then `supported_strategy`) and its E_p, for comparing candidates."""
+    """``(final_strategy(A), E_p)`` with E_p as `compile_strategy` will report it, for comparing candidates.
+
+    E_p is that of the strategy after `supported_strategy`; the matrix returned is the one
+    before it, so that `compile_strategy` repeats the repair and records it in ``meta``.
+    Like the programs' ``total`` objective, E_p excludes ``workload.log_scale``.
+    """
     A, _, profile = final_strategy(A, p)
-    A, profile, _ = supported_strategy(A, workload, p, profile)
-    return A, unit_error(A, workload, p, profile=profile)
+    A_supported, profile, _ = supported_strategy(A, workload, p, profile)
+    return A, unit_error(A_supported, workload, p, profile=profile)
 
 
 def compile_strategy(

@@ -745,6 +745,15 @@ def auto_pure(problem: Problem):
             log.info("auto-pure: %s skipped (%s)", name, exc)
             skipped[name] = " ".join(str(exc).split())
 
+    repairs: dict[str, dict] = {}
+
+    def compiled(strategy, name: str) -> tuple[object, float]:
+        """A candidate that is a compiled strategy, scored like the others (its meta's E_1 includes the
+        workload's log_scale); the identity share its compiler mixed in is kept for the final meta."""
+        if "support_repair" in strategy.meta:
+            repairs[name] = strategy.meta["support_repair"]
+        return reported_error(strategy.matrix, W, 1)
+
     attempt("identity", lambda: reported_error(identity_matrix(n), W, 1))
     best_b = None
     for b in AUTO_BRANCHINGS:
@@ -771,19 +780,11 @@ def auto_pure(problem: Problem):
     if n <= AUTO_SVD_MAX_N:
         from .svd_approx import svd_approx
 
-        def svd_candidate():
-            s = svd_approx(sub)
-            return s.matrix, s.meta["unit_total_squared_error"]
-
-        attempt("svd-approx", svd_candidate)
+        attempt("svd-approx", lambda: compiled(svd_approx(sub), "svd-approx"))
     if n <= AUTO_MINERROR_L1_MAX_N:
         from .minerror_l1 import minerror_l1
 
-        def minerror_l1_candidate():
-            s = minerror_l1(replace(problem, options={}))
-            return s.matrix, s.meta["unit_total_squared_error"]
-
-        attempt("minerror-l1", minerror_l1_candidate)
+        attempt("minerror-l1", lambda: compiled(minerror_l1(replace(problem, options={})), "minerror-l1"))
     sets = marginal_attribute_sets(W)
     if sets is not None:
         from ..bases import fourier_matrix
@@ -803,6 +804,8 @@ def auto_pure(problem: Problem):
     )
     if skipped:
         extra["auto_pure_skipped"] = skipped
+    if choice in repairs:
+        extra["support_repair"] = repairs[choice]
     if choice == "p-identity":
         extra.update({k: v for k, v in pid_meta.items() if k in ("theta_rows", "start", "starts", "kronecker_rounds", "template", "marginal_weights", "merged_cells")})
     return compile_strategy(cands[choice][0], problem, "auto-pure", solver="native", status="best-of-candidates", solve_seconds=time.perf_counter() - t0, extra=extra, **bound)
