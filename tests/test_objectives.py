@@ -357,7 +357,8 @@ def test_auto_pure_on_a_domain_too_large_for_dense_analysis_uses_kronecker_candi
     # before: "auto: no candidate method can take this problem: auto-pure: the Gram matrix needs a dense
     # 65536x65536 matrix" although identity, hierarchical and wavelet solve it in seconds (Kronecker per
     # attribute); then auto-pure aborted on its identity candidate (dense analysis) and auto kept the
-    # baselines. auto-pure now skips the candidates that cannot run and keeps p-identity's Kronecker strategy.
+    # baselines. auto-pure now evaluates the identity per factor, skips GreedyH (dense analysis) and keeps
+    # p-identity's Kronecker strategy.
     from strategy_opt.error import KroneckerMatrix
     from strategy_opt.workload import all_range
 
@@ -365,7 +366,8 @@ def test_auto_pure_on_a_domain_too_large_for_dense_analysis_uses_kronecker_candi
     cands = s.meta["auto_candidates"]
     assert set(cands) == {"auto-pure", "identity", "hierarchical", "wavelet"}
     assert s.meta["auto_choice"] == min(cands, key=cands.get) == "auto-pure"
-    assert set(s.meta["auto_pure_skipped"]) == {"identity", "greedy-h"}  # dense n x n analysis: refused, skipped
+    assert set(s.meta["auto_pure_skipped"]) == {"greedy-h"}  # its strategy needs dense n x n analysis: skipped
+    assert s.meta["auto_pure_candidates"]["identity"] == pytest.approx(cands["identity"], rel=1e-12)  # per factor: trace(W^T W)
     assert cands["auto-pure"] < 0.3 * cands["hierarchical"] < cands["identity"] < cands["wavelet"]  # measured: 1.14e12, 4.49e12, 8.00e12, 1.32e13
     # E_1 of a Kronecker strategy from its factors: ||A1 (x) A2||_1 = ||A1||_1 ||A2||_1, traces multiply
     assert isinstance(s.matrix, KroneckerMatrix)
