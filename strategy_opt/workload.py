@@ -22,6 +22,7 @@ Examples
 
 from __future__ import annotations
 
+import logging
 import math
 from abc import ABC, abstractmethod
 from functools import cached_property, reduce
@@ -35,6 +36,8 @@ from scipy.sparse.linalg import LinearOperator
 from .defaults import MAX_DENSE_N, MAX_MATRIX_ENTRIES, TINY_GRAM
 from .exceptions import InputError
 from .resources import format_bytes, require_memory
+
+log = logging.getLogger("strategy_opt")
 
 __all__ = [
     "weighted_gram",
@@ -342,9 +345,28 @@ class ExplicitWorkload(Workload):
                     f"{G.diagonal().max():.3g}): multiply the workload by a constant (a strategy's relative error does "
                     "not depend on the workload's scale)"
                 )
+            self._warn_vanishing_rows()
             G.setflags(write=False)
             self._gram = G
         return self._gram
+
+    def _warn_vanishing_rows(self) -> None:
+        """Log a warning for non-zero queries whose squared norm underflows: they count as zero queries."""
+        W = self._W
+        with np.errstate(under="ignore"):
+            if sp.issparse(W):
+                nonzero = np.diff(W.indptr) > 0
+                sq = np.asarray(W.multiply(W).sum(axis=1)).ravel()
+            else:
+                nonzero = np.any(W != 0, axis=1)
+                sq = np.einsum("ij,ij->i", W, W)
+        vanishing = np.flatnonzero(nonzero & (sq < TINY_GRAM))
+        if vanishing.size:
+            log.warning(
+                "workload %r: %d quer%s (row %d first) with entries too small for float64 (squared norm %.3g) count as zero "
+                "queries; rescale them if they matter", self.spec, vanishing.size, "y" if vanishing.size == 1 else "ies",
+                vanishing[0], sq[vanishing[0]],
+            )
 
     def matrix(self) -> sp.csr_matrix:
         return sp.csr_matrix(self._W)

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from strategy_opt.exceptions import InputError
 from strategy_opt.workload import (
@@ -496,3 +497,29 @@ def test_a_gram_matrix_that_overflows_is_refused_naming_the_workload(tmp_path, c
                  "--epsilon", "1", "--out", str(tmp_path / "a.npy")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and f"the entries of workload 'file:{tmp_path / 'W.npy'}' are too large for float64" in err[0], err
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_query_whose_squares_underflow_is_named_in_a_warning(sparse, caplog):
+    """Rows of 1e-200 beside normal rows count as zero queries (their squares are 0 in float64); said once."""
+    import logging
+
+    W = np.tril(np.ones((5, 5)))
+    W[2] *= 1e-200
+    W[4] *= 1e-170
+    w = from_matrix(sp.csr_matrix(W) if sparse else W, spec="tiny")
+    log = logging.getLogger("strategy_opt")
+    saved = log.propagate
+    log.propagate = True
+    try:
+        with caplog.at_level(logging.WARNING, logger="strategy_opt"):
+            G = w.gram()
+            w.gram()
+    finally:
+        log.propagate = saved
+    warnings = [r.getMessage() for r in caplog.records if "too small for float64" in r.getMessage()]
+    assert warnings == ["workload 'tiny': 2 queries (row 2 first) with entries too small for float64 (squared norm 0) count as zero queries; rescale them if they matter"]
+    np.testing.assert_array_equal(G, np.delete(W, [2, 4], axis=0).T @ np.delete(W, [2, 4], axis=0))
+    caplog.clear()
+    from_matrix(np.tril(np.ones((5, 5))) * 1e-120).gram()  # squares 1e-240: small but representable
+    assert not [r for r in caplog.records if "too small" in r.getMessage()]
