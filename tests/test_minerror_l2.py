@@ -590,3 +590,12 @@ def test_auto_gives_small_min_max_programs_to_clarabel_and_large_ones_to_scs():
     assert s.meta["solver"] == "clarabel" and s.meta["objective_value"] == pytest.approx(_minmax_sdp(np.tril(np.ones((5, 5)))), rel=1e-5)
     with pytest.raises(InputError, match="needs a cvxpy solver profile"):
         solve(prefix(5), method="minerror-l2", objective="max", solver="native")
+
+
+def test_max_on_all_predicate_beyond_float64_is_refused_in_one_line(tmp_path, capsys):
+    """2^1100 queries: the block-size estimate overflowed a float (OverflowError traceback) when no solver was named."""
+    out = tmp_path / "s.npz"
+    assert main(["-q", "solve", "--workload", "all-predicate:1100", "--method", "minerror-l2", "--objective", "max", "--out", str(out)]) == 2
+    assert not out.exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "m=~10^331 queries give ~10^337 entries" in err[0], err

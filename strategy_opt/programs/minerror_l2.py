@@ -301,7 +301,7 @@ def _schur_rows(W: Workload, problem: Problem) -> tuple[np.ndarray, np.ndarray, 
     if m * (n + 1) ** 2 > SCHUR_MAX_ENTRIES:
         raise InputError(
             f"objective {problem.objective!r} needs one ({n}+1)x({n}+1) Schur complement per query; "
-            f"m={m} queries give {m * (n + 1) ** 2:,} entries (limit {SCHUR_MAX_ENTRIES:,}); "
+            f"m={_count(m)} queries give {_count(m * (n + 1) ** 2)} entries (limit {SCHUR_MAX_ENTRIES:,}); "
             "use a smaller workload or the total/weighted objective"
         )
     if W.log_scale != 0:
@@ -369,9 +369,15 @@ def _max_form(k: int, n: int) -> str:
     return "factorization" if _scaling_block(k + n) < k * _scaling_block(n + 1) else "schur"
 
 
-def _scaling_block(d: int) -> float:
-    """Entries of an interior-point scaling block of a d x d PSD cone: ``(d (d + 1) / 2)^2``."""
-    return (d * (d + 1) / 2) ** 2
+def _count(k: int) -> str:
+    """``k`` with thousands separators, or as a power of ten when it has more than 15 digits (all-predicate:1100)."""
+    digits = len(str(k))
+    return f"{k:,}" if digits <= 15 else f"~10^{digits - 1}"
+
+
+def _scaling_block(d: int) -> int:
+    """Entries of an interior-point scaling block of a d x d PSD cone: ``(d (d + 1) / 2)^2`` (exact integers: d may be 2^1100)."""
+    return (d * (d + 1) // 2) ** 2
 
 
 def generic_sdp_profile(workload: Workload, objective: str) -> str:
@@ -388,7 +394,7 @@ def generic_sdp_profile(workload: Workload, objective: str) -> str:
     return "scs"
 
 
-def max_program_block_entries(k: int, n: int) -> float:
+def max_program_block_entries(k: int, n: int) -> int:
     """Scaling-block entries of the min-max program's form for k queries on n cells (`_max_form` picks the smaller).
 
     Clarabel's memory follows it at about 50 bytes an entry: 8.4 GB for all
