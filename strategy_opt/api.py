@@ -9,7 +9,6 @@ import time
 import scipy.sparse as sp
 
 from .error import unit_error
-from .defaults import TINY_GRAM
 from .exceptions import InputError
 from .objectives import get_objective
 from .problem import Problem
@@ -17,7 +16,7 @@ from .registry import get_method
 from .solvers import load_profile
 from .spec import parse_spec
 from .strategy import Strategy
-from .workload import ExplicitWorkload, Kronecker, Union, Workload
+from .workload import ExplicitWorkload, Kronecker, Union, Workload, check_entry_scale
 
 __all__ = ["solve", "error_report", "as_workload"]
 
@@ -40,16 +39,6 @@ def _check_notion(privacy) -> str:
     return privacy
 
 
-#: Above this, sums of squared entries are too close to float64's limit (1.8e308) for A^T A and W^T W products.
-MAX_FLOAT_SQUARED = 1e300
-
-
-def _linear_objectives() -> tuple[str, ...]:
-    from .programs.minerror_l2 import LINEAR_OBJECTIVES
-
-    return LINEAR_OBJECTIVES
-
-
 def _is_all_zero(workload: Workload) -> bool:
     """Whether no query of the workload has a non-zero coefficient (``trace(W^T W) == 0``), without forming its Gram matrix.
 
@@ -64,24 +53,6 @@ def _is_all_zero(workload: Workload) -> bool:
     if isinstance(workload, ExplicitWorkload):
         return workload.nnz() == 0
     return False
-
-
-def _check_scale(workload: Workload) -> None:
-    """`InputError` when an explicit part's squared entries leave float64 (``||W||_F^2`` bounds every Gram entry)."""
-    if isinstance(workload, (Kronecker, Union)):
-        for part in workload.factors if isinstance(workload, Kronecker) else workload.parts:
-            _check_scale(part)
-        return
-    if not isinstance(workload, ExplicitWorkload):
-        return
-    f = workload.frobenius_sq()
-    if f > MAX_FLOAT_SQUARED or (f < TINY_GRAM and workload.nnz()):  # a zero part of a union is allowed
-        size = "large" if f > MAX_FLOAT_SQUARED else "small"
-        raise InputError(
-            f"the entries of workload {workload.spec!r} are too {size} for float64 (sum of squares {f:.3g}): "
-            f"{'divide' if size == 'large' else 'multiply'} the workload by a constant (a strategy's relative error "
-            "does not depend on the workload's scale)"
-        )
 
 
 def as_workload(workload) -> Workload:
@@ -162,15 +133,16 @@ def solve(
     info.check(objective, options)
     if solver is not None and not isinstance(solver, (str, os.PathLike, SolverProfile)):
         raise InputError(f"solver must be a profile name (scs, clarabel, native), a profile file path or a SolverProfile, got {solver!r}")
-    if solver is None and method == "minerror-l2" and objective not in _linear_objectives():
-        from .programs.minerror_l2 import generic_sdp_profile
+    if solver is None and method == "minerror-l2":
+        from .programs.minerror_l2 import LINEAR_OBJECTIVES, generic_sdp_profile
 
-        solver = generic_sdp_profile(workload, objective)  # the default (native) profile takes linear objectives only
-        log.info("minerror-l2: objective %r runs on the %s profile (no solver named)", objective, solver)
+        if objective not in LINEAR_OBJECTIVES:  # the default (native) profile takes linear objectives only
+            solver = generic_sdp_profile(workload, objective)
+            log.info("minerror-l2: objective %r runs on the %s profile (no solver named)", objective, solver)
     profile = solver if isinstance(solver, SolverProfile) else load_profile(solver)
     if _is_all_zero(workload):  # once here, for every method (some would fail on it with an internal error)
         raise InputError(f"workload {workload.spec!r} is all zeros: no query has a non-zero coefficient (its Gram matrix is zero), so there is nothing to optimise")
-    _check_scale(workload)
+    check_entry_scale(workload)
     problem = Problem(workload, privacy, objective, profile, options)
     t0 = time.perf_counter()
     strategy = info.func(problem)

@@ -64,3 +64,5 @@ NOISE_RESOLUTION = 16
 #: Squared column norms (strategies) or Gram diagonals (workloads) below this, near the subnormal
 #: range where A^T A loses its digits, are refused as too small, with a hint to rescale.
 TINY_GRAM = 1e-250
+#: ... and sums of squared workload entries above this, too close to float64's limit (1.8e308) for Gram products.
+MAX_FLOAT_SQUARED = 1e300

@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-from .defaults import MAX_DENSE_N, MAX_MATRIX_ENTRIES, TINY_GRAM
+from .defaults import MAX_DENSE_N, MAX_FLOAT_SQUARED, MAX_MATRIX_ENTRIES, TINY_GRAM
 from .exceptions import InputError
 from .resources import format_bytes, require_memory
 
@@ -285,6 +285,30 @@ def _finite_gram(G: np.ndarray, spec: str, what: str = "Gram matrix W^T W") -> n
     return G
 
 
+def _entry_scale_error(spec: str, size: str, measured: str) -> InputError:
+    """The error for a workload whose squared entries leave float64 (``size``: 'large' or 'small')."""
+    return InputError(
+        f"the entries of workload {spec!r} are too {size} for float64 ({measured}): "
+        f"{'divide' if size == 'large' else 'multiply'} the workload by a constant (a strategy's relative error "
+        "does not depend on the workload's scale)"
+    )
+
+
+def check_entry_scale(workload: "Workload") -> None:
+    """`InputError` when an explicit part's squared entries leave float64 (``||W||_F^2`` bounds every Gram entry)."""
+    if isinstance(workload, (Kronecker, Union)):
+        for part in workload.factors if isinstance(workload, Kronecker) else workload.parts:
+            check_entry_scale(part)
+        return
+    if not isinstance(workload, ExplicitWorkload):
+        return
+    f = workload.frobenius_sq()
+    if f > MAX_FLOAT_SQUARED:
+        raise _entry_scale_error(workload.spec, "large", f"sum of squares {f:.3g}")
+    if f < TINY_GRAM and workload.nnz():  # a zero part of a union is allowed
+        raise _entry_scale_error(workload.spec, "small", f"sum of squares {f:.3g}")
+
+
 class ExplicitWorkload(Workload):
     """A workload given as an explicit (dense or sparse) matrix.
 
@@ -340,11 +364,7 @@ class ExplicitWorkload(Workload):
             with np.errstate(over="ignore", under="ignore"):  # checked by _finite_gram and below
                 G = _finite_gram(_cross_product(self._W), self.spec)
             if self.nnz() and G.diagonal().max() < TINY_GRAM:
-                raise InputError(
-                    f"the entries of workload {self.spec!r} are too small for float64 (largest squared column norm "
-                    f"{G.diagonal().max():.3g}): multiply the workload by a constant (a strategy's relative error does "
-                    "not depend on the workload's scale)"
-                )
+                raise _entry_scale_error(self.spec, "small", f"largest squared column norm {G.diagonal().max():.3g}")
             self._warn_vanishing_rows()
             G.setflags(write=False)
             self._gram = G
