@@ -118,6 +118,27 @@ def test_auto_pure_returns_the_best_candidate_with_a_lower_bound():
     assert s.meta["ratio_to_lower_bound"] == pytest.approx(E / s.meta["lower_bound"])
 
 
+def test_auto_pure_reports_each_candidate_as_it_finishes(caplog, monkeypatch):
+    import logging
+    import re
+
+    log = logging.getLogger("strategy_opt")  # a CLI call in an earlier test may have stopped its propagation
+    monkeypatch.setattr(log, "handlers", [caplog.handler])
+    monkeypatch.setattr(log, "propagate", False)
+    with caplog.at_level(logging.INFO, logger="strategy_opt"):
+        s = solve(prefix(24), privacy="pure", method="auto-pure")
+    reported = {}
+    for r in caplog.records:
+        m = re.match(r"auto-pure: (\S+) E_1 (\S+) \(", r.getMessage())
+        if m:
+            reported[m.group(1)] = float(m.group(2))
+    cands = s.meta["auto_pure_candidates"]
+    assert set(reported) == set(cands)
+    for name, E in cands.items():  # the progress line states the value the choice is made on
+        assert reported[name] == pytest.approx(E, rel=1e-9)
+    assert cands["identity"] == pytest.approx(24 * 25 / 2)  # prefix:n under A = I: sum of the query lengths
+
+
 @pytest.mark.parametrize(("method", "options"), [("p-identity", {}), ("svd-approx", {}), ("l1-weighting", {"basis": "hierarchical"})])
 def test_every_pure_method_reports_the_l2_optimum_bound(method, options):
     W = all_range(24)

@@ -738,8 +738,10 @@ def auto_pure(problem: Problem):
     cands: dict[str, tuple[object, float]] = {}
     skipped: dict[str, str] = {}
 
-    def attempt(name: str, make) -> None:
-        """Evaluate candidate ``name``; one that fails is skipped (the others stand), except for a bad option."""
+    def attempt(name: str, make, started: float | None = None) -> None:
+        """Evaluate candidate ``name`` (logged with the seconds since ``started``, default now); one that
+        fails is skipped (the others stand), except for a bad option."""
+        started = time.perf_counter() if started is None else started
         try:
             cands[name] = make()
         except OptionError:
@@ -747,6 +749,8 @@ def auto_pure(problem: Problem):
         except (InputError, SolverError) as exc:
             log.info("auto-pure: %s skipped (%s)", name, exc)
             skipped[name] = " ".join(str(exc).split())
+            return
+        log.info("auto-pure: %s E_1 %.10g (%.3g s)", name, cands[name][1], time.perf_counter() - started)
 
     repairs: dict[str, dict] = {}
 
@@ -758,13 +762,15 @@ def auto_pure(problem: Problem):
         return reported_error(strategy.matrix, W, 1)
 
     attempt("identity", lambda: reported_error(_per_dimension(W.domain, identity_matrix), W, 1))  # Kronecker on product domains
-    best_b = None
+    best_b, started = None, time.perf_counter()
     for b in AUTO_BRANCHINGS:
         if b > max(W.domain) and b > 2:
             break
         A, E = reported_error(_per_dimension(W.domain, lambda d, b=b: hierarchical_matrix(d, b)), W, 1)
+        log.debug("auto-pure: hierarchical b=%d E_1 %.10g", b, E)
         if best_b is None or E < cands["hierarchical"][1]:
             best_b, cands["hierarchical"] = b, (A, E)
+    log.info("auto-pure: hierarchical E_1 %.10g (best branching %d, %.3g s)", cands["hierarchical"][1], best_b, time.perf_counter() - started)
     attempt("wavelet", lambda: reported_error(_per_dimension(W.domain, wavelet_matrix), W, 1))
     if len(W.domain) <= 2 and n <= AUTO_GREEDY_H_MAX_N:
         from .greedy_h import greedy_h_matrix
@@ -779,8 +785,9 @@ def auto_pure(problem: Problem):
     default_starts = AUTO_RANDOM_STARTS_SMALL if n <= AUTO_SVD_MAX_N else 0
     sub = problem.with_options(random_starts=problem.options.get("random_starts", default_starts))
     fallback = 0 if "random_starts" in problem.options else 1
-    A, pid_meta = pidentity_strategy(sub, max(float(budget) - (time.perf_counter() - t0), 1.0), fallback_random_starts=fallback)
-    attempt("p-identity", lambda: reported_error(A, W, 1))
+    started = time.perf_counter()
+    A, pid_meta = pidentity_strategy(sub, max(float(budget) - (started - t0), 1.0), fallback_random_starts=fallback)
+    attempt("p-identity", lambda: reported_error(A, W, 1), started)
     random_start = pid_meta.get("starts", {}).get("random0", {}).get("unit_error") if fallback else None
     if n <= AUTO_SVD_MAX_N:
         from .svd_approx import svd_approx
