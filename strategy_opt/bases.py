@@ -31,7 +31,7 @@ import scipy.sparse as sp
 from .exceptions import InputError
 from .resources import format_bytes, require_memory
 
-__all__ = ["identity_matrix", "hierarchical_matrix", "wavelet_matrix", "fourier_matrix", "kron_all"]
+__all__ = ["identity_matrix", "hierarchy_intervals", "hierarchical_matrix", "wavelet_matrix", "fourier_matrix", "kron_all"]
 
 
 def identity_matrix(n: int) -> sp.csr_matrix:
@@ -46,11 +46,11 @@ def _split(lo: int, hi: int, b: int) -> list[tuple[int, int]]:
     return [(int(edges[i]), int(edges[i + 1])) for i in range(k)]
 
 
-def hierarchical_matrix(n: int, branching: int = 2) -> sp.csr_matrix:
-    """Hierarchy of interval sums with the given branching factor.
+def hierarchy_intervals(n: int, branching: int = 2) -> list[tuple[int, int]]:
+    """The half-open intervals ``[lo, hi)`` of the hierarchy H_b, one per row of `hierarchical_matrix`.
 
-    Rows: the root (all cells), then breadth-first every node's children,
-    down to the n unit intervals. For n = b^k this is H_b of Hay et al.
+    The root (all cells), then breadth-first every node's children (`_split`),
+    down to the n unit intervals; a node comes after its parent.
     """
     if branching < 2:
         raise InputError(f"branching must be >= 2, got {branching}")
@@ -59,6 +59,17 @@ def hierarchical_matrix(n: int, branching: int = 2) -> sp.csr_matrix:
     while level:
         rows.extend(level)
         level = [c for lo, hi in level if hi - lo > 1 for c in _split(lo, hi, branching)]
+    return rows
+
+
+def hierarchical_matrix(n: int, branching: int = 2) -> sp.csr_matrix:
+    """Hierarchy of interval sums with the given branching factor.
+
+    Rows: the root (all cells), then breadth-first every node's children,
+    down to the n unit intervals (`hierarchy_intervals`). For n = b^k this is
+    H_b of Hay et al.
+    """
+    rows = hierarchy_intervals(n, branching)
     lengths = np.array([hi - lo for lo, hi in rows])
     indptr = np.concatenate([[0], np.cumsum(lengths)])
     indices = np.concatenate([np.arange(lo, hi) for lo, hi in rows])

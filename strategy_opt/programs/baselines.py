@@ -18,6 +18,7 @@ from ..error import KroneckerMatrix
 from ..exceptions import OptionError
 from ..problem import Problem
 from ..registry import register_method
+from ..tree_error import hierarchy_unit_error
 from ..workload import Kronecker, Union, _Identity, _Total
 
 log = logging.getLogger("strategy_opt")
@@ -41,6 +42,27 @@ def identity(problem: Problem):
     return compile_strategy(A, problem, "identity", solve_seconds=time.perf_counter() - t0)
 
 
+def branching_errors(workload, branchings, p: int) -> dict[int, float]:
+    """``{b: E_p(H_b)}`` for the branchings in order, up to the first ``b >= max(domain)``.
+
+    Every larger branching gives the same flat tree (total + cells). E_p is the
+    error the compiler reports (columns completed under epsilon-DP): from the
+    tree (`strategy_opt.tree_error`, O(n^2)) on a 1-D domain, from the
+    Kronecker factors (`strategy_opt.compiler.reported_error`) on a product domain.
+    """
+    errors = {}
+    gram = workload.gram() if len(workload.domain) == 1 else None
+    for b in branchings:
+        log.info("hierarchical: evaluating branching %d", b)
+        if gram is not None:
+            errors[b] = hierarchy_unit_error(workload.n, b, gram, p)
+        else:
+            errors[b] = reported_error(KroneckerMatrix([hierarchical_matrix(d, b) for d in workload.domain]), workload, p)[1]
+        if b >= max(workload.domain):
+            break
+    return errors
+
+
 @register_method(
     "hierarchical",
     options=("branching",),
@@ -54,12 +76,7 @@ def hierarchical(problem: Problem):
     b = problem.options.get("branching")
     tried = {}
     if b is None:
-        for cand in BRANCHING_CANDIDATES:
-            log.info("hierarchical: evaluating branching %d", cand)
-            A = _per_dimension(W.domain, lambda d, c=cand: hierarchical_matrix(d, c))
-            tried[cand] = reported_error(A, W, problem.p)[1]  # as compiled: columns completed under eps-DP
-            if cand >= max(W.domain):  # every larger branching gives the same flat tree (total + cells)
-                break
+        tried = branching_errors(W, BRANCHING_CANDIDATES, problem.p)
         b = min(tried, key=tried.get)
     else:
         if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 2:

@@ -725,7 +725,7 @@ def auto_pure(problem: Problem):
     (True, 'l2-optimum')
     """
     from ..bases import hierarchical_matrix, identity_matrix, wavelet_matrix
-    from .baselines import marginal_attribute_sets
+    from .baselines import branching_errors, marginal_attribute_sets
 
     if problem.privacy != "pure":
         raise InputError("auto-pure chooses among epsilon-DP strategies; use --privacy pure")
@@ -762,15 +762,10 @@ def auto_pure(problem: Problem):
         return reported_error(strategy.matrix, W, 1)
 
     attempt("identity", lambda: reported_error(_per_dimension(W.domain, identity_matrix), W, 1))  # Kronecker on product domains
-    best_b, started = None, time.perf_counter()
-    for b in AUTO_BRANCHINGS:
-        if b > max(W.domain) and b > 2:
-            break
-        A, E = reported_error(_per_dimension(W.domain, lambda d, b=b: hierarchical_matrix(d, b)), W, 1)
-        log.debug("auto-pure: hierarchical b=%d E_1 %.10g", b, E)
-        if best_b is None or E < cands["hierarchical"][1]:
-            best_b, cands["hierarchical"] = b, (A, E)
-    log.info("auto-pure: hierarchical E_1 %.10g (best branching %d, %.3g s)", cands["hierarchical"][1], best_b, time.perf_counter() - started)
+    started = time.perf_counter()
+    by_branching = branching_errors(W, AUTO_BRANCHINGS, 1)
+    best_b = min(by_branching, key=by_branching.get)  # the first of equal errors, as before
+    attempt("hierarchical", lambda: reported_error(_per_dimension(W.domain, lambda d: hierarchical_matrix(d, best_b)), W, 1), started)
     attempt("wavelet", lambda: reported_error(_per_dimension(W.domain, wavelet_matrix), W, 1))
     if len(W.domain) <= 2 and n <= AUTO_GREEDY_H_MAX_N:
         from .greedy_h import greedy_h_matrix
