@@ -737,6 +737,13 @@ def main(argv=None) -> int:
     except MemoryError:
         print("strategy-opt: error: out of memory; try a smaller workload or a structured method", file=sys.stderr)
         return 1
+    except np.linalg.LinAlgError as exc:
+        print(
+            f"strategy-opt: solver failed: a linear-algebra routine did not converge ({exc}); "
+            "the workload may be too badly scaled for this method: rescale its rows or try another --method",
+            file=sys.stderr,
+        )
+        return 1
     except KeyboardInterrupt:
         print("strategy-opt: interrupted", file=sys.stderr)
         return 130

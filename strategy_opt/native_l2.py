@@ -108,6 +108,10 @@ MAX_LOG_STEP = 10.0
 #: Stop as 'stalled' when the gap has not improved by 0.1 % over this many primal evaluations.
 STALL_EVALS = 100
 #: Floor of the per-cell loads ``r_j`` in the multiplicative update (their logs must stay finite).
+#: Eigenvalues of ``N(u)`` below this share of the largest are rounding (eigh's absolute error is about
+#: eps times the largest): the search directions floor them there (below 1e-30 the Newton Hessian
+#: overflowed on prefix rows weighted 1e-3 .. 1e3; the dual value and the primal check use the exact spectrum).
+EIGENVALUE_RTOL = float(np.finfo(float).eps)
 _TINY = np.finfo(float).tiny
 @dataclass
 class NativeL2Result:
@@ -181,25 +185,30 @@ def _dual_step(L: np.ndarray, u: np.ndarray):
     with factorization_threads():
         lam, V = np.linalg.eigh(N)
     s = float(np.sqrt(np.clip(lam, 0.0, None)).sum())
-    sig = np.sqrt(np.maximum(lam, lam[-1] * 1e-300))
+    sig = np.sqrt(np.maximum(lam, lam[-1] * EIGENVALUE_RTOL))
     Q = (L @ V) / np.sqrt(sig)
     r = np.einsum("ij,ij->i", Q, Q)
     return s, r, Q, sig
 
 
-def _newton_direction(u: np.ndarray, r: np.ndarray, Q: np.ndarray, sig: np.ndarray, S: np.ndarray) -> np.ndarray:
+def _newton_direction(u: np.ndarray, r: np.ndarray, Q: np.ndarray, sig: np.ndarray, S: np.ndarray) -> np.ndarray | None:
     """Newton direction of s(u) on the cells S within the simplex, dropping cells that would go negative.
 
     Hessian (Daleckii-Krein formula for the derivative of ``N^{1/2}``):
     ``d^2 s / du_j du_k = -1/2 sum_ab Q_ja Q_jb Q_ka Q_kb / (sigma_a + sigma_b)``.
     The equality-constrained step ``max g^T d + d^T H d / 2, sum d = 0`` is solved on
     the free cells; cells the step would make negative are fixed at zero (their
-    mass is redistributed) and the step is solved again.
+    mass is redistributed) and the step is solved again. None when the Hessian
+    is not finite in float64 (nearly singular ``X(u)`` on badly scaled workloads:
+    the first-order iteration goes on without Newton steps).
     """
     QS = Q[S]
     k, rr = QS.shape
     Z = (QS[:, :, None] * QS[:, None, :]).reshape(k, rr * rr)
-    M = 0.5 * (Z / (sig[:, None] + sig[None, :]).ravel()) @ Z.T  # = -H, PSD
+    with np.errstate(over="ignore", invalid="ignore"):
+        M = 0.5 * (Z / (sig[:, None] + sig[None, :]).ravel()) @ Z.T  # = -H, PSD
+    if not np.isfinite(M).all():
+        return None
     g, uS = 0.5 * r[S], u[S]
     free = np.ones(k, bool)
     for _ in range(NEWTON_DROP_ROUNDS):
@@ -250,6 +259,8 @@ def _newton_update(L, u, s, r, Q, sig, floor: float, prune: bool, deadline: floa
     if S.size * rk * rk > NEWTON_MAX_ENTRIES or S.size > NEWTON_MAX_CELLS:
         return None
     step = _newton_direction(u, r, Q, sig, S)
+    if step is None:
+        return None
     t = 1.0
     for _ in range(NEWTON_BACKTRACKS):
         if time.perf_counter() >= deadline:

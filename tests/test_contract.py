@@ -368,3 +368,49 @@ def test_a_repair_inside_a_chosen_candidate_is_recorded():
     assert s.meta["support_repair"]["identity_share"] > 0 and s.meta["support_repair"]["rows_added"] == 8
     A = s.dense()
     assert np.allclose(P @ np.linalg.pinv(A) @ A, P, atol=1e-12)
+
+
+PREFIX_OVER_DECADES = np.tril(np.ones((16, 16))) * np.logspace(-2, 2, 16)[:, None]
+
+
+@pytest.mark.parametrize(("privacy", "method"), [("pure", "identity"), ("pure", "auto"), ("approx", "minerror-l2"), ("approx", "auto")])
+def test_prefix_rows_over_four_decades_are_solved(tmp_path, privacy, method, capsys):
+    """Rows 1e-2 .. 1e2: every command that needed the (eps, delta) optimum (the pure methods for their
+    bound) ended in a LinAlgError traceback, exit 1; the optimum is now certified (a Clarabel SDP agrees)."""
+    import cvxpy as cp
+
+    np.save(tmp_path / "w.npy", PREFIX_OVER_DECADES)
+    out = tmp_path / "s.npz"
+    assert main(["-q", "solve", "--workload", f"file:{tmp_path / 'w.npy'}", "--privacy", privacy, "--method", method, "--out", str(out)]) == 0
+    meta = __import__("json").loads(str(np.load(out)["meta"]))
+    X = cp.Variable((16, 16), PSD=True)
+    optimum = cp.Problem(cp.Minimize(cp.matrix_frac(PREFIX_OVER_DECADES.T, X)), [cp.diag(X) <= 1]).solve(solver="CLARABEL")
+    if privacy == "approx":
+        assert meta["unit_total_squared_error"] == pytest.approx(optimum, rel=1e-5)
+    assert meta["lower_bound_kind"] in ("dual-certificate", "l2-optimum")
+    assert meta["lower_bound"] == pytest.approx(optimum, rel=1e-5)
+    assert meta["lower_bound"] <= meta["unit_total_squared_error"]
+
+
+def test_a_linear_algebra_failure_skips_an_auto_candidate_and_is_one_line_from_the_cli(monkeypatch, capsys):
+    from dataclasses import replace
+
+    import strategy_opt.registry as registry
+
+    def diverge(problem):
+        raise np.linalg.LinAlgError("Eigenvalues did not converge")
+
+    table = registry._METHODS
+    monkeypatch.setitem(table, "minerror-l2", replace(table["minerror-l2"], func=diverge))
+    s = solve("prefix:8", privacy="approx", method="auto")
+    assert s.meta["auto_skipped"] == {"minerror-l2": "Eigenvalues did not converge (LinAlgError)"}
+    assert s.meta["unit_total_squared_error"] == min(v for v in s.meta["auto_candidates"].values())
+    assert main(["-q", "solve", "--workload", "prefix:8", "--privacy", "approx", "--method", "minerror-l2"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Eigenvalues did not converge" in err and "Traceback" not in err
+
+    import strategy_opt.programs.svd_approx as svd
+
+    monkeypatch.setattr(svd, "svd_approx", diverge)
+    s = solve("prefix:8", privacy="pure", method="auto-pure")
+    assert s.meta["auto_pure_skipped"] == {"svd-approx": "Eigenvalues did not converge"}

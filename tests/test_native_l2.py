@@ -254,3 +254,18 @@ def test_cells_fourteen_orders_below_the_largest_do_not_break_the_update():
     assert np.isfinite(res.dual) and np.isfinite(res.primal)
     assert res.dual <= res.primal * (1 + 1e-9)
     assert res.primal == pytest.approx(1e4 * (1 + 1.2e-10 * 6), rel=1e-6)
+
+
+@pytest.mark.parametrize("k, decades", [(16, 2), (32, 3)])
+def test_prefix_rows_weighted_over_decades_match_an_sdp_solver(k, decades):
+    """Prefix rows scaled 10^-decades .. 10^decades: a nearly singular X(u) made the Newton
+    Hessian overflow (inf/NaN into eigh: LinAlgError traceback from every command that asked for
+    the (eps, delta) optimum); the search directions now floor the spectrum at eps of its largest value."""
+    W = from_matrix(np.tril(np.ones((k, k))) * np.logspace(-decades, decades, k)[:, None])
+    res = solve_total_l2(W.gram(), tol=1e-9)
+    assert res.status == "optimal"
+    ref = _clarabel_optimum(W.gram())
+    assert res.primal == pytest.approx(ref, rel=1e-6)
+    assert res.dual <= ref * (1 + 1e-7)
+    E = unit_error(res.A, W, 2)  # the strategy factored from an X with condition ~1e12: 4e-5 above at 10^+-3
+    assert res.dual <= E == pytest.approx(ref, rel=1e-4)

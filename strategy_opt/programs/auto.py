@@ -31,6 +31,8 @@ import math
 import time
 from dataclasses import replace
 
+import numpy as np
+
 from ..certificates import relative_gap
 from ..compiler import finite_or_none
 from ..error import per_query_variances
@@ -208,7 +210,7 @@ def auto(problem: Problem):
             strategy = table[name].func(candidate)
         except OptionError:
             raise  # a bad option value is the user's to fix, not a reason to skip the candidate
-        except (InputError, SolverError) as exc:
+        except (InputError, SolverError, np.linalg.LinAlgError) as exc:  # a numerical failure skips the candidate too
             log.info("auto: %s skipped (%s)", name, exc)
             failures[name] = exc
             continue

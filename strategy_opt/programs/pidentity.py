@@ -746,7 +746,7 @@ def auto_pure(problem: Problem):
             cands[name] = make()
         except OptionError:
             raise
-        except (InputError, SolverError) as exc:
+        except (InputError, SolverError, np.linalg.LinAlgError) as exc:  # a numerical failure skips the candidate too
             log.info("auto-pure: %s skipped (%s)", name, exc)
             skipped[name] = " ".join(str(exc).split())
             return
