@@ -473,6 +473,7 @@ def refine_completed_weights(u: np.ndarray, Q, W, G: np.ndarray, deadline: float
     """
     Q = Q.toarray() if sp.issparse(Q) else np.asarray(Q)
     absQ = np.abs(Q)
+    G = G / (float(np.trace(G)) / G.shape[0])  # SLSQP's ftol is absolute: E_1 near 1 (a workload scaled by 1e60 stopped it at once)
     u = u / float((absQ.T @ u).max())  # unit sensitivity: the constraint is tight at the start
     floor = REFINE_FLOOR / float(absQ.sum(axis=0).max())
     # start from the best scaling of u: shrinking the design queries hands budget to the completion

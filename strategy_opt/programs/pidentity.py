@@ -261,8 +261,12 @@ def blas_threads() -> int:
     return max([int(c.num_threads) for c in _THREADPOOLS.select(user_api="blas").lib_controllers] or [1])
 
 
-def optimise_theta(G: np.ndarray, T0: np.ndarray, *, max_iters: int, deadline: float, ftol: float, label: str = "", support=None) -> tuple[np.ndarray, float, int]:
+def optimise_theta(
+    G: np.ndarray, T0: np.ndarray, *, max_iters: int, deadline: float, ftol: float, label: str = "", support=None, unit: float = 1.0
+) -> tuple[np.ndarray, float, int]:
     """L-BFGS-B over ``Theta >= 0`` from T0 until convergence, ``max_iters`` or ``deadline``.
+
+    Progress lines state E_1 times ``unit`` (the scale the caller divided G by).
 
     With ``support = (rows, cols)`` only those entries of Theta are free (the
     others stay 0) and the loss is `pidentity_loss_on_support`.
@@ -300,7 +304,7 @@ def optimise_theta(G: np.ndarray, T0: np.ndarray, *, max_iters: int, deadline: f
         state["it"] += 1
         now = time.perf_counter()
         if now - state["last"] > LOG_EVERY:
-            log.info("p-identity %s: iteration %d, E_1 %.10g", label, state["it"], state["f"])
+            log.info("p-identity %s: iteration %d, E_1 %.10g", label, state["it"], state["f"] * unit)
             state["last"] = now
         if now > deadline:
             raise StopIteration
@@ -372,6 +376,11 @@ def solve_pidentity(
     t0 = time.perf_counter()
     deadline = t0 + time_limit
     n = G.shape[0]
+    # E_1 is linear in G: the search runs on G / unit (mean diagonal 1), since L-BFGS-B's steps
+    # lost their way on a workload scaled by 1e60 (it returned the identity); values are reported in G's units
+    unit = float(np.trace(G)) / n
+    unit = unit if math.isfinite(unit) and unit > 0 else 1.0
+    G = G / unit
     starts: list[tuple[str, np.ndarray, tuple | None]] = [("identity", np.zeros((1, n)), None)]
     if warm is not None:
         starts.append(("warm", warm, None))
@@ -394,7 +403,8 @@ def solve_pidentity(
             if now >= deadline and best is not None:
                 break
             share = (deadline - now) / (len(starts) - i)
-            T, f, it = optimise_theta(G, T0, max_iters=max_iters, deadline=now + share, ftol=ftol, label=name, support=support)
+            T, f, it = optimise_theta(G, T0, max_iters=max_iters, deadline=now + share, ftol=ftol, label=name, support=support, unit=unit)
+            f *= unit
             record[name] = {"unit_error": f, "iterations": it, "seconds": time.perf_counter() - now}
             log.info("p-identity: start %s -> E_1 %.10g after %d iterations", name, f, it)
             if best is None or f < best.value * (1 - TIE_RTOL):

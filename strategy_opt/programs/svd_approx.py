@@ -202,7 +202,10 @@ def svd_approx(problem: Problem):
     refine = problem.options.get("refine", n <= REFINE_MAX_N)
     if not isinstance(refine, (bool, np.bool_)):
         raise OptionError(f"option refine must be true or false, got {refine!r}")
-    A, lam, V = svd_factor(W.gram())
+    G = W.gram()
+    # the strategy does not depend on G's scale; its search (smoothing, step sizes) is tuned for
+    # mean diagonal 1 (on a workload scaled by 1e30 it ended 22% worse)
+    A, lam, V = svd_factor(G / (float(np.trace(G)) / n))
     rows = problem.options.get("rows", n)
     if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < A.shape[0]:
         raise OptionError(f"option rows must be an integer >= rank of the workload ({A.shape[0]}), got {rows!r}")
