@@ -56,11 +56,16 @@ def _is_all_zero(workload: Workload) -> bool:
 
 
 def as_workload(workload) -> Workload:
-    """A `Workload` from a Workload, a SPEC string, or a matrix."""
-    if isinstance(workload, Workload):
-        return workload
+    """A `Workload` from a Workload, a SPEC string, or a matrix, whose squared entries fit float64 (`check_entry_scale`)."""
     if isinstance(workload, str):
-        return parse_spec(workload)
+        workload = parse_spec(workload)
+    elif not isinstance(workload, Workload):
+        workload = _from_matrix(workload)
+    check_entry_scale(workload)
+    return workload
+
+
+def _from_matrix(workload) -> Workload:
     from .workload import from_matrix
 
     if workload is None or isinstance(workload, (bytes, dict, Strategy)) and not sp.issparse(workload):  # DOK is a dict
@@ -142,7 +147,6 @@ def solve(
     profile = solver if isinstance(solver, SolverProfile) else load_profile(solver)
     if _is_all_zero(workload):  # once here, for every method (some would fail on it with an internal error)
         raise InputError(f"workload {workload.spec!r} is all zeros: no query has a non-zero coefficient (its Gram matrix is zero), so there is nothing to optimise")
-    check_entry_scale(workload)
     problem = Problem(workload, privacy, objective, profile, options)
     t0 = time.perf_counter()
     strategy = info.func(problem)

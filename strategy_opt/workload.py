@@ -294,11 +294,29 @@ def _entry_scale_error(spec: str, size: str, measured: str) -> InputError:
     )
 
 
+def _has_explicit(workload: "Workload") -> bool:
+    if isinstance(workload, (Kronecker, Union)):
+        return any(_has_explicit(part) for part in (workload.factors if isinstance(workload, Kronecker) else workload.parts))
+    return isinstance(workload, ExplicitWorkload)
+
+
 def check_entry_scale(workload: "Workload") -> None:
-    """`InputError` when an explicit part's squared entries leave float64 (``||W||_F^2`` bounds every Gram entry)."""
+    """`InputError` when an explicit part's squared entries leave float64 (``||W||_F^2`` bounds every Gram entry).
+
+    A Kronecker product with an explicit factor is also checked as a whole: its
+    ``||W||_F^2`` is the product of its factors' (1e-100 prefix factors pass one by
+    one, and their product's errors underflowed to exactly 0).
+    """
     if isinstance(workload, (Kronecker, Union)):
         for part in workload.factors if isinstance(workload, Kronecker) else workload.parts:
             check_entry_scale(part)
+        if isinstance(workload, Kronecker) and _has_explicit(workload):
+            squares = [f.frobenius_sq() for f in workload.factors]
+            if all(v > 0 for v in squares):  # an all-zero workload is refused by its own message
+                log10 = sum(math.log10(v) for v in squares)
+                if not math.log10(TINY_GRAM) <= log10 <= math.log10(MAX_FLOAT_SQUARED):
+                    size = "large" if log10 > 0 else "small"
+                    raise _entry_scale_error(workload.spec, size, f"sum of squares ~10^{log10:.1f}, the product of its factors'")
         return
     if not isinstance(workload, ExplicitWorkload):
         return

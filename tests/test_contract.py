@@ -414,3 +414,53 @@ def test_a_linear_algebra_failure_skips_an_auto_candidate_and_is_one_line_from_t
     monkeypatch.setattr(svd, "svd_approx", diverge)
     s = solve("prefix:8", privacy="pure", method="auto-pure")
     assert s.meta["auto_pure_skipped"] == {"svd-approx": "Eigenvalues did not converge"}
+
+
+SCALE_METHODS = [
+    ("pure", "p-identity", {}),
+    ("pure", "svd-approx", {}),
+    ("pure", "auto-pure", {}),
+    ("pure", "minerror-l1", {}),
+    ("pure", "l1-weighting", {"basis": "wavelet"}),
+    ("pure", "l1-weighting", {"basis": "eigen"}),
+    ("pure", "greedy-h", {}),
+    ("pure", "workload-division", {}),
+    ("approx", "eigen-design", {}),
+    ("approx", "minerror-l2", {}),
+]
+
+
+@pytest.mark.parametrize(("privacy", "method", "options"), SCALE_METHODS, ids=[f"{m}-{o.get('basis', '')}" for _, m, o in SCALE_METHODS])
+def test_strategies_do_not_depend_on_the_workload_scale(privacy, method, options):
+    """E_p(c W) = c^2 E_p(W), so an optimiser should return the same strategy for c W: on prefix rows
+    times 1e60, p-identity returned the identity (7.8e121 for 6.73e121), svd-approx ended 22% worse
+    (from c = 1e30) and l1-weighting's local search 2% worse (SLSQP's absolute ftol)."""
+    M = np.tril(np.ones((10, 10)))
+    base = solve(from_matrix(M), privacy=privacy, method=method, **options).meta["unit_total_squared_error"]
+    for c in (1e60, 1e-100):
+        scaled = solve(from_matrix(c * M), privacy=privacy, method=method, **options).meta["unit_total_squared_error"]
+        assert scaled / c**2 == pytest.approx(base, rel=1e-6)
+
+
+@pytest.mark.parametrize(("scale", "size"), [(1e-100, "small"), (1e100, "large")])
+def test_a_kronecker_product_of_explicit_factors_is_checked_as_a_whole(tmp_path, capsys, scale, size):
+    """Each 8 x 8 factor's sum of squares (~3.6e+-200) fits float64, their product's (~1e+-397) does
+    not: solve wrote E_2 = 0 with bound 0 (underflow) or ended in a traceback (overflow), and error
+    reported an error of exactly 0 beside an SVD bound of 10^-397.6."""
+    np.save(tmp_path / "f.npy", np.tril(np.ones((8, 8))) * scale)
+    spec = f"file:{tmp_path / 'f.npy'}*file:{tmp_path / 'f.npy'}"
+    np.save(tmp_path / "x.npy", np.ones(64))
+    for privacy in ("approx", "pure"):
+        assert main(["-q", "solve", "--workload", spec, "--privacy", privacy, "--method", "hierarchical", "--out", str(tmp_path / "h.npz")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"too {size} for float64" in err and "the product of its factors'" in err
+    assert main(["-q", "solve", "--workload", "identity:64", "--method", "identity", "--out", str(tmp_path / "i.npz")]) == 0
+    for command in (["error", str(tmp_path / "i.npz"), "--workload", spec, "--force"],
+                    ["run", str(tmp_path / "i.npz"), "--workload", spec, "--force", "--data", str(tmp_path / "x.npy"), "--epsilon", "1", "--out", str(tmp_path / "a.csv")]):
+        capsys.readouterr()
+        assert main(["-q", *command]) == 2
+        assert f"too {size} for float64" in capsys.readouterr().err
+    # factors whose product fits are accepted, and the error is their product's
+    np.save(tmp_path / "g.npy", np.tril(np.ones((8, 8))) / scale)
+    s = solve(f"file:{tmp_path / 'f.npy'}*file:{tmp_path / 'g.npy'}", privacy="approx", method="identity")
+    assert s.meta["unit_total_squared_error"] == pytest.approx(36.0**2)  # trace(W^T W) = ||P||_F^4, P lower-triangular ones
