@@ -159,8 +159,6 @@ def _cmd_online(args) -> int:
     sampler = args.sampler or ("simulate" if args.seed is not None else "opendp")
     if sampler == "opendp" and args.seed is not None:
         raise InputError("--seed cannot be used with --sampler opendp (its noise is not seedable); use --sampler simulate")
-    if sampler == "simulate":
-        log.warning("using the seeded NumPy noise sampler ('simulate'): for simulations only, not for real releases")
     answerer = OnlineAnswerer(x, args.budget, inference=args.inference, fuse=args.fuse, rng=args.seed, sampler=sampler)
     results = []
     t0 = last = time.perf_counter()
@@ -186,6 +184,8 @@ def _cmd_online(args) -> int:
         "sampler": sampler,
         "seed": args.seed,
     }
+    if sampler == "simulate":  # here, not before answering: a refused input is one line on stderr
+        log.warning("answers drawn with the seeded NumPy noise sampler ('simulate'): for simulations only, not for real releases")
     _write(out, results, provenance)
     print(
         f"answered {c['history'] + c['fresh']} of {Q.shape[0]} queries (history {c['history']}, fresh {c['fresh']}, "
