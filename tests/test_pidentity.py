@@ -232,8 +232,11 @@ def test_a_start_runs_to_convergence():
 
     n = 96
     T0 = np.vstack([hat_rows(n, 8), hat_rows(n, 48)])
-    _, f, _ = optimise_theta(prefix(n).gram(), T0, max_iters=50_000, deadline=math.inf, ftol=1e-8)
+    _, f, _, stop = optimise_theta(prefix(n).gram(), T0, max_iters=50_000, deadline=math.inf, ftol=1e-8)
     assert f <= 1667.9180 * (1 + 1e-4)
+    assert stop == "converged"
+    _, _, it, stop = optimise_theta(prefix(n).gram(), T0, max_iters=50_000, deadline=0.0, ftol=1e-8)
+    assert (it, stop) == (1, "time")  # the deadline is checked after each iteration
 
 
 @pytest.mark.parametrize("spec", ["total:9*prefix:7", "prefix:20+identity:20"])

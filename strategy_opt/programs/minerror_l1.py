@@ -172,7 +172,7 @@ def _candidates(G: np.ndarray, n: int, budget: float) -> tuple[dict, float | Non
         share = budget / 2 / len(domains)
         res = solve_pidentity(Gr, p_random=max(1, r // 16), random_starts=1, seed=0, max_iters=10_000, time_limit=share, ftol=1e-10)
         wide = np.random.default_rng(1).random((max(1, r // 4), r))
-        theta, value, _ = optimise_theta(Gr, wide, max_iters=10_000, deadline=time.perf_counter() + share, ftol=1e-10, label="random (p = n/4)")
+        theta, value, _, _ = optimise_theta(Gr, wide, max_iters=10_000, deadline=time.perf_counter() + share, ftol=1e-10, label="random (p = n/4)")
         out[name] = pidentity_matrix(theta if value < res.value else res.theta)
     if "p-identity/merged-cells" in out:
         out["p-identity/merged-cells"] = expand_cells(out["p-identity/merged-cells"], cell_of)

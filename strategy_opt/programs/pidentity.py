@@ -72,7 +72,7 @@ best of identity, the best H_b (b = 2..16), the Haar wavelet, GreedyH (1-D and
 2-D domains), ``p-identity``, ``svd-approx`` (n <= 64) and, for marginal
 workloads, the Fourier strategy and its L1 re-weighting, all after column
 completion, in a default time budget (option ``time_budget``; 60 s + 300 s
-(n/4096)^2). p-identity runs there without random starts unless the hat
+(n/4096)^2, summed over the attributes' sizes n_i for a Kronecker workload). p-identity runs there without random starts unless the hat
 starts leave it above `RANDOM_START_ABOVE` times the identity's error
 (workloads that are not range-like): then one OPT_0-style random start gets
 the remaining budget (``meta.auto_pure_random_start``). Its ``meta.lower_bound`` is the
@@ -263,10 +263,13 @@ def blas_threads() -> int:
 
 def optimise_theta(
     G: np.ndarray, T0: np.ndarray, *, max_iters: int, deadline: float, ftol: float, label: str = "", support=None, unit: float = 1.0
-) -> tuple[np.ndarray, float, int]:
+) -> tuple[np.ndarray, float, int, str]:
     """L-BFGS-B over ``Theta >= 0`` from T0 until convergence, ``max_iters`` or ``deadline``.
 
-    Progress lines state E_1 times ``unit`` (the scale the caller divided G by).
+    Returns Theta, its exact ``trace(G (A^T A)^{-1})``, the iterations and what
+    stopped the search: ``'converged'``, ``'time'``, ``'iterations'`` (or
+    ``'lbfgsb'``: L-BFGS-B's own test). Progress lines state E_1 times ``unit``
+    (the scale the caller divided G by).
 
     With ``support = (rows, cols)`` only those entries of Theta are free (the
     others stay 0) and the loss is `pidentity_loss_on_support`.
@@ -278,7 +281,7 @@ def optimise_theta(
     the loss evaluations on the caller's thread count.
     """
     p, n = T0.shape
-    state = {"last": time.perf_counter(), "it": 0, "f": math.inf}
+    state = {"last": time.perf_counter(), "it": 0, "f": math.inf, "stop": "lbfgsb"}
     history = collections.deque(maxlen=STALL_WINDOW + 1)  # best E_1 after each of the last iterations
     outer = blas_threads()
 
@@ -307,10 +310,14 @@ def optimise_theta(
             log.info("p-identity %s: iteration %d, E_1 %.10g", label, state["it"], state["f"] * unit)
             state["last"] = now
         if now > deadline:
+            state["stop"] = "time"
             raise StopIteration
         history.append(state["f"])
         if len(history) > STALL_WINDOW and history[0] - history[-1] <= STALL_WINDOW * ftol * abs(history[-1]):
-            raise StopIteration  # converged: the mean relative decrease per iteration fell below ftol
+            state["stop"] = "converged"  # the mean relative decrease per iteration fell below ftol
+            raise StopIteration
+        if state["it"] >= max_iters:
+            state["stop"] = "iterations"
 
     with _THREADPOOLS.limit(limits=1, user_api="blas"):
         res = so.minimize(
@@ -327,7 +334,7 @@ def optimise_theta(
     else:
         T = np.zeros((p, n))
         T[rows, cols] = res.x
-    return T, exact_error(T, G), int(res.nit)
+    return T, exact_error(T, G), int(res.nit), state["stop"]
 
 
 def exact_error(theta: np.ndarray, G: np.ndarray) -> float:
@@ -403,9 +410,9 @@ def solve_pidentity(
             if now >= deadline and best is not None:
                 break
             share = (deadline - now) / (len(starts) - i)
-            T, f, it = optimise_theta(G, T0, max_iters=max_iters, deadline=now + share, ftol=ftol, label=name, support=support, unit=unit)
+            T, f, it, stop = optimise_theta(G, T0, max_iters=max_iters, deadline=now + share, ftol=ftol, label=name, support=support, unit=unit)
             f *= unit
-            record[name] = {"unit_error": f, "iterations": it, "seconds": time.perf_counter() - now}
+            record[name] = {"unit_error": f, "iterations": it, "seconds": time.perf_counter() - now, "stopped_by": stop}
             log.info("p-identity: start %s -> E_1 %.10g after %d iterations", name, f, it)
             if best is None or f < best.value * (1 - TIE_RTOL):
                 best = PIdentityResult(T, f, name, it, record)
@@ -415,6 +422,12 @@ def solve_pidentity(
         log.info("p-identity: the starts stay within %.0f%% of the identity; adding %d random start(s)", 100 * (1 - RANDOM_START_ABOVE), fallback_random_starts)
         run([(f"random{i}", rng.random((p_random, n)), None) for i in range(random_starts, random_starts + fallback_random_starts)])
     best.starts = record
+    if record[best.start]["stopped_by"] == "time":
+        log.warning(
+            "p-identity: the best start (%s) was stopped by the time budget before it converged: E_1 depends on this "
+            "machine's speed and load (a longer time_budget option or solver time_limit gives a converged result)",
+            best.start,
+        )
     return best
 
 
@@ -694,7 +707,8 @@ def pidentity_strategy(problem: Problem, time_limit: float, fallback_random_star
     return A, extra
 
 
-#: auto-pure's optimiser budget in seconds: ``AUTO_BASE_SECONDS + AUTO_SCALE_SECONDS (n / 4096)^2`` (then the profile's time_limit caps it).
+#: auto-pure's optimiser budget in seconds: ``AUTO_BASE_SECONDS + AUTO_SCALE_SECONDS sum_i (n_i / 4096)^2`` over the
+#: domains p-identity optimises (the workload's, or each attribute's for a Kronecker workload; then the profile's time_limit caps it).
 AUTO_BASE_SECONDS, AUTO_SCALE_SECONDS = 60.0, 300.0
 #: auto-pure tries svd-approx (Program 3.4.3 refinement) up to this many cells.
 AUTO_SVD_MAX_N = 64
@@ -742,7 +756,11 @@ def auto_pure(problem: Problem):
     t0 = time.perf_counter()
     W = problem.workload
     n = W.n
-    budget = problem.options.get("time_budget", min(problem.solver.time_limit, AUTO_BASE_SECONDS + AUTO_SCALE_SECONDS * (n / 4096) ** 2))
+    # p-identity's work grows with the square of the domains it optimises over: the whole domain, or each
+    # attribute of a Kronecker workload (256 x 256 cells: two 256-cell problems, not one of 65536)
+    parts = _kron_parts(W)
+    sizes = [f.n for f in parts[0][1]] if parts is not None else [n]
+    budget = problem.options.get("time_budget", min(problem.solver.time_limit, AUTO_BASE_SECONDS + AUTO_SCALE_SECONDS * sum((d / 4096) ** 2 for d in sizes)))
     if isinstance(budget, bool) or not isinstance(budget, (int, float, np.integer, np.floating)) or not budget > 0:
         raise OptionError(f"option time_budget must be a positive number of seconds, got {budget!r}")
     cands: dict[str, tuple[object, float]] = {}
