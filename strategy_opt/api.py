@@ -174,7 +174,9 @@ def error_report(strategy: Strategy, workload, privacy: str | None = None) -> di
     dict
         ``unit_total_squared_error`` (E_p, None if it overflows float64, with
         ``..._log10`` given unless E_p is 0, on an all-zero workload), ``svd_bound``, ``ratio_to_svd_bound``,
-        ``mean_squared_error_per_query``, ``max_query_variance`` (unit).
+        ``mean_squared_error_per_query`` (None beyond float64), ``max_query_variance``
+        (unit; None when the workload's queries are too many to enumerate, as
+        all-predicate's 2^n, or a Kronecker factor's are).
     """
     import math
 
