@@ -269,3 +269,68 @@ def test_prefix_rows_weighted_over_decades_match_an_sdp_solver(k, decades):
     assert res.dual <= ref * (1 + 1e-7)
     E = unit_error(res.A, W, 2)  # the strategy factored from an X with condition ~1e12: 4e-5 above at 10^+-3
     assert res.dual <= E == pytest.approx(ref, rel=1e-4)
+
+
+def _audit_workload(k):
+    """The outside audit's generator (seed 1000 + k): random rows of four kinds, scaled over 1 + k % 8 decades."""
+    rng = np.random.default_rng(1000 + k)
+    n = int(rng.integers(3, 61))
+    m = int(rng.integers(max(2, n // 3), 2 * n + 5))
+    kind = k % 4
+    if kind == 0:
+        W = rng.standard_normal((m, n))
+    elif kind == 1:
+        W = np.zeros((m, n))
+        for i in range(m):
+            a, b = np.sort(rng.integers(0, n, 2))
+            W[i, a : b + 1] = 1
+    elif kind == 2:
+        r = int(rng.integers(1, max(2, n // 2)))
+        W = rng.standard_normal((m, r)) @ rng.standard_normal((r, n))
+    else:
+        W = rng.standard_normal((m, n)) * (rng.random((m, n)) < 0.15)
+        W[np.abs(W).sum(1) == 0, 0] = 1.0
+    dec = 1 + (k % 8)
+    return W * 10.0 ** rng.uniform(-dec / 2, dec / 2, (m, 1))
+
+
+def _exact_e2(A, W, digits=40):
+    """E_2 of A in 40-digit arithmetic (A^T A is invertible here)."""
+    import mpmath as mp
+
+    with mp.workdps(digits):
+        Am, Wm = mp.matrix(A.tolist()), mp.matrix(W.tolist())
+        Xi = mp.inverse(Am.T * Am)
+        G = Wm.T * Wm
+        trace = mp.fsum((G * Xi)[i, i] for i in range(A.shape[1]))
+        return float(mp.mpf(float((A**2).sum(axis=0).max())) * trace)
+
+
+@pytest.mark.parametrize("k", [35, 39])
+def test_the_certified_dual_never_exceeds_the_strategy_error(k):
+    """On these sparse rows over 4 and 8 decades the dual from the square roots of L^T D_u L's eigenvalues came
+    out ~2e-8 above the error of the strategy itself (an 'optimal' gap of -1.8e-8); it is now the sum of
+    the singular values of D_u^{1/2} L."""
+    W = _audit_workload(k)
+    res = solve_total_l2(W.T @ W, tol=1e-8)
+    assert res.status == "optimal"
+    E = _exact_e2(res.A, W)
+    assert res.dual <= E * (1 + 1e-13)
+    assert E == pytest.approx(res.primal, rel=1e-8)
+
+
+def test_a_strategy_above_its_certificate_is_not_called_optimal(caplog):
+    """A 13 x 11 matrix with four nearly equal columns: the Gram eigenvalue 4.5e-11 of the largest is
+    below EIG_RTOL, the solver's optimum (certified on the truncated Gram) is 876537.67, and its strategy's
+    error on W is 886728.78 (40 digits): reported as optimal_inaccurate with the exact error and bound."""
+    from strategy_opt.api import solve
+
+    W = _audit_workload(13)
+    s = solve(from_matrix(W), privacy="approx", method="minerror-l2")
+    meta = s.meta
+    assert meta["solver_status"] == "optimal_inaccurate"
+    E = _exact_e2(s.dense(), W)
+    assert meta["unit_total_squared_error"] == pytest.approx(E, rel=1e-7)
+    assert meta["lower_bound"] <= E
+    assert meta["relative_gap"] == pytest.approx(E / meta["lower_bound"] - 1, rel=1e-5)
+    assert meta["relative_gap"] > 0.01
