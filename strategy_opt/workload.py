@@ -300,6 +300,24 @@ def _has_explicit(workload: "Workload") -> bool:
     return isinstance(workload, ExplicitWorkload)
 
 
+def _check_product_scale(spec: str, log10s: list[float]) -> None:
+    """`InputError` when the sums of squares of a Kronecker product, or of a run of its factors (what
+    computations over the factors multiply in turn), leave float64; ``log10s`` per factor, in order."""
+    low, high = math.log10(TINY_GRAM), math.log10(MAX_FLOAT_SQUARED)
+    total = sum(log10s)
+    if not low <= total <= high:
+        raise _entry_scale_error(spec, "large" if total > 0 else "small", f"sum of squares ~10^{total:.1f}, the product of its factors'")
+    for i in range(len(log10s)):
+        for j in range(i + 2, len(log10s) + 1):
+            part = sum(log10s[i:j])
+            if not low <= part <= high:
+                raise InputError(
+                    f"the factors {i + 1} to {j} of workload {spec!r} have a product whose sum of squares (~10^{part:.1f}) "
+                    "leaves float64, though the whole product's does not: move the scale between the factors "
+                    "(multiply one by a constant and divide another by it) so that each has a moderate scale"
+                )
+
+
 def check_entry_scale(workload: "Workload") -> None:
     """`InputError` when an explicit part's squared entries leave float64 (``||W||_F^2`` bounds every Gram entry).
 
@@ -313,10 +331,7 @@ def check_entry_scale(workload: "Workload") -> None:
         if isinstance(workload, Kronecker) and _has_explicit(workload):
             squares = [f.frobenius_sq() for f in workload.factors]
             if all(v > 0 for v in squares):  # an all-zero workload is refused by its own message
-                log10 = sum(math.log10(v) for v in squares)
-                if not math.log10(TINY_GRAM) <= log10 <= math.log10(MAX_FLOAT_SQUARED):
-                    size = "large" if log10 > 0 else "small"
-                    raise _entry_scale_error(workload.spec, size, f"sum of squares ~10^{log10:.1f}, the product of its factors'")
+                _check_product_scale(workload.spec, [math.log10(v) for v in squares])
         return
     if not isinstance(workload, ExplicitWorkload):
         return

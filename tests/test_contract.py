@@ -437,9 +437,24 @@ def test_strategies_do_not_depend_on_the_workload_scale(privacy, method, options
     (from c = 1e30) and l1-weighting's local search 2% worse (SLSQP's absolute ftol)."""
     M = np.tril(np.ones((10, 10)))
     base = solve(from_matrix(M), privacy=privacy, method=method, **options).meta["unit_total_squared_error"]
-    for c in (1e60, 1e-100):
+    for c in (1e60, 1e120, 1e-100):  # minerror-l1's SDP made Clarabel panic (a Rust PanicException) from 1e90
         scaled = solve(from_matrix(c * M), privacy=privacy, method=method, **options).meta["unit_total_squared_error"]
         assert scaled / c**2 == pytest.approx(base, rel=1e-6)
+
+
+def test_a_run_of_kronecker_factors_that_leaves_float64_is_refused(tmp_path, capsys):
+    """a*a*b with a ~1e-120 and b ~1e149: the product's sum of squares (~1e-180) fits, a*a's (~1e-478) does
+    not: identity wrote E_2 = 0, minerror-l2 called the Gram zero, eigen-design raised a traceback."""
+    np.save(tmp_path / "a.npy", np.ones((2, 3)) * 1e-120)
+    np.save(tmp_path / "b.npy", np.eye(3) * 1e149)
+    a, b = f"file:{tmp_path / 'a.npy'}", f"file:{tmp_path / 'b.npy'}"
+    for spec in (f"{a}*{a}*{b}", f"{b}*{a}*{a}"):
+        for method in ("identity", "minerror-l2", "eigen-design"):
+            assert main(["-q", "solve", "--workload", spec, "--privacy", "approx", "--method", method, "--out", str(tmp_path / "s.npz")]) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and "leaves float64, though the whole product's does not" in err
+    s = solve(f"{a}*{b}*{a}", privacy="approx", method="identity")  # every run fits: trace(W^T W) = 6e-240 * 3e298 * 6e-240
+    assert s.meta["unit_total_squared_error"] == pytest.approx(6e-240 * 3e298 * 6e-240)
 
 
 @pytest.mark.parametrize(("scale", "size"), [(1e-100, "small"), (1e100, "large")])

@@ -179,8 +179,12 @@ def _candidates(G: np.ndarray, n: int, budget: float) -> tuple[dict, float | Non
     return out, bound
 
 
-def _convex_iteration(sdp, A_start: np.ndarray, G: np.ndarray, rows: int, max_rounds: int, deadline: float, tol: float, solver: str, kw: dict, label: str):
-    """Dattorro's convex iteration from one start; returns (best E_1, its A, per-round history, status)."""
+def _convex_iteration(sdp, A_start: np.ndarray, G: np.ndarray, rows: int, max_rounds: int, deadline: float, tol: float, solver: str, kw: dict, label: str, unit: float = 1.0):
+    """Dattorro's convex iteration from one start; returns (best E_1, its A, per-round history, status).
+
+    The SDP was built on the Gram factor divided by ``sqrt(unit)`` (data of order 1: Clarabel panicked on
+    a workload scaled by 1e90); its objective values are reported times ``unit``, in G's units.
+    """
     import cvxpy as cp
 
     prob, Av, Xv, wY = sdp
@@ -190,7 +194,7 @@ def _convex_iteration(sdp, A_start: np.ndarray, G: np.ndarray, rows: int, max_ro
     A0 = np.vstack([A0, np.zeros((rows - A0.shape[0], n))])
     Y, _ = _direction(np.block([[np.eye(rows), A0], [A0.T, A0.T @ A0]]), rows)
     X0i = np.linalg.pinv(A0.T @ A0)
-    w = INITIAL_WEIGHT * float(np.linalg.norm(X0i @ G @ X0i, 2) * (1.0 + np.linalg.norm(A0, 2) ** 2))
+    w = INITIAL_WEIGHT * float(np.linalg.norm(X0i @ G @ X0i, 2) * (1.0 + np.linalg.norm(A0, 2) ** 2)) / unit
     best_E, best_A = l1_error(A0, G), A0
     history, last_res, stall, status = [], math.inf, 0, "budget"
     for k in range(1, max_rounds + 1):
@@ -216,8 +220,8 @@ def _convex_iteration(sdp, A_start: np.ndarray, G: np.ndarray, rows: int, max_ro
         Y, residual = _direction(Z, rows)
         rel = residual / max(float(np.trace(Z)), 1e-300)
         E = l1_error(A, G)
-        history.append({"iteration": k, "rank_residual": residual, "objective": float(prob.value), "unit_error": E if math.isfinite(E) else None})
-        log.info("minerror-l1 [%s]: round %d: rank residual %.3e (relative %.2e), objective %.8g, E_1 of iterate %.8g, weight %.3g", label, k, residual, rel, prob.value, E, w)
+        history.append({"iteration": k, "rank_residual": residual, "objective": float(prob.value) * unit, "unit_error": E if math.isfinite(E) else None})
+        log.info("minerror-l1 [%s]: round %d: rank residual %.3e (relative %.2e), objective %.8g, E_1 of iterate %.8g, weight %.3g", label, k, residual, rel, prob.value * unit, E, w * unit)
         if E < best_E * (1 - 1e-9):
             best_E, best_A, stall = E, A, 0
         else:
@@ -278,7 +282,8 @@ def minerror_l1(problem: Problem):
             starts.append(name)
     rows = max(int(rows), max(complete_columns_l1(A)[0].shape[0] for A in cands.values()))
     _require_sdp_memory(solver, n, rows, L.shape[1])
-    sdp = _sdp(n, rows, L)
+    unit = float(np.trace(G)) / n
+    sdp = _sdp(n, rows, L / math.sqrt(unit))
     winner = starts[0]
     best_E, best_A = errors[winner], cands[winner]
     runs, statuses = {}, {}
@@ -287,7 +292,7 @@ def minerror_l1(problem: Problem):
         if remaining <= 0:
             break
         deadline = time.perf_counter() + remaining / (len(starts) - i)
-        E, A, history, status = _convex_iteration(sdp, cands[name], G, rows, max_rounds, deadline, profile.tol, solver, kw, name)
+        E, A, history, status = _convex_iteration(sdp, cands[name], G, rows, max_rounds, deadline, profile.tol, solver, kw, name, unit)
         runs[name], statuses[name] = history, status
         if E < best_E * (1 - 1e-9):
             best_E, best_A, winner = E, A, f"iteration from {name}"
