@@ -246,3 +246,21 @@ def test_auto_pure_is_no_worse_than_orthogonal_and_p_identity(spec):
     auto = solve(spec, privacy="pure", method="auto")
     assert auto.meta["unit_total_squared_error"] <= best * (1 + 1e-9)
     assert unit_error(auto.matrix, parse_spec(spec), 1) == pytest.approx(auto.meta["unit_total_squared_error"], rel=1e-9)
+
+
+def test_what_stopped_each_start_is_recorded_and_a_cut_best_start_warned_once(caplog, monkeypatch):
+    import logging
+
+    log = logging.getLogger("strategy_opt")  # a CLI call in an earlier test may have stopped its propagation
+    monkeypatch.setattr(log, "handlers", [caplog.handler])
+    monkeypatch.setattr(log, "propagate", False)
+    s = solve("prefix:24*prefix:16", privacy="pure", method="p-identity")
+    starts = s.meta["starts"]
+    assert set(starts) == {"attribute 0", "attribute 1"}
+    assert all(v["stopped_by"] in ("converged", "time", "iterations", "lbfgsb") for d in starts.values() for v in d.values())
+    with caplog.at_level(logging.WARNING, logger="strategy_opt"):
+        cut = solve("prefix:256", privacy="pure", method="auto-pure", time_budget=0.3)
+    best = cut.meta["starts"][cut.meta["start"]]
+    warned = [r.getMessage() for r in caplog.records if "time budget stopped the best start" in r.getMessage()]
+    assert best["stopped_by"] == "time"  # its starts need seconds: 0.3 s cuts both hat starts
+    assert len(warned) == 1 and cut.meta["start"] in warned[0]

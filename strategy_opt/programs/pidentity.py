@@ -422,13 +422,18 @@ def solve_pidentity(
         log.info("p-identity: the starts stay within %.0f%% of the identity; adding %d random start(s)", 100 * (1 - RANDOM_START_ABOVE), fallback_random_starts)
         run([(f"random{i}", rng.random((p_random, n)), None) for i in range(random_starts, random_starts + fallback_random_starts)])
     best.starts = record
-    if record[best.start]["stopped_by"] == "time":
-        log.warning(
-            "p-identity: the best start (%s) was stopped by the time budget before it converged: E_1 depends on this "
-            "machine's speed and load (a longer time_budget option or solver time_limit gives a converged result)",
-            best.start,
-        )
     return best
+
+
+def _warn_if_cut(results: dict[str, PIdentityResult]) -> None:
+    """One warning naming the optimisations (``label: result``) whose best start the time budget stopped."""
+    cut = [f"{label}start {res.start}" for label, res in results.items() if res.starts[res.start]["stopped_by"] == "time"]
+    if cut:
+        log.warning(
+            "p-identity: the time budget stopped the best start before it converged (%s): E_1 depends on this "
+            "machine's speed and load (a longer time_budget option or solver time_limit gives a converged result)",
+            ", ".join(cut),
+        )
 
 
 def merged_cells(G: np.ndarray, rtol: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:
@@ -534,14 +539,14 @@ def _solve_kron(parts, opts: dict, problem: Problem, time_limit: float) -> tuple
     traces = np.array([[float(np.trace(G)) for G in row] for row in grams])  # identity factors
     w2 = np.array([w for w, _ in parts])
     total = float((w2 * traces.prod(axis=1)).sum())
-    rounds = []
+    rounds, last = [], {}
     for rnd in range(1, problem.solver.max_iters + 1):
         for i in range(d):
             c = w2 * np.prod(np.delete(traces, i, axis=1), axis=1)
             Gi = sum(ck * row[i] for ck, row in zip(c, grams))
             left = time_limit - (time.perf_counter() - t0)
             res = _solve_1d(Gi, opts, problem, max(left, 0.0) / (d - i + d * (rnd == 1)), warm=thetas[i])
-            thetas[i] = res.theta
+            thetas[i], last[f"attribute {i} "] = res.theta, res
             for k, row in enumerate(grams):
                 traces[k, i] = exact_error(res.theta, row[i])
         new = float((w2 * traces.prod(axis=1)).sum())
@@ -551,7 +556,8 @@ def _solve_kron(parts, opts: dict, problem: Problem, time_limit: float) -> tuple
             total = min(total, new)
             break
         total = new
-    return thetas, {"kronecker_rounds": rounds}
+    _warn_if_cut(last)  # the last round's: its factors are the strategy's
+    return thetas, {"kronecker_rounds": rounds, "starts": {label.strip(): res.starts for label, res in last.items()}}
 
 
 def _superset_sums(a: np.ndarray, d: int) -> np.ndarray:
@@ -693,6 +699,7 @@ def pidentity_strategy(problem: Problem, time_limit: float, fallback_random_star
         if reps.size < W.n:
             log.info("p-identity: %d cells, %d after merging cells no query tells apart (and dropping untouched ones)", W.n, reps.size)
         res = _solve_1d(G[np.ix_(reps, reps)], opts, problem, time_limit, fallback_random_starts=fallback_random_starts)
+        _warn_if_cut({"": res})
         A = expand_cells(pidentity_matrix(res.theta), cell_of)
         return A, {"theta_rows": int(res.theta.shape[0]), "start": res.start, "starts": res.starts, "iterations": res.iterations, "merged_cells": int(reps.size)}
     thetas, extra = _solve_kron(parts, opts, problem, time_limit)
