@@ -72,7 +72,8 @@ best of identity, the best H_b (b = 2..16), the Haar wavelet, GreedyH (1-D and
 2-D domains), ``p-identity``, ``svd-approx`` (n <= 64) and, for marginal
 workloads, the Fourier strategy and its L1 re-weighting, all after column
 completion, in a default time budget (option ``time_budget``; 60 s + 300 s
-(n/4096)^2, summed over the attributes' sizes n_i for a Kronecker workload). p-identity runs there without random starts unless the hat
+(n/4096)^2, summed over the attributes' sizes n_i for a Kronecker
+workload). p-identity runs there without random starts unless the hat
 starts leave it above `RANDOM_START_ABOVE` times the identity's error
 (workloads that are not range-like): then one OPT_0-style random start gets
 the remaining budget (``meta.auto_pure_random_start``). Its ``meta.lower_bound`` is the
@@ -427,7 +428,7 @@ def solve_pidentity(
 
 def _warn_if_cut(results: dict[str, PIdentityResult]) -> None:
     """One warning naming the optimisations (``label: result``) whose best start the time budget stopped."""
-    cut = [f"{label}start {res.start}" for label, res in results.items() if res.starts[res.start]["stopped_by"] == "time"]
+    cut = [f"{label + ': ' if label else ''}start {res.start}" for label, res in results.items() if res.starts[res.start]["stopped_by"] == "time"]
     if cut:
         log.warning(
             "p-identity: the time budget stopped the best start before it converged (%s): E_1 depends on this "
@@ -546,7 +547,7 @@ def _solve_kron(parts, opts: dict, problem: Problem, time_limit: float) -> tuple
             Gi = sum(ck * row[i] for ck, row in zip(c, grams))
             left = time_limit - (time.perf_counter() - t0)
             res = _solve_1d(Gi, opts, problem, max(left, 0.0) / (d - i + d * (rnd == 1)), warm=thetas[i])
-            thetas[i], last[f"attribute {i} "] = res.theta, res
+            thetas[i], last[f"attribute {i}"] = res.theta, res
             for k, row in enumerate(grams):
                 traces[k, i] = exact_error(res.theta, row[i])
         new = float((w2 * traces.prod(axis=1)).sum())
@@ -557,7 +558,7 @@ def _solve_kron(parts, opts: dict, problem: Problem, time_limit: float) -> tuple
             break
         total = new
     _warn_if_cut(last)  # the last round's: its factors are the strategy's
-    return thetas, {"kronecker_rounds": rounds, "starts": {label.strip(): res.starts for label, res in last.items()}}
+    return thetas, {"kronecker_rounds": rounds, "starts": {label: res.starts for label, res in last.items()}}
 
 
 def _superset_sums(a: np.ndarray, d: int) -> np.ndarray:
