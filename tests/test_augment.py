@@ -80,3 +80,39 @@ def test_compiler_completes_pure_strategies_only():
     assert "completion_rows" not in approx.meta and approx.shape == A.shape
     assert pure.meta["unit_total_squared_error"] == pytest.approx(_e1(pure.dense(), W.gram()), rel=1e-8)
     assert pure.meta["unit_total_squared_error"] <= _e1(A.toarray(), W.gram())
+
+
+def test_a_kronecker_strategy_keeps_the_better_of_per_factor_and_product_completion():
+    """H_10 x H_10 on prefix:12*all-range:9 (uneven trees): completing each factor gave E_1 45071,
+    one row per deficient product column gives 31512; the compiler keeps the smaller, and the
+    branching search sees it (it chose b = 12 at 36960)."""
+    import scipy.sparse as sp
+
+    from strategy_opt.api import solve
+    from strategy_opt.bases import hierarchical_matrix
+    from strategy_opt.spec import parse_spec
+
+    W = parse_spec("prefix:12*all-range:9")
+    G = W.gram()
+
+    def e1(A):
+        A = np.asarray(A.todense() if sp.issparse(A) else A)
+        return np.abs(A).sum(axis=0).max() ** 2 * np.trace(G @ np.linalg.pinv(A.T @ A))
+
+    def complete(A):  # the completion rule, written out
+        sums = np.abs(A).sum(axis=0)
+        deficit = sums.max() - sums
+        cols = np.flatnonzero(deficit > 1e-9 * sums.max())
+        extra = np.zeros((cols.size, A.shape[1]))
+        extra[np.arange(cols.size), cols] = deficit[cols]
+        return np.vstack([A, extra])
+
+    H12, H9 = hierarchical_matrix(12, 10).toarray(), hierarchical_matrix(9, 10).toarray()
+    per_factor = e1(np.kron(complete(H12), complete(H9)))
+    product = e1(complete(np.kron(H12, H9)))
+    assert product < 0.75 * per_factor
+    s = solve(W, privacy="pure", method="hierarchical", branching=10)
+    assert s.meta["unit_total_squared_error"] == pytest.approx(product, rel=1e-9)
+    assert e1(s.dense()) == pytest.approx(product, rel=1e-9)
+    best = solve(W, privacy="pure", method="hierarchical")
+    assert best.meta["branching"] == 10 and best.meta["unit_total_squared_error"] == pytest.approx(product, rel=1e-9)
