@@ -230,6 +230,17 @@ def _dense_product_cheaper(M: sp.csr_matrix) -> bool:
     return 0.5 * m * float(n) * n < sparse_cost
 
 
+def gram_unit(G: np.ndarray) -> float:
+    """The mean diagonal of a Gram matrix (1.0 if it is not positive and finite).
+
+    Unit errors are linear in the Gram, so optimisers work on ``G / gram_unit(G)``
+    (entries of order 1) and report values times the unit: step sizes, smoothing
+    and absolute tolerances tuned for order 1 failed on workloads scaled by 1e30 .. 1e90.
+    """
+    unit = float(np.trace(G)) / G.shape[0]
+    return unit if math.isfinite(unit) and unit > 0 else 1.0
+
+
 def weighted_gram(workload: "Workload", weights: np.ndarray) -> np.ndarray:
     """``W^T diag(weights) W`` from the query rows, by the cheaper dense or sparse product (`_cross_product`)."""
     W = sp.csr_matrix(workload.matrix(), dtype=float)

@@ -88,6 +88,7 @@ from ..problem import Problem
 from ..pure_bound import lower_bound_facts
 from ..registry import register_method
 from ..solvers import SolverProfile, cvxpy_solve_kwargs
+from ..workload import gram_unit
 from .baselines import marginal_attribute_sets
 
 __all__ = ["BASES", "L1WeightingResult", "design_basis", "weighting_costs", "dual_bound_l1", "solve_l1_weighting", "weighted_basis", "completion_line_search", "LINE_SEARCH_POINTS", "refine_completed_weights", "completed_error", "l1_weighting"]
@@ -473,7 +474,7 @@ def refine_completed_weights(u: np.ndarray, Q, W, G: np.ndarray, deadline: float
     """
     Q = Q.toarray() if sp.issparse(Q) else np.asarray(Q)
     absQ = np.abs(Q)
-    G = G / (float(np.trace(G)) / G.shape[0])  # SLSQP's ftol is absolute: E_1 near 1 (a workload scaled by 1e60 stopped it at once)
+    G = G / gram_unit(G)  # SLSQP's ftol is absolute: E_1 near 1 (a workload scaled by 1e60 stopped it at once)
     u = u / float((absQ.T @ u).max())  # unit sensitivity: the constraint is tight at the start
     floor = REFINE_FLOOR / float(absQ.sum(axis=0).max())
     # start from the best scaling of u: shrinking the design queries hands budget to the completion

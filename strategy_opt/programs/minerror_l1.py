@@ -71,6 +71,7 @@ from ..native_l2 import solve_total_l2
 from ..problem import Problem
 from ..registry import register_method
 from ..resources import psd_solver_bytes, require_memory
+from ..workload import gram_unit
 from .svd_approx import min_l1_factor, svd_factor
 
 __all__ = ["minerror_l1", "l1_error", "l2_optimum_bound", "MAX_N", "STALL_ROUNDS"]
@@ -282,7 +283,7 @@ def minerror_l1(problem: Problem):
             starts.append(name)
     rows = max(int(rows), max(complete_columns_l1(A)[0].shape[0] for A in cands.values()))
     _require_sdp_memory(solver, n, rows, L.shape[1])
-    unit = float(np.trace(G)) / n
+    unit = gram_unit(G)
     sdp = _sdp(n, rows, L / math.sqrt(unit))
     winner = starts[0]
     best_E, best_A = errors[winner], cands[winner]

@@ -110,7 +110,7 @@ from ..exceptions import InputError, OptionError, SolverError
 from ..problem import Problem
 from ..pure_bound import lower_bound_facts
 from ..registry import register_method
-from ..workload import Kronecker, Union, Workload
+from ..workload import Kronecker, Union, Workload, gram_unit
 
 __all__ = ["merged_cells", "expand_cells", "pidentity_strategy", "marginals_strategy", "auto_pure", "pidentity_loss", "pidentity_matrix", "hat_rows", "hat_templates", "optimise_theta", "PIdentityResult", "solve_pidentity", "p_identity"]
 
@@ -386,8 +386,7 @@ def solve_pidentity(
     n = G.shape[0]
     # E_1 is linear in G: the search runs on G / unit (mean diagonal 1), since L-BFGS-B's steps
     # lost their way on a workload scaled by 1e60 (it returned the identity); values are reported in G's units
-    unit = float(np.trace(G)) / n
-    unit = unit if math.isfinite(unit) and unit > 0 else 1.0
+    unit = gram_unit(G)
     G = G / unit
     starts: list[tuple[str, np.ndarray, tuple | None]] = [("identity", np.zeros((1, n)), None)]
     if warm is not None:

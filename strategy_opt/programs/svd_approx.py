@@ -55,6 +55,7 @@ from ..exceptions import InputError, OptionError
 from ..problem import Problem
 from ..pure_bound import lower_bound_facts
 from ..registry import register_method
+from ..workload import gram_unit
 
 __all__ = ["svd_factor", "min_l1_factor", "svd_approx", "REFINE_MAX_N"]
 
@@ -205,7 +206,7 @@ def svd_approx(problem: Problem):
     G = W.gram()
     # the strategy does not depend on G's scale; its search (smoothing, step sizes) is tuned for
     # mean diagonal 1 (on a workload scaled by 1e30 it ended 22% worse)
-    A, lam, V = svd_factor(G / (float(np.trace(G)) / n))
+    A, lam, V = svd_factor(G / gram_unit(G))
     rows = problem.options.get("rows", n)
     if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < A.shape[0]:
         raise OptionError(f"option rows must be an integer >= rank of the workload ({A.shape[0]}), got {rows!r}")
