@@ -41,6 +41,7 @@ log = logging.getLogger("strategy_opt")
 
 __all__ = [
     "weighted_gram",
+    "gram_unit",
     "Workload",
     "ExplicitWorkload",
     "IntervalWorkload",
