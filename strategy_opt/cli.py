@@ -301,26 +301,38 @@ def _same_gram(recorded: str, workload) -> bool:
         return False
     if not math.isclose(other.log_scale, workload.log_scale, rel_tol=1e-12, abs_tol=1e-12):
         return False
-    same = bool(np.allclose(np.asarray(other.gram()), np.asarray(workload.gram()), rtol=1e-12, atol=0.0))
-    if same:
-        log.info("workload %r has the Gram matrix of the strategy's recorded workload %r (equivalent workloads)", workload.spec, recorded)
-    return same
+    return bool(np.allclose(np.asarray(other.gram()), np.asarray(workload.gram()), rtol=1e-12, atol=0.0))
 
 
-def _check_recorded_workload(strategy, workload, given: str, force: bool) -> None:
-    """Refuse a strategy made for another workload or domain unless ``--force``."""
+def _check_recorded_workload(strategy, workload, given: str, force: bool) -> str | None:
+    """Refuse a strategy made for another workload or domain unless ``--force``.
+
+    Returns
+    -------
+    str or None
+        A note to log once the command has succeeded (so that an error stays one
+        line) when the workload was accepted as equivalent: another SPEC with the
+        recorded workload's Gram matrix.
+    """
     rec = strategy.meta.get("workload")
     if strategy.shape[1] != workload.n:
         raise InputError(f"strategy has {strategy.shape[1]} columns but workload {given!r} has {workload.n} cells")
     if force:
-        return
-    if rec is not None and (not isinstance(rec, str) or not (_same_workload(rec, given) or _same_gram(rec, workload))):
-        raise InputError(f"strategy was computed for workload {rec!r}, not {given!r}; pass --force to use it anyway")
+        return None
+    note = None
+    if rec is not None:
+        if not isinstance(rec, str):
+            raise InputError(f"strategy was computed for workload {rec!r}, not {given!r}; pass --force to use it anyway")
+        if not _same_workload(rec, given):
+            if not _same_gram(rec, workload):
+                raise InputError(f"strategy was computed for workload {rec!r}, not {given!r}; pass --force to use it anyway")
+            note = f"workload {given!r} has the Gram matrix of the strategy's recorded workload {rec!r} (equivalent workloads)"
     domain = strategy.meta.get("domain")
     if domain is not None and domain != [int(d) for d in workload.domain]:
         raise InputError(
             f"strategy was computed for domain {domain}, not {list(workload.domain)}; pass --force to use it anyway"
         )
+    return note
 
 
 def _privacy_notion(strategy, args) -> str:
@@ -357,11 +369,13 @@ def _cmd_error(args) -> int:
 
     workload = parse_spec(args.workload, operation="error")
     strategy = read_strategy(args.strategy)
-    _check_recorded_workload(strategy, workload, args.workload, args.force)
+    equivalent = _check_recorded_workload(strategy, workload, args.workload, args.force)
     privacy = _privacy_notion(strategy, args)
     t0 = time.perf_counter()
     report = error_report(strategy, workload, privacy)
     report["seconds"] = time.perf_counter() - t0
+    if equivalent:
+        log.info(equivalent)
     _warn_unverified(strategy, args, privacy)
     if args.json:
         print(json.dumps(report, sort_keys=True))
@@ -444,7 +458,7 @@ def _cmd_run(args) -> int:
     _check_out(args)
     workload = parse_spec(args.workload, operation="run")
     strategy = read_strategy(args.strategy)
-    _check_recorded_workload(strategy, workload, args.workload, args.force)
+    equivalent = _check_recorded_workload(strategy, workload, args.workload, args.force)
     notion = _privacy_notion(strategy, args)
     if notion == "pure" and args.delta is not None and args.privacy is None:
         raise InputError(f"{args.strategy} is an epsilon-DP (pure) strategy: --delta does not apply (add --privacy approx to run it under Gaussian noise)")
@@ -456,6 +470,8 @@ def _cmd_run(args) -> int:
     estimator = args.estimator or DEFAULT_ESTIMATOR
     with naming_data(args.data):
         release = run(strategy, x, workload, privacy, estimator=estimator, rng=seed, sampler=sampler, intervals=intervals)
+    if equivalent:
+        log.info(equivalent)
     log.info("answered %d queries in %.3g s (noise scale %.6g)", len(release.answers), time.perf_counter() - t0, release.noise_scale)
     if notion == "approx" and args.delta is None:
         log.info("--delta not given: (epsilon, delta)-DP with the default delta = %g", DEFAULT_DELTA)

@@ -184,6 +184,23 @@ def test_strategy_for_another_workload_or_domain(files, capsys):
     assert cli("-q", "error", d / "s.npz", "--workload", f" (prefix:{N}) ") == 0
 
 
+def test_equivalent_workload_note_follows_success_only(files, capsys):
+    """A workload accepted for having the recorded Gram matrix is noted after success; an error stays one line."""
+    d = files
+    rows = np.tril(np.ones((N, N)))[::-1]  # prefix queries in another order: the same W^T W
+    np.save(d / "W.npy", rows)
+    equivalent = f"file:{d / 'W.npy'}"
+    try:
+        refused(capsys, d, *run_args(d, workload=equivalent, epsilon=0), match="epsilon", out=d / "out.csv")
+        refused(capsys, d, *run_args(d, workload=equivalent, data="missing.npy"), match="missing.npy", out=d / "out.csv")
+        capsys.readouterr()
+        assert cli("error", d / "s.npz", "--workload", equivalent, "--json") == 0
+        err = capsys.readouterr().err
+        assert err.count("equivalent workloads") == 1, err
+    finally:
+        (d / "W.npy").unlink()
+
+
 def test_unwritable_outputs_are_refused_before_any_work(files, capsys):
     d = files
     (d / "adir.csv").mkdir()
