@@ -255,27 +255,44 @@ def _gram_factor(workload: Workload) -> np.ndarray:
     return (V[:, keep] * np.sqrt(lam[keep])).T
 
 
-def _nonneg_ls(M, b: np.ndarray) -> np.ndarray:
-    """``argmin_{x >= 0} ||M x - b||``: scipy's active-set NNLS, exact, on M or on an n x n factor of ``M^T M``.
+def _reduced_system(M, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(R, c)`` with ``||R x - c||^2 = ||M_k x - b||^2 - const`` and ``R`` at most n x n.
 
-    A dense M is solved as given. A sparse M with at most `NNLS_DENSE_MAX_N`
-    columns is reduced to ``||R x - c||`` with ``R^T R = M^T M`` and ``R^T c =
-    M^T b`` (equal objectives up to a constant, as ``M^T b`` lies in the row
-    space of M): hierarchy on 4096 cells 7-11 s on 2 cores. Larger sparse systems use the
-    trust-region reflective ``lsq_linear`` with LSMR steps, up to `NNLS_MAX_ITER`.
+    ``M_k`` is M without its negligible directions: a dense M by its SVD with
+    least squares' own cutoff (singular values below ``eps * max(M.shape)`` of
+    the largest, as ``numpy.linalg.lstsq``); a sparse M through the eigenvalues
+    of ``M^T M`` above `EIG_RTOL` of the largest. Without the cutoff, rounding
+    level directions (singular values ~1e-16 of the largest, left by an
+    optimiser on cells no query reads) carry weights ~1e15 and let NNLS fit the
+    noise with cells of ~1e14 that the workload partly sees.
     """
-    n = M.shape[1]
-    if not sp.issparse(M):
-        return nnls(np.asarray(M, dtype=float), b, maxiter=50 * n)[0]
-    M = sp.csr_matrix(M)
-    if n <= NNLS_DENSE_MAX_N:
+    if sp.issparse(M):
+        M = sp.csr_matrix(M)
         lam, V = np.linalg.eigh((M.T @ M).toarray())
         keep = lam > EIG_RTOL * max(lam.max(), 1e-300)
-        R = (V[:, keep] * np.sqrt(lam[keep])).T
-        c = (V[:, keep].T @ (M.T @ b)) / np.sqrt(lam[keep])
+        root = np.sqrt(lam[keep])
+        return (V[:, keep] * root).T, (V[:, keep].T @ (M.T @ b)) / root
+    M = np.asarray(M, dtype=float)
+    U, s, Vt = np.linalg.svd(M, full_matrices=False)
+    keep = s > np.finfo(float).eps * max(M.shape) * max(s.max(initial=0.0), 1e-300)
+    return s[keep, None] * Vt[keep], U[:, keep].T @ b
+
+
+def _nonneg_ls(M, b: np.ndarray, *, reduced: bool = False) -> np.ndarray:
+    """``argmin_{x >= 0} ||M x - b||``: scipy's active-set NNLS, exact, on an n x n system.
+
+    With at most `NNLS_DENSE_MAX_N` columns, M is first replaced by
+    `_reduced_system` (``reduced=True``: M already is such a factor, e.g. of
+    ``W^T W``): hierarchy on 4096 cells 7-11 s on 2 cores. Larger systems use
+    the trust-region reflective ``lsq_linear`` with LSMR steps, up to
+    `NNLS_MAX_ITER`.
+    """
+    n = M.shape[1]
+    if n <= NNLS_DENSE_MAX_N:
+        R, c = (np.asarray(M, dtype=float), b) if reduced else _reduced_system(M, b)
         return nnls(R, c, maxiter=50 * n)[0]
-    log.info("non-negative least squares on a %d x %d sparse system (trust-region reflective, LSMR steps)", *M.shape)
-    res = lsq_linear(M, b, bounds=(0, np.inf), method="trf", tol=NNLS_TOL, lsmr_tol="auto", max_iter=NNLS_MAX_ITER)
+    log.info("non-negative least squares on a %d x %d system (trust-region reflective, LSMR steps)", *M.shape)
+    res = lsq_linear(M, b, bounds=(0, np.inf), method="trf", tol=NNLS_TOL, lsq_solver="lsmr", lsmr_tol="auto", max_iter=NNLS_MAX_ITER)
     if res.status == 0:
         log.warning("NNLS reached its iteration limit (%d); the reconstruction may be inaccurate", NNLS_MAX_ITER)
     return res.x
@@ -305,7 +322,7 @@ def reconstruct(A, y: np.ndarray, estimator: str = "ls", workload: Workload | No
             raise InputError("the hybrid estimator needs the workload")
         x_ls = _least_squares(A, y)
         R = _gram_factor(workload)
-        return _nonneg_ls(R, R @ x_ls)
+        return _nonneg_ls(R, R @ x_ls, reduced=True)
     raise InputError(f"unknown estimator {estimator!r}; use one of {', '.join(ESTIMATORS)}")
 
 

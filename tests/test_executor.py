@@ -139,6 +139,32 @@ def test_sparse_nnls_reaches_the_dense_active_set_optimum():
     assert np.sum((B @ got - y) ** 2) == pytest.approx(np.sum((B @ direct - y) ** 2), rel=1e-9)
 
 
+def test_nnls_ignores_rounding_level_directions_of_a_dense_strategy():
+    """Cells no query reads, where an optimiser left ~1e-16 instead of 0: NNLS must not use them.
+
+    Independent reference: bounded-variable least squares on the same strategy with
+    those entries exactly 0 (the strategy the optimiser meant), whose workload answers
+    the reconstruction must match; before the cutoff the error was ~1e-1 at noise 1e-4.
+    """
+    from scipy.optimize import lsq_linear
+
+    rng = np.random.default_rng(0)
+    B = (rng.random((3, 12)) < 0.5).astype(float)
+    B[:, [1, 10, 11]] = 0.0
+    Wm = rng.integers(0, 3, (10, 3)).astype(float) @ B
+    clean = np.vstack([B, rng.random((4, 3)) @ B])
+    A = clean.copy()
+    A[:, [1, 10, 11]] = rng.normal(0, 1e-16, (A.shape[0], 3))  # rank-level junk under unread cells
+    x = rng.poisson(30, 12).astype(float)
+    for seed in range(20):
+        y = clean @ x + np.random.default_rng(seed).normal(0, 1e-4, clean.shape[0])
+        got = reconstruct(A, y, "nnls")
+        ref = lsq_linear(clean, y, bounds=(0, np.inf), method="bvls").x
+        assert got.min() >= 0
+        np.testing.assert_allclose(Wm @ got, Wm @ ref, atol=1e-6)
+        assert np.abs(Wm @ got - Wm @ x).max() < 1e-2
+
+
 def test_run_refuses_unsupported_and_mismatched():
     W = prefix(4)
     A = np.array([[1.0, 1, 0, 0], [0, 0, 1, 1]])
