@@ -453,8 +453,34 @@ def _sparse_from_npz(z, path: Path, what: str) -> sp.csr_matrix:
         data, row, col = (_npz_array(z, k, path, what) for k in ("data", "row", "col"))
         return sp.coo_matrix((data, (row, col)), shape=shape).tocsr()
     data, indices, indptr = (_npz_array(z, k, path, what) for k in ("data", "indices", "indptr"))
+    major, minor = shape if fmt == "csr" else shape[::-1]
+    _check_compressed(data, indices, indptr, major, minor, path, f"{what} ({fmt})")
     cls = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
     return cls((data, indices, indptr), shape=shape).tocsr()
+
+
+def _check_compressed(data, indices, indptr, major: int, minor: int, path: Path, what: str) -> None:
+    """Refuse compressed sparse arrays that do not describe a matrix of this shape.
+
+    SciPy checks these lazily or not at all: an index outside the shape was
+    read out of bounds (garbage answers, or a crash of the process).
+    """
+    for key, a in (("data", data), ("indices", indices), ("indptr", indptr)):
+        if a.ndim != 1:
+            raise InputError(f"{path}: {what}: {key!r} must be 1-D, got shape {a.shape}")
+    for key, a in (("indices", indices), ("indptr", indptr)):
+        if a.dtype.kind not in "iu":
+            raise InputError(f"{path}: {what}: {key!r} must hold integers, got dtype {a.dtype}")
+    if indptr.size != major + 1:
+        raise InputError(f"{path}: {what}: 'indptr' has {indptr.size} entries, the shape needs {major + 1}")
+    if indptr[0] != 0 or np.any(np.diff(indptr) < 0):
+        raise InputError(f"{path}: {what}: 'indptr' must start at 0 and never decrease")
+    if not indptr[-1] == indices.size == data.size:
+        raise InputError(
+            f"{path}: {what}: 'indptr' ends at {indptr[-1]} but there are {indices.size} indices and {data.size} values"
+        )
+    if indices.size and (indices.min() < 0 or indices.max() >= minor):
+        raise InputError(f"{path}: {what}: an index lies outside [0, {minor}) (found {indices.min()}..{indices.max()})")
 
 
 def _check_dtype(dtype: np.dtype, path: Path, what: str) -> None:

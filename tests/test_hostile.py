@@ -311,6 +311,33 @@ def test_oversized_file_headers_are_refused_before_loading(files, capsys, monkey
         g.unlink()
 
 
+@pytest.mark.parametrize(
+    "fmt, indices, indptr, match",
+    [
+        ("csr", [0, 1, 2, 9], [0, 1, 2, 3, 4], "outside"),  # read out of bounds before: garbage or a crash
+        ("csr", [0, 1, 2, -1], [0, 1, 2, 3, 4], "outside"),
+        ("csr", [0, 1, 2, 3], [0, 3, 2, 3, 4], "never decrease"),
+        ("csr", [0, 1, 2, 3], [0, 1, 2, 3], "entries"),
+        ("csr", [0, 1, 2], [0, 1, 2, 3, 4], "indices"),
+        ("csc", [0, 1, 2, 3], [0, 1, 2, 3, 4, 4, 4, 4, 4], "entries"),
+        ("csr", [0.0, 1.0, 2.0, 3.0], [0, 1, 2, 3, 4], "integers"),
+    ],
+)
+def test_malformed_compressed_sparse_files(files, capsys, fmt, indices, indptr, match):
+    """CSR/CSC members that do not describe a matrix of the stated shape, as a workload and as a strategy."""
+    d = files
+    arrays = dict(data=np.ones(len(indices)), indices=np.array(indices), indptr=np.array(indptr), format=np.array(fmt))
+    np.savez(d / "bad.npz", shape=np.array([4, N] if fmt == "csr" else [N, 4]), **arrays)
+    np.savez(d / "badA.npz", shape=np.array([4, N] if fmt == "csr" else [N, 4]), **arrays)
+    try:
+        refused(capsys, d, "solve", "--workload", f"file:{d / 'bad.npz'}", "--method", "identity", "--out", d / "o.npz", match=match, out=d / "o.npz")
+        refused(capsys, d, "error", d / "badA.npz", "--workload", f"prefix:{N}", match=match)
+        refused(capsys, d, "export", d / "badA.npz", "--out", d / "b.mtx", match=match, out=d / "b.mtx")
+    finally:
+        (d / "bad.npz").unlink()
+        (d / "badA.npz").unlink()
+
+
 def test_malformed_specs(files, capsys):
     d = files
     for spec in ("(" * 60 + "prefix:8" + ")" * 60, "prefix:" + "9" * 20, "prefix:٨", "prefix:8+", "identity:8+identity:4", "x" * 20000):
