@@ -748,7 +748,36 @@ def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
         if suffix == ".npz":
             _check_seal(path, suffix, meta)
         _verify_hashes(A, meta, path)
+    _check_claims(A, meta, path)
     return Strategy(A, meta)
+
+
+_NORM_OF = {"pure": "l1", "approx": "l2"}
+
+
+def _check_claims(A, meta: dict, path: Path) -> None:
+    """Refuse metadata that contradicts the matrix: its shape, its privacy's norm, its sensitivity.
+
+    Files strategy_opt writes always agree; a hand-written ``meta`` may not, and
+    an external reader of the file would trust it (a stated sensitivity below
+    the matrix's means too little noise).
+    """
+    from .error import sensitivity
+
+    shape = meta.get("shape")
+    if shape is not None and (not isinstance(shape, list) or [s for s in shape if isinstance(s, bool)] or shape != list(A.shape)):
+        raise InputError(f"{path}: metadata states shape {shape!r} but the matrix is {A.shape[0]} x {A.shape[1]}")
+    privacy, norm = meta.get("privacy"), meta.get("sensitivity_norm")
+    if privacy is not None and norm is not None and _NORM_OF.get(privacy, norm) != norm:
+        raise InputError(f"{path}: metadata states privacy {privacy!r} with sensitivity_norm {norm!r} (it is {_NORM_OF[privacy]!r})")
+    stated = meta.get("sensitivity")
+    norm = norm or _NORM_OF.get(privacy)
+    if stated is not None and norm in ("l1", "l2"):
+        if isinstance(stated, bool) or not isinstance(stated, (int, float)):
+            raise InputError(f"{path}: metadata field 'sensitivity' must be a number, got {stated!r}")
+        actual = sensitivity(A, 1 if norm == "l1" else 2)
+        if not math.isclose(stated, actual, rel_tol=1e-9, abs_tol=0.0):
+            raise InputError(f"{path}: metadata states sensitivity {stated!r} but the matrix's largest column {norm} norm is {actual:.10g}")
 
 
 def _npz_meta_text(z, path: Path) -> str:

@@ -748,3 +748,59 @@ def test_an_out_path_ending_in_a_separator_is_refused_by_every_command(files, ca
         err = refused(capsys, tmp_path, "-q", *args, "--out", out)
         assert f"--out {out!r} names a directory" in err, err
         assert list(tmp_path.iterdir()) == [], args[0]
+
+
+# --------------------------------------------------------------------------- hand-written metadata
+def _hand(d: Path, name: str, A: np.ndarray, **meta) -> Path:
+    np.savez(d / name, A=A, meta=json.dumps(meta))
+    return d / name
+
+
+@pytest.mark.parametrize(
+    "meta, match",
+    [
+        ({"shape": [5, N]}, "shape"),
+        ({"privacy": "pure", "sensitivity_norm": "l2"}, "sensitivity_norm"),
+        ({"privacy": "pure", "sensitivity": 0.01}, "sensitivity 0.01"),  # 100x too little noise for a reader who trusts it
+        ({"sensitivity_norm": "l2", "sensitivity": "1"}, "must be a number"),
+    ],
+)
+def test_metadata_contradicting_the_matrix_is_refused(files, capsys, meta, match):
+    d = files
+    f = _hand(d, "hand.npz", np.eye(N), **meta)
+    try:
+        refused(capsys, d, "error", f, "--workload", f"prefix:{N}", "--force", match=match)
+        refused(capsys, d, "export", f, "--out", d / "sealed.mtx", match=match, out=d / "sealed.mtx")
+    finally:
+        f.unlink()
+
+
+def test_export_checks_hand_written_claims_before_sealing_them(files, capsys):
+    """E_1 of the identity on prefix:N is trace(W^T W) = N (N + 1) / 2 (the closed form checked here)."""
+    d = files
+    truth = N * (N + 1) / 2
+    base = {"workload": f"prefix:{N}", "privacy": "pure"}
+    wrong_error = _hand(d, "e.npz", np.eye(N), **base, unit_total_squared_error=0.5)
+    high_bound = _hand(d, "b.npz", np.eye(N), **base, unit_total_squared_error=truth, lower_bound=truth * 2)
+    good = _hand(d, "g.npz", np.eye(N), **base, unit_total_squared_error=truth, lower_bound=truth / 4)
+    moved = _hand(d, "m.npz", np.eye(N), workload="file:gone.npy", privacy="pure", unit_total_squared_error=truth)
+    try:
+        refused(capsys, d, "export", wrong_error, "--out", d / "o.mtx", match=f"gives {truth:g}", out=d / "o.mtx")
+        refused(capsys, d, "export", high_bound, "--out", d / "o.mtx", match="above the matrix's error", out=d / "o.mtx")
+        for src, unchecked in ((good, ["lower_bound"]), (moved, ["unit_total_squared_error"])):
+            assert cli("-q", "export", src, "--out", d / "o.mtx") == 0
+            with open(d / "o.mtx") as fh:
+                fh.readline()
+                meta = json.loads(fh.readline().lstrip("%"))
+            assert meta["metadata_origin"] == "hand-written" and meta["unchecked_fields"] == unchecked
+            assert meta["format_version"] >= 3
+            (d / "o.mtx").unlink()
+        # a file strategy_opt wrote keeps its metadata as it is
+        assert cli("-q", "export", d / "s.npz", "--out", d / "o.mtx") == 0
+        with open(d / "o.mtx") as fh:
+            fh.readline()
+            assert "metadata_origin" not in json.loads(fh.readline().lstrip("%"))
+        (d / "o.mtx").unlink()
+    finally:
+        for f in (wrong_error, high_bound, good, moved):
+            f.unlink()
