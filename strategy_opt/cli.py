@@ -241,13 +241,14 @@ def _cmd_solve(args) -> int:
     from .api import solve
     from .io import STRATEGY_FORMATS, check_writable, write_strategy
     from .problem import absolute_file_paths, read_problem_file
-    from .spec import parse_spec
+    from .spec import file_paths, parse_spec
 
     data = read_problem_file(args.problem) if args.problem else {}
     workload = args.workload or data.get("workload")
     if not workload:
         raise InputError("no workload: give --workload SPEC or a PROBLEM.toml with a 'workload'")
-    workload = parse_spec(absolute_file_paths(workload), operation="solve")  # recorded: valid from any directory
+    spec = absolute_file_paths(workload)  # recorded: valid from any directory
+    workload = parse_spec(spec, operation="solve")
     options = dict(data.get("options", {}))
     _refuse_reserved(options, _SOLVE_ARGUMENTS, f"problem file {args.problem}: [options]")
     options = _merge_flag_options(args, options)
@@ -255,6 +256,9 @@ def _cmd_solve(args) -> int:
         raise InputError(f"--out must end in one of {', '.join(STRATEGY_FORMATS)}, got {args.out!r}")
     if args.out:
         check_writable(args.out)
+        inputs = file_paths(spec) + ([args.problem] if args.problem and Path(args.problem).is_file() else [])
+        if any(Path(f).resolve() == Path(args.out).resolve() for f in inputs):
+            raise InputError(f"--out {args.out!r} is one of the input files; choose another name")
     strategy = solve(
         workload,
         privacy=args.privacy or data.get("privacy", "approx"),
@@ -445,8 +449,10 @@ def _write_release(args, release, provenance: dict) -> None:
 
 def _check_out(args) -> None:
     from .io import check_answers_path
+    from .spec import file_paths
 
-    check_answers_path(args.out, [getattr(args, "data", None), getattr(args, "strategy", None)])
+    inputs = [getattr(args, "data", None), getattr(args, "strategy", None), *file_paths(args.workload)]
+    check_answers_path(args.out, inputs)
 
 
 def _cmd_run(args) -> int:

@@ -40,7 +40,7 @@ from .exceptions import InputError
 from .resources import WorkloadSize, operation_bytes, require_memory
 from .workload import Workload, all_predicate, all_range, identity, kronecker, marginals, prefix, random_range, total, union, union_domain
 
-__all__ = ["parse_spec", "canonical_spec", "file_spec", "MAX_CELLS"]
+__all__ = ["parse_spec", "canonical_spec", "file_spec", "file_paths", "MAX_CELLS"]
 
 #: Largest number of cells of a workload domain.
 MAX_CELLS = 10**9
@@ -307,6 +307,24 @@ def canonical_spec(spec: str) -> str:
     built or read.
     """
     return _text(_tree(spec))
+
+
+def file_paths(spec: str) -> list[str]:
+    """The paths of the SPEC's ``file:`` atoms, in order (nothing is read).
+
+    >>> file_paths("file:'a+b.npz'*prefix:4 + file:c.npy")
+    ['a+b.npz', 'c.npy']
+    """
+    paths = []
+
+    def walk(node: _Node) -> None:
+        if node.kind == "file":
+            paths.append(node.args[0])
+        for child in node.children:
+            walk(child)
+
+    walk(_tree(spec))
+    return paths
 
 
 def parse_spec(spec: str, operation: str | None = None) -> Workload:

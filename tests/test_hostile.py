@@ -804,3 +804,23 @@ def test_export_checks_hand_written_claims_before_sealing_them(files, capsys):
     finally:
         for f in (wrong_error, high_bound, good, moved):
             f.unlink()
+
+
+def test_out_never_overwrites_a_workload_file(files, capsys):
+    """--out naming a file: atom of the workload SPEC is refused (it replaced the workload before)."""
+    d = files
+    W = np.tril(np.ones((N, N)))
+    np.savetxt(d / "W.csv", W, delimiter=",")
+    np.savez(d / "W.npz", W=W)
+    spec = f"file:{d / 'W.csv'}"
+    try:
+        refused(capsys, d, "solve", "--workload", spec, "--method", "identity", "--out", d / "W.csv", match="input files")
+        refused(capsys, d, "solve", "--workload", f"prefix:2*file:{d / 'W.npz'}", "--method", "identity", "--out", d / "W.npz", match="input files")
+        refused(capsys, d, "run", d / "s.npz", "--data", d / "x.npy", "--workload", spec, "--epsilon", 1, "--out", d / "W.csv", match="input files")
+        refused(capsys, d, "release", "--method", "identity", "--data", d / "x.npy", "--workload", spec, "--epsilon", 1, "--out", d / "W.csv", match="input files")
+        refused(capsys, d, "online", "--data", d / "x.npy", "--queries", spec, "--budget", 1, "--half-width", 50, "--out", d / "W.csv", match="input files")
+        np.testing.assert_array_equal(np.loadtxt(d / "W.csv", delimiter=","), W)
+        np.testing.assert_array_equal(np.load(d / "W.npz")["W"], W)
+    finally:
+        (d / "W.csv").unlink()
+        (d / "W.npz").unlink()

@@ -67,13 +67,16 @@ examples:
 """
 
 
+def _is_matrix_path(text: str) -> bool:
+    """Whether ``--queries`` names a matrix file directly (else it is a SPEC)."""
+    return Path(text).suffix.lower() in _MATRIX_SUFFIXES and not text.startswith("file:")
+
+
 def _load_queries(text: str):
     from ..io import read_workload_file
     from ..spec import parse_spec
 
-    if Path(text).suffix.lower() in _MATRIX_SUFFIXES and not text.startswith("file:"):
-        return read_workload_file(text)
-    return parse_spec(text)
+    return read_workload_file(text) if _is_matrix_path(text) else parse_spec(text)
 
 
 def _float(text):
@@ -140,9 +143,11 @@ def _cmd_online(args) -> int:
     from ..cli import naming_data
     from ..io import check_answers_path, read_histogram
     from ..online import OnlineAnswerer
+    from ..spec import file_paths
 
     out = Path(args.out)
-    check_answers_path(args.out, [args.data, args.queries])  # as typed (Path drops a trailing '/'); before any work or warning
+    queries_files = [args.queries] if _is_matrix_path(args.queries) else file_paths(args.queries)
+    check_answers_path(args.out, [args.data, *queries_files])  # as typed (Path drops a trailing '/'); before any work or warning
     if not (math.isfinite(args.budget) and args.budget > 0):
         raise InputError(f"--budget must be a positive number, got {args.budget!r}")
     queries = _load_queries(args.queries)
