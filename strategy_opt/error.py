@@ -123,6 +123,9 @@ def _gram_of(A) -> np.ndarray:
 
 
 
+#: How the support check draws the numerical row space (part of its refusal).
+_CUTOFF = f", directions of singular value below {math.sqrt(EIG_RTOL):.0e} of A's largest counting as missing"
+
 #: What a user can do about a strategy that does not support the workload.
 ADD_ROWS = "add rows (e.g. the identity) so that every query is a linear combination of strategy queries"
 
@@ -156,7 +159,8 @@ class ErrorProfile:
     (strategies with disjoint column supports: identity, bucket strategies),
     by Cholesky when it is positive definite (then A supports every workload),
     otherwise by an eigendecomposition whose numerically zero directions
-    (``lambda <= EIG_RTOL * lambda_max``) span the null space used by the
+    (``lambda <= EIG_RTOL * lambda_max``: singular values of A below
+    ``sqrt(EIG_RTOL)`` of the largest) span the null space used by the
     support check.
     """
 
@@ -177,8 +181,8 @@ class ErrorProfile:
         d = np.diag(AtA)
         if d.max() < TINY_GRAM and (A.count_nonzero() if sp.issparse(A) else np.count_nonzero(A)):
             raise InputError(f"strategy entries are too small for error analysis in float64 (largest column norm^2 {d.max():.3g}); rescale the strategy (its error does not depend on scale)")
-        if d.min() > EIG_RTOL * max(d.max(), 1e-300) and np.count_nonzero(AtA) == np.count_nonzero(d):
-            self._inv_diag = 1.0 / d
+        if d.min() > 0 and np.all(np.isfinite(1.0 / d)) and np.count_nonzero(AtA) == np.count_nonzero(d):
+            self._inv_diag = 1.0 / d  # exact: disjoint columns need no rank cutoff (diag(1e5, 1) has full rank)
             return
         try:
             with factorization_threads():
@@ -279,7 +283,7 @@ class ErrorProfile:
         if frac > SUPPORT_RTOL:
             raise InputError(
                 f"{what} does not support the workload (W A+ A != W: {frac:.3g} of ||W||_F^2 lies "
-                f"outside the strategy's row space); {hint}"
+                f"outside the strategy's numerical row space{_CUTOFF}); {hint}"
             )
         if workload is None:
             return
@@ -290,7 +294,7 @@ class ErrorProfile:
         if share > SUPPORT_RTOL:
             raise InputError(
                 f"{what} does not support the workload (W A+ A != W: {share:.3g} of query {i}'s squared "
-                f"norm lies outside the strategy's row space); {hint}"
+                f"norm lies outside the strategy's numerical row space{_CUTOFF}); {hint}"
             )
 
 

@@ -50,6 +50,26 @@ def test_rank_deficient_strategy_that_supports():
     assert unit_error(A, W, 1) == pytest.approx(direct_error(A, W, 1))
 
 
+@pytest.mark.parametrize("scale", [1e5, 1e9, 1e-9])
+def test_disjoint_columns_of_any_scale_support_every_workload(scale):
+    """diag(c, 1, 1, 1) has full rank however far c is from 1 (it was refused from c = 1e5 by the rank cutoff).
+
+    Closed form: E_p = max(c, 1)^2 * sum_j G_jj / d_j with d = (c^2, 1, 1, 1).
+    """
+    W = prefix(4)
+    A = np.diag([scale, 1.0, 1.0, 1.0])
+    G = W.gram()
+    assert supports(A, W)
+    expected = max(scale, 1.0) ** 2 * (G[0, 0] / scale**2 + G[1, 1] + G[2, 2] + G[3, 3])
+    assert unit_error(A, W, 1) == pytest.approx(expected, rel=1e-12)
+
+
+def test_refusal_states_the_rank_cutoff():
+    A = np.array([[1e6, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 1], [0, 0, 1, 1 + 1e-3]])  # not diagonal: the eigenvalue route
+    with pytest.raises(InputError, match="singular value below 1e-05"):
+        unit_error(A, prefix(4), 2)
+
+
 def test_unsupported_strategy_is_refused():
     W = prefix(4)
     A = np.array([[1.0, 1, 0, 0], [0, 0, 1, 1]])
