@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -173,6 +174,20 @@ def _merge_flag_options(args, options: dict) -> dict:
     return options
 
 
+_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)
+
+
+def number(text: str) -> float:
+    """A command-line number: ASCII decimal or exponent notation (or inf / nan, refused later by range checks).
+
+    ``float`` alone also takes ``1_0`` (10) and other scripts' digits; a value a
+    user may have mistyped is refused instead (`argparse.ArgumentTypeError`).
+    """
+    if not _NUMBER.fullmatch(text.strip()):
+        raise argparse.ArgumentTypeError(f"must be a number, got {text.strip()!r}")
+    return float(text)
+
+
 def _positive_float(name, below: float | None = None):
     """argparse type of ``--epsilon`` (> 0) or ``--delta`` (in (0, ``below``)): a finite number in range.
 
@@ -186,10 +201,7 @@ def _positive_float(name, below: float | None = None):
 
     def conv(text):
         shown = text.strip()
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+        v = number(text)
         if math.isfinite(v) and in_range(v):
             return v
         try:
@@ -210,13 +222,9 @@ def _nonneg_int(text):
     argparse turns a ValueError (an `InputError` too) raised by a type function into
     "invalid _nonneg_int value"; an ArgumentTypeError keeps its message.
     """
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text.strip()}") from None
-    if v < 0:
+    if not re.fullmatch(r"\+?[0-9]+", text.strip()):  # int() also takes 1_0 and other scripts' digits
         raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text.strip()}")
-    return v
+    return int(text)
 
 
 def _summary(meta: dict) -> str:
@@ -741,14 +749,16 @@ def _setup_logging(quiet: bool, verbose: bool) -> None:
 
 #: Options whose value may start with "-" without being a plain number (argparse would take
 #: ``--bins -5:5`` for an option named ``-5:5``).
-_DASH_VALUES = ("--bins",)
+#: Options whose value may start with '-' (a negative number, a negative bin edge): read as the value, so
+#: that the range check names it instead of argparse's "expected one argument".
+_DASH_VALUES = ("--bins", "--epsilon", "--delta", "--seed", "--branching", "--budget", "--half-width", "--confidence")
 
 
 def _attach_dash_values(argv: list[str]) -> list[str]:
     """Rewrite ``--bins -5:5`` as ``--bins=-5:5`` so that a negative LO is read as the value."""
     out: list[str] = []
     for arg in argv:
-        if out and out[-1] in _DASH_VALUES and arg[:1] == "-" and arg[1:2] in tuple("0123456789."):
+        if out and out[-1] in _DASH_VALUES and arg[:1] == "-" and (arg[1:2] in tuple("0123456789.") or arg[1:].lower() in ("inf", "infinity", "nan")):
             out[-1] = f"{out[-1]}={arg}"
         else:
             out.append(arg)

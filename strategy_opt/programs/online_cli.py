@@ -84,10 +84,9 @@ def _float(text):
 
     An ArgumentTypeError, not a ValueError: argparse would print "invalid _float value".
     """
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text.strip()}") from None
+    from ..cli import number  # cli imports this module
+
+    return number(text)
 
 
 def _requirements(args, m: int) -> tuple[np.ndarray, np.ndarray]:
