@@ -123,13 +123,17 @@ def _check_noise(privacy: Privacy, delta_A: float) -> float:
     """The noise scale for sensitivity ``delta_A``; `InputError` if it is not a usable float."""
     try:
         scale = privacy.noise_scale(delta_A)
+    except OverflowError:
+        scale = math.inf
+    try:
         variance = privacy.noise_variance(delta_A)
     except OverflowError:
-        scale = variance = math.inf
+        variance = math.inf
     if not (math.isfinite(variance) and scale > 0):
+        beyond = "beyond floating point" if not math.isfinite(scale) else "whose variance is beyond floating point"
         raise InputError(
-            f"epsilon = {privacy.epsilon:g} gives noise of scale {scale:g} for sensitivity {delta_A:g}, beyond "
-            "floating point (the answers would carry no information); use a larger epsilon"
+            f"epsilon = {privacy.epsilon:g} gives noise of scale {scale:g} for sensitivity {delta_A:g}, {beyond} "
+            "(the answers would carry no information); use a larger epsilon"
         )
     return scale
 

@@ -229,6 +229,7 @@ def test_unwritable_outputs_are_refused_before_any_work(files, capsys):
         (("--delta", "x", "--privacy", "approx"), "delta"),
         (("--delta", "-1e-6", "--privacy", "approx"), "-1e-6"),  # was argparse's "expected one argument"
         (("--epsilon", "-inf"), "-inf"),
+        (("--epsilon", "1e-300"), "scale 4e+300 for sensitivity 4, whose variance"),  # the scale is finite (was "scale inf")
         (("--epsilon", "1_0"), "1_0"),  # float() reads 10
         (("--epsilon", "\u0661"), "must be a number"),  # float() reads an Arabic-Indic 1 as 1
         (("--delta", "1e-0_6", "--privacy", "approx"), "1e-0_6"),
