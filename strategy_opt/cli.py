@@ -447,8 +447,12 @@ def _provenance(args, workload, privacy, sampler, release, estimator: str) -> di
 
 
 def _write_release(args, release, provenance: dict) -> None:
-    from .io import write_answers
+    from .io import narrow_last_bin, write_answers
 
+    for bins in getattr(args, "bins", None) or []:  # after success, so that an error stays one line
+        note = narrow_last_bin(bins)
+        if note:
+            log.warning(note)
     if provenance["sampler"] == "simulate":
         log.warning("answers drawn with the seeded NumPy noise sampler ('simulate'): for simulations only, not for real releases")
     write_answers(args.out, release.answers, release.lower, release.upper, meta=provenance)

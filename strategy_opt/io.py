@@ -616,7 +616,7 @@ def _read_csv_matrix(path: Path, what: str, ndmin: int = 2) -> np.ndarray:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "input contained no data": refused below as empty
-            return np.loadtxt(path, delimiter=",", ndmin=ndmin)
+            return np.loadtxt(path, delimiter=",", ndmin=ndmin, encoding="utf-8-sig")  # a byte-order mark is not a number
     except _READ_ERRORS as exc:
         raise InputError(f"cannot read {path}: malformed CSV ({' '.join(str(exc).split())[:200]})") from None
 
@@ -878,6 +878,8 @@ def _parse_bins(text: str) -> tuple[np.ndarray, float]:
     where ``0.1 * 3 = 0.30000000000000004`` would put it in bin 2).
     """
     parts = text.split(":")
+    if not all(re.fullmatch(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", p.strip()) for p in parts):
+        raise InputError(f"--bins must be LO:HI[:WIDTH] decimal numbers, got {text!r}")  # Decimal also reads 1_0
     try:
         dec = [Decimal(p.strip()) for p in parts]
     except InvalidOperation:
@@ -904,6 +906,21 @@ def _parse_bins(text: str) -> tuple[np.ndarray, float]:
     return edges, float(hi)
 
 
+def narrow_last_bin(text: str) -> str | None:
+    """A note when ``--bins LO:HI:WIDTH`` ends in a bin narrower than the others (WIDTH not dividing HI - LO); else None.
+
+    >>> narrow_last_bin("0:95:10")
+    "--bins '0:95:10': the last bin [90, 95) is narrower than the others (HI - LO is not a multiple of WIDTH)"
+    """
+    _parse_bins(text)  # refuses malformed bins
+    lo, hi, *rest = (Decimal(p.strip()) for p in text.split(":"))
+    width = rest[0] if rest else Decimal(1)
+    if not (hi - lo) % width:
+        return None
+    last = lo + ((hi - lo) // width) * width
+    return f"--bins {text!r}: the last bin [{last}, {hi}) is narrower than the others (HI - LO is not a multiple of WIDTH)"
+
+
 def _csv_columns(path: Path, header: list[str], columns: list[str]) -> list[int]:
     """Positions of ``columns`` in ``header``; refuses a missing column or a requested one named twice."""
     missing = [c for c in columns if c not in header]
@@ -924,7 +941,10 @@ def histogram_from_records(path: str | os.PathLike, columns: list[str], bins: li
     included) are dropped (the count of dropped records is data-dependent and
     is not reported). The file is read as UTF-8, a byte-order mark before the
     header ignored; a requested column whose name appears twice in the header
-    is refused as ambiguous. Non-numeric, NaN or infinite values are refused.
+    is refused as ambiguous, and so is a row whose number of fields differs from
+    the header's. When ``WIDTH`` does not divide ``HI - LO`` the last bin stops
+    at ``HI``, narrower than the others (`narrow_last_bin` says so).
+    Non-numeric, NaN or infinite values are refused.
     Returns the counts flattened in C order.
 
     Examples
@@ -947,11 +967,18 @@ def histogram_from_records(path: str | os.PathLike, columns: list[str], bins: li
             reader = csv.reader(fh)
             header = next(reader, [])
             index = _csv_columns(path, header, columns)
-            # blank lines are skipped; a short row gives empty (missing) values, refused below
-            rows = [[r[i] if i < len(r) else "" for i in index] for r in reader if r]
+            rows = []
+            for r in reader:
+                if not r:
+                    continue  # blank lines are skipped
+                if len(r) != len(header):
+                    raise InputError(f"{path}: line {reader.line_num} has {len(r)} fields, the header {len(header)}")
+                rows.append([r[i] for i in index])
     except FileNotFoundError:
         raise InputError(f"data file not found: {path}") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+    except UnicodeDecodeError:
+        raise InputError(f"cannot read {path}: records (--column/--bins) are read from a UTF-8 CSV file with a header row; this is not text") from None
+    except (OSError, csv.Error) as exc:
         raise InputError(f"cannot read {path}: {exc}") from None
     try:
         vals = np.array(rows, dtype=float).reshape(-1, len(columns))

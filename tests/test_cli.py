@@ -197,7 +197,7 @@ def test_a_problem_file_option_that_a_key_sets_is_refused(tmp_path, capsys):
         (("run", "s.npz", "--data", "x.npy", "--workload", "prefix:8", "--epsilon", "1", "--seed", "-1", "--out", "a.npy"), "in 'strategy-opt run': argument --seed: must be a non-negative integer, got -1"),
         (("release", "--method", "dawa", "--data", "x.npy", "--workload", "prefix:8", "--epsilon", "1", "--seed", "x", "--out", "a.npy"), "in 'strategy-opt release': argument --seed: must be a non-negative integer, got x"),
         (("online", "--data", "x.npy", "--queries", "identity:8", "--budget", "1", "--half-width", "5", "--seed", "-3", "--out", "a.csv"), "in 'strategy-opt online': argument --seed: must be a non-negative integer, got -3"),
-        (("online", "--data", "x.npy", "--queries", "identity:8", "--budget", "abc", "--half-width", "5", "--out", "a.csv"), "in 'strategy-opt online': argument --budget: must be a number, got abc"),
+        (("online", "--data", "x.npy", "--queries", "identity:8", "--budget", "abc", "--half-width", "5", "--out", "a.csv"), "in 'strategy-opt online': argument --budget: must be a number, got 'abc'"),
         (("solve", "--workload", "prefix:8", "--method", "identity", "--out", "a.npz", "--bogus"), "in 'strategy-opt solve': unrecognized arguments: --bogus"),
         (("list", "methods", "extra"), "in 'strategy-opt list': unrecognized arguments: extra"),
     ],

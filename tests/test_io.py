@@ -189,6 +189,42 @@ def test_records_header_with_bom_and_duplicate_names(tmp_path):
     np.testing.assert_array_equal(sio.histogram_from_records(other, ["age"], ["0:3"]), [0, 1, 1])
 
 
+def test_records_rows_must_match_the_header(tmp_path):
+    short = tmp_path / "short.csv"
+    short.write_text("age,x\n1,2\n3\n")
+    with pytest.raises(InputError, match="line 3 has 1 fields, the header 2"):
+        sio.histogram_from_records(short, ["age"], ["0:5"])
+    extra = tmp_path / "extra.csv"
+    extra.write_text("age,x\n1,2\n\n3,4,5\n")  # the blank line is skipped, the row with a third field is not
+    with pytest.raises(InputError, match="line 4 has 3 fields"):
+        sio.histogram_from_records(extra, ["age"], ["0:5"])
+    binary = tmp_path / "x.npy"
+    np.save(binary, np.arange(4.0))
+    with pytest.raises(InputError, match="UTF-8 CSV file with a header row"):
+        sio.histogram_from_records(binary, ["age"], ["0:5"])
+
+
+@pytest.mark.parametrize("bins", ["0:1_0", "0:10:\u0662", "0x0:10"])
+def test_bins_are_ascii_decimals(tmp_path, bins):
+    f = tmp_path / "r.csv"
+    f.write_text("age\n1\n")
+    with pytest.raises(InputError, match="decimal numbers"):
+        sio.histogram_from_records(f, ["age"], [bins])
+
+
+def test_narrow_last_bin_is_noted():
+    assert sio.narrow_last_bin("0:95:10") == "--bins '0:95:10': the last bin [90, 95) is narrower than the others (HI - LO is not a multiple of WIDTH)"
+    assert sio.narrow_last_bin("0:1:0.1") is None and sio.narrow_last_bin("-5:5") is None
+    assert "[0.9, 1)" in sio.narrow_last_bin("0:1:0.3")
+
+
+def test_csv_matrices_with_a_byte_order_mark(tmp_path):
+    """Spreadsheet exports start with a BOM; it was read as part of the first number."""
+    f = tmp_path / "W.csv"
+    f.write_text("1,0\n1,1\n", encoding="utf-8-sig")
+    np.testing.assert_array_equal(sio.read_workload_file(f).matrix().toarray(), [[1, 0], [1, 1]])
+
+
 def test_workload_file_spec_is_quoted_when_the_path_holds_operators(tmp_path):
     from strategy_opt.spec import canonical_spec, parse_spec
 
