@@ -11,6 +11,8 @@ Problems come from the Python API, from CLI flags, or from TOML problem files
     solver = "native"
     [options]                  # method options, e.g. branching = 4, basis = "wavelet"
 
+``branching`` and ``basis`` (also `solve` flags) may instead stand beside ``method``.
+
 Data-driven problems may also give ``data``, ``epsilon``, ``delta``.
 
 Relative paths inside a problem file resolve against the file's own directory,
@@ -38,6 +40,8 @@ __all__ = ["Problem", "absolute_file_paths", "load_problem", "list_problems", "p
 
 _ROOT = Path(__file__).resolve().parent.parent
 _KEYS = {"description", "workload", "privacy", "method", "objective", "solver", "options", "data", "epsilon", "delta"}
+#: Method options that are also `solve` flags: allowed beside ``method`` as well as in ``[options]``.
+_FLAG_OPTIONS = ("branching", "basis")
 
 
 @dataclass(frozen=True)
@@ -171,7 +175,7 @@ def read_problem_file(path: str | Path) -> dict:
     p = Path(path)
     if not p.exists():
         # a bundled name, or a path to a bundled file given from another directory (problems/NAME.toml)
-        named = list_problems().get(str(path)) or (list_problems().get(p.stem) if p.suffix == ".toml" and p.parent.name == "problems" else None)
+        named = list_problems().get(str(path)) or (list_problems().get(p.stem) if p.suffix == ".toml" and str(p.parent) in (".", "problems") else None)
         if named is None:
             raise InputError(f"problem file not found: {path} (bundled problems: {', '.join(list_problems())})")
         p = named
@@ -181,11 +185,17 @@ def read_problem_file(path: str | Path) -> dict:
         raise InputError(f"problem file {p}: malformed TOML ({exc})") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"problem file {p}: cannot read ({exc})") from None
-    unknown = set(data) - _KEYS
+    unknown = set(data) - _KEYS - set(_FLAG_OPTIONS)
     if unknown:
-        raise InputError(f"problem file {p}: unknown keys {sorted(unknown)}; allowed: {sorted(_KEYS)}")
+        raise InputError(f"problem file {p}: unknown keys {sorted(unknown)}; allowed: {sorted(_KEYS | set(_FLAG_OPTIONS))}")
     if "options" in data and not isinstance(data["options"], dict):
         raise InputError(f"problem file {p}: 'options' must be a table")
+    for key in _FLAG_OPTIONS:
+        if key in data:
+            options = data.setdefault("options", {})
+            if key in options and options[key] != data[key]:
+                raise InputError(f"problem file {p}: '{key}' = {data[key]!r} and [options] {key} = {options[key]!r} conflict; give it once")
+            options[key] = data.pop(key)
     for key in sorted(set(data) & {"description", "workload", "privacy", "method", "objective", "solver", "data"}):
         if not isinstance(data[key], str):
             raise InputError(f"problem file {p}: '{key}' must be a string, got {data[key]!r}")

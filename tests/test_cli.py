@@ -137,6 +137,25 @@ def test_problem_file_with_override(tmp_path, capsys):
     _bad(tmp_path, capsys, "solve", p)
 
 
+def test_problem_file_flag_options_beside_method(tmp_path, capsys, monkeypatch):
+    """branching/basis are solve flags, so a problem file may give them beside method (CLI.md: flags override the file)."""
+    p = tmp_path / "p.toml"
+    p.write_text('workload = "prefix:16"\nprivacy = "pure"\nmethod = "hierarchical"\nbranching = 4\n')
+
+    def solved(*args):
+        assert cli("-q", "solve", p, "--json", *args) == 0
+        return json.loads(capsys.readouterr().out)
+
+    assert solved()["shape"] == [16 + 4 + 1, 16]  # H_4 on 16 cells: the root, 4 blocks, 16 cells
+    assert solved("--branching", 2)["shape"] == [31, 16]
+    p.write_text('workload = "prefix:16"\nmethod = "hierarchical"\nbranching = 4\n[options]\nbranching = 2\n')
+    _bad(tmp_path, capsys, "solve", p)
+    # a bundled problem named with its suffix, from another directory
+    monkeypatch.chdir(tmp_path)
+    assert cli("-q", "solve", "quickstart.toml", "--method", "identity", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["workload"] == "all-range:256"
+
+
 def test_console_script_help_and_exit_code():
     r = subprocess.run([sys.executable, "-m", "strategy_opt.cli", "solve", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "--workload" in r.stdout

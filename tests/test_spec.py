@@ -139,7 +139,7 @@ def test_problem_file_errors_have_one_prefix(tmp_path, capsys):
     assert _cli("solve", p) == 2
     assert capsys.readouterr().err.strip() == (
         f"strategy-opt: error: problem file {p}: unknown keys ['sovler']; allowed: "
-        "['data', 'delta', 'description', 'epsilon', 'method', 'objective', 'options', 'privacy', 'solver', 'workload']"
+        "['basis', 'branching', 'data', 'delta', 'description', 'epsilon', 'method', 'objective', 'options', 'privacy', 'solver', 'workload']"
     )
     assert _cli("solve", "--problem", p) == 2  # there is no --problem flag: the problem file is the positional argument
     assert capsys.readouterr().err.strip() == "strategy-opt: error: in 'strategy-opt solve': unrecognized arguments: --problem"
