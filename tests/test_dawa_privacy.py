@@ -93,4 +93,4 @@ def test_opendp_stage_one_has_the_same_partition_law_as_the_simulation():
     parts = sorted(set(sim) | set(odp))
     table = np.array([[sim[P] for P in parts], [odp[P] for P in parts]])
     assert len(parts) >= 3  # the law is spread over several partitions, so the test has power
-    assert chi2_contingency(table).pvalue > 1e-3
+    assert chi2_contingency(table).pvalue > 1e-4  # unseeded OpenDP draws: a true law fails one run in 10^4

@@ -95,7 +95,9 @@ def test_opendp_selection_law():
     score = np.array([0.0, 1.0, 2.5, 2.0])
     picks = [opendp_select_max(score, sensitivity=1.0, epsilon=1.5) for _ in range(3000)]
     expected = _noisy_max_law(score, 2.0 / 1.5) * len(picks)
-    assert chisquare(np.bincount(picks, minlength=4), expected).pvalue > 1e-3
+    # OpenDP's draws cannot be seeded: at 1e-4 a true law fails one run in 10^4 (it failed at 1e-3 once,
+    # p = 8.7e-4, while 300,000 draws matched the law at p = 0.70)
+    assert chisquare(np.bincount(picks, minlength=4), expected).pvalue > 1e-4
 
 
 def test_accuracy_improves_with_budget_and_converges():

@@ -150,12 +150,12 @@ def test_opendp_perturb_draws_laplace_at_each_values_own_scale():
     values = np.linspace(-50.0, 50.0, scales.size)
     noise = samplers.opendp_perturb(values, scales) - values
     for s in (0.5, 3.0):
-        assert kstest(noise[scales == s], laplace(scale=s).cdf).pvalue > 1e-3
+        assert kstest(noise[scales == s], laplace(scale=s).cdf).pvalue > 1e-4  # unseeded OpenDP draws: 1 false alarm in 10^4
     # on OpenDP's grid of multiples of 2^-30 (DAWA's stage 1): the same law, every output on the grid
     grid = samplers.opendp_perturb(values, scales, granularity_exponent=-30)
     assert np.all(np.mod(grid * 2.0**30, 1.0) == 0)
     for s in (0.5, 3.0):
-        assert kstest((grid - values)[scales == s], laplace(scale=s).cdf).pvalue > 1e-3
+        assert kstest((grid - values)[scales == s], laplace(scale=s).cdf).pvalue > 1e-4
     with pytest.raises(InputError, match="positive finite scales"):
         samplers.opendp_perturb(np.ones(2), np.array([1.0, 0.0]))
     with pytest.raises(InputError, match="finite values"):
