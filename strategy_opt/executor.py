@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 
 import numpy as np
+import scipy.linalg as la
 import scipy.sparse as sp
 from scipy.optimize import lsq_linear, nnls
 from scipy.sparse.linalg import lsmr
@@ -262,24 +263,27 @@ def _gram_factor(workload: Workload) -> np.ndarray:
 def _reduced_system(M, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(R, c)`` with ``||R x - c||^2 = ||M_k x - b||^2 - const`` and ``R`` at most n x n.
 
-    ``M_k`` is M without its negligible directions: a dense M by its SVD with
-    least squares' own cutoff (singular values below ``eps * max(M.shape)`` of
-    the largest, as ``numpy.linalg.lstsq``); a sparse M through the eigenvalues
-    of ``M^T M`` above `EIG_RTOL` of the largest. Without the cutoff, rounding
-    level directions (singular values ~1e-16 of the largest, left by an
-    optimiser on cells no query reads) carry weights ~1e15 and let NNLS fit the
-    noise with cells of ~1e14 that the workload partly sees.
+    ``M_k`` is M without its negligible directions: those of eigenvalue of
+    ``M^T M`` below `EIG_RTOL` of the largest, the rank cutoff of the error
+    analysis (`strategy_opt.error.ErrorProfile`, whose test this repeats: a
+    Cholesky factor when its pivots stay above the cutoff, else the
+    eigendecomposition). Without the cutoff, rounding level
+    directions (singular values ~1e-16 of the largest, left by an optimiser on
+    cells no query reads) carry weights ~1e15 and let NNLS fit the noise with
+    cells of ~1e14 that the workload partly sees.
     """
-    if sp.issparse(M):
-        M = sp.csr_matrix(M)
-        lam, V = np.linalg.eigh((M.T @ M).toarray())
-        keep = lam > EIG_RTOL * max(lam.max(), 1e-300)
-        root = np.sqrt(lam[keep])
-        return (V[:, keep] * root).T, (V[:, keep].T @ (M.T @ b)) / root
-    M = np.asarray(M, dtype=float)
-    U, s, Vt = np.linalg.svd(M, full_matrices=False)
-    keep = s > np.finfo(float).eps * max(M.shape) * max(s.max(initial=0.0), 1e-300)
-    return s[keep, None] * Vt[keep], U[:, keep].T @ b
+    MtM = (M.T @ M).toarray() if sp.issparse(M) else M.T @ M
+    try:  # positive definite and well inside the cutoff: a Cholesky factor, several times faster than eigh
+        U = la.cholesky(MtM, lower=False, check_finite=False)
+        pivots = np.diag(U) ** 2
+        if pivots.min() > EIG_RTOL * pivots.max():
+            return U, la.solve_triangular(U, M.T @ b, trans="T", check_finite=False)
+    except la.LinAlgError:
+        pass
+    lam, V = np.linalg.eigh(MtM)
+    keep = lam > EIG_RTOL * max(lam.max(), 1e-300)
+    root = np.sqrt(lam[keep])
+    return (V[:, keep] * root).T, (V[:, keep].T @ (M.T @ b)) / root
 
 
 def _nonneg_ls(M, b: np.ndarray, *, reduced: bool = False) -> np.ndarray:
