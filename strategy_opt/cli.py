@@ -505,6 +505,26 @@ def _cmd_run(args) -> int:
     return 0
 
 
+def _grid_from_data(args, workload):
+    """A workload read from a file (one flat domain) takes the grid of multi-dimensional ``.npy`` data of as many cells.
+
+    A file cannot state its grid; DAWA orders a 2-D domain along a Hilbert
+    curve, so a 256 x 256 histogram with a 65536-column rectangle workload is
+    released as 2-D, as with ``SPEC*SPEC`` workloads.
+    """
+    from .io import npy_shape
+    from .workload import ExplicitWorkload
+
+    if args.column or args.bins or not isinstance(workload, ExplicitWorkload) or len(workload.domain) != 1:
+        return workload
+    shape = npy_shape(args.data)
+    if shape is None or len(shape) < 2 or math.prod(shape) != workload.n:
+        return workload
+    workload.domain = shape
+    log.info("workload %s takes the data's grid %s (cells in row-major order)", args.workload, "x".join(map(str, shape)))
+    return workload
+
+
 def _cmd_release(args) -> int:
     from .api import solve
     from .executor import run
@@ -513,18 +533,22 @@ def _cmd_release(args) -> int:
     from .spec import parse_spec
 
     _check_out(args)
-    workload = parse_spec(args.workload, operation="release")
+    info = get_release(args.method)
+    strategy_method = args.method in methods() and info.func is methods()[args.method].func
+    # a strategy method solves (dense n x n work); a data-dependent one needs the workload and its queries
+    workload = parse_spec(args.workload, operation="release" if strategy_method else "release-data")
+    if not strategy_method:
+        workload = _grid_from_data(args, workload)
     notion = args.privacy or ("approx" if args.delta is not None else "pure")
     privacy = privacy_from_args(notion, args.epsilon, args.delta)
     x = _load_data(args, workload)
     sampler, seed = _sampler(args)
     options = _parse_options(args.option)
     _refuse_reserved(options, _RELEASE_ARGUMENTS)
-    info = get_release(args.method)
     if privacy.notion not in info.privacy:
         raise InputError(f"method {args.method!r} supports privacy {'/'.join(info.privacy)}, not {privacy.notion!r}")
     t0 = time.perf_counter()
-    if args.method in methods() and info.func is methods()[args.method].func:
+    if strategy_method:
         estimator = args.estimator or DEFAULT_ESTIMATOR
         strategy = solve(workload, privacy=privacy.notion, method=args.method, **options)
         with naming_data(args.data):

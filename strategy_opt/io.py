@@ -383,6 +383,18 @@ def _npy_header(fh) -> tuple[tuple, np.dtype]:
     return shape, dtype
 
 
+def npy_shape(path: str | os.PathLike) -> tuple[int, ...] | None:
+    """The array shape a ``.npy`` file's header records; None for another format or an unreadable header."""
+    path = Path(path)
+    if path.suffix.lower() != ".npy":
+        return None
+    try:
+        with open(path, "rb") as fh:
+            return tuple(int(d) for d in _npy_header(fh)[0])
+    except _READ_ERRORS:
+        return None
+
+
 def read_npy(path: Path, what: str) -> np.ndarray:
     """A plain numeric .npy array, its header checked (dtype, size) before loading; never unpickled.
 
@@ -846,7 +858,8 @@ def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None) -
     n : int, optional
         Expected number of cells; a mismatch raises `InputError`.
     domain : tuple of int, optional
-        Expected domain shape (checked when the array is multi-dimensional).
+        Expected domain shape, checked when the array is multi-dimensional and
+        the domain is too (a 1-D domain takes any array of n cells, flattened).
     """
     path = Path(path)
     if not path.is_file():
@@ -854,7 +867,7 @@ def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None) -
     suffix = path.suffix.lower()
     if suffix == ".npy":
         x = read_npy(path, "histogram")
-        if domain is not None and x.ndim > 1 and tuple(x.shape) != tuple(domain):
+        if domain is not None and len(domain) > 1 and x.ndim > 1 and tuple(x.shape) != tuple(domain):
             raise InputError(f"{path}: histogram shape {x.shape} does not match the workload domain {tuple(domain)}")
     elif suffix == ".csv":
         x = _read_csv_matrix(path, "histogram", ndmin=1)

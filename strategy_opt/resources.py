@@ -37,7 +37,7 @@ from .exceptions import InputError
 __all__ = ["available_memory", "format_bytes", "require_memory", "psd_solver_bytes", "WorkloadSize", "operation_bytes", "OPERATIONS"]
 
 #: Operations whose memory `operation_bytes` estimates (``None``: building only).
-OPERATIONS = (None, "solve", "error", "run", "release")
+OPERATIONS = (None, "solve", "error", "run", "release", "release-data")
 
 _SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
 
@@ -251,8 +251,9 @@ def operation_bytes(size: WorkloadSize, operation: str | None) -> tuple[float, s
     Parameters
     ----------
     size : WorkloadSize
-    operation : {None, 'solve', 'error', 'run', 'release'}
-        ``None`` counts only building the workload.
+    operation : {None, 'solve', 'error', 'run', 'release', 'release-data'}
+        ``None`` counts only building the workload; ``release-data`` is a
+        data-dependent release (no dense n x n work).
 
     Returns
     -------
@@ -271,12 +272,13 @@ def operation_bytes(size: WorkloadSize, operation: str | None) -> tuple[float, s
     terms = [(size.build_bytes, "building the workload")]
     if operation is not None:
         n = size.n
-        if n <= MAX_DENSE_N or (operation != "run" and not size.kron_blocks):
+        dense = operation != "release-data"  # dawa, mwem: sparse or structured work (GreedyH's dense Gram only to 4096 cells)
+        if dense and (n <= MAX_DENSE_N or (operation != "run" and not size.kron_blocks)):
             # run skips the dense support check above MAX_DENSE_N; solve/error need it
             terms.append((_dense_bytes(n), f"{DENSE_WORK_COPIES} dense {n}x{n} matrices ({format_bytes(8.0 * n * n)} each)"))
-        elif size.kron_blocks and operation != "run":
+        elif dense and size.kron_blocks and operation != "run":
             terms.append((sum(_dense_bytes(k) for k in size.kron_blocks), f"dense factor matrices of sizes {size.kron_blocks}"))
-        if operation in ("run", "release") or (operation == "error" and not size.rescaled):
+        if operation in ("run", "release", "release-data") or (operation == "error" and not size.rescaled):
             terms.append((BYTES_PER_QUERY * float(size.m), f"{size.m:,} workload queries ({BYTES_PER_QUERY} bytes each)"))
     total = sum(t[0] for t in terms)
     reason = max(terms, key=lambda t: t[0])[1]
