@@ -247,7 +247,7 @@ def _summary(meta: dict) -> str:
 # ----------------------------------------------------------------------------------------- solve
 def _cmd_solve(args) -> int:
     from .api import solve
-    from .io import STRATEGY_FORMATS, check_writable, write_strategy
+    from .io import STRATEGY_FORMATS, check_not_input, check_writable, write_strategy
     from .problem import absolute_file_paths, read_problem_file
     from .spec import file_paths, parse_spec
 
@@ -264,9 +264,7 @@ def _cmd_solve(args) -> int:
         raise InputError(f"--out must end in one of {', '.join(STRATEGY_FORMATS)}, got {args.out!r}")
     if args.out:
         check_writable(args.out)
-        inputs = file_paths(spec) + ([args.problem] if args.problem and Path(args.problem).is_file() else [])
-        if any(Path(f).resolve() == Path(args.out).resolve() for f in inputs):
-            raise InputError(f"--out {args.out!r} is one of the input files; choose another name")
+        check_not_input(args.out, [*file_paths(spec), args.problem if args.problem and Path(args.problem).is_file() else None])
     strategy = solve(
         workload,
         privacy=args.privacy or data.get("privacy", "approx"),

@@ -681,11 +681,16 @@ def check_writable(path: str | os.PathLike) -> None:
 
 def check_answers_path(path: str | os.PathLike, inputs=()) -> None:
     """Refuse an answers file name (``.npy``/``.csv``) that cannot be written or that names one of ``inputs``."""
-    out = Path(path)
-    if out.suffix.lower() not in (".npy", ".csv"):
+    if Path(path).suffix.lower() not in (".npy", ".csv"):
         raise InputError(f"--out must end in .npy or .csv, got {str(path)!r}")
     check_writable(path)
-    if any(p is not None and Path(p).resolve() == out.resolve() for p in inputs):
+    check_not_input(path, inputs)
+
+
+def check_not_input(path: str | os.PathLike, inputs=()) -> None:
+    """Refuse an output path that names one of the command's input files (``None`` entries ignored)."""
+    out = Path(path).resolve()
+    if any(p is not None and Path(p).resolve() == out for p in inputs):
         raise InputError(f"--out {str(path)!r} is one of the input files; choose another name")
 
 
