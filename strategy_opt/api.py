@@ -10,6 +10,7 @@ import scipy.sparse as sp
 
 from .error import unit_error
 from .exceptions import InputError
+from .io import content_hash
 from .objectives import get_objective
 from .problem import Problem
 from .registry import get_method
@@ -151,7 +152,54 @@ def solve(
     t0 = time.perf_counter()
     strategy = info.func(problem)
     strategy.meta.setdefault("total_seconds", time.perf_counter() - t0)
+    # the matrix this metadata describes: write_strategy refuses a strategy whose matrix changed since
+    strategy.meta["content_sha256"] = content_hash(strategy.matrix)
     return strategy
+
+
+def checked_hand_written(strategy: Strategy, where) -> Strategy:
+    """Metadata not computed by strategy_opt, about to be sealed in a file: refuse what the matrix contradicts, mark the rest.
+
+    The stated ``unit_total_squared_error`` is recomputed on the recorded
+    workload and ``lower_bound`` must not exceed it (shape, norm and
+    sensitivity are checked by `strategy_opt.io`). The returned strategy's
+    metadata records ``metadata_origin: 'hand-written'`` and the claims nothing
+    could check (``unchecked_fields``: a lower bound below the error, an error
+    whose workload no longer parses), so that a reader without strategy_opt
+    can tell.
+
+    Parameters
+    ----------
+    strategy : Strategy
+    where : str or path-like
+        Named in error messages (the file the metadata came from, or is written to).
+    """
+    import math
+
+    meta = dict(strategy.meta)
+    claims = {k: meta[k] for k in ("unit_total_squared_error", "lower_bound") if meta.get(k) is not None}
+    for key, value in claims.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise InputError(f"{where}: metadata field {key!r} must be a finite number, got {value!r}")
+    unchecked = sorted(claims)
+    recorded, privacy = meta.get("workload"), meta.get("privacy")
+    if claims and isinstance(recorded, str) and privacy in ("pure", "approx"):
+        try:
+            workload = parse_spec(recorded, operation=None)
+        except InputError:
+            workload = None  # a moved workload file: the claims stay unchecked
+        if workload is not None:
+            error = error_report(strategy, workload, privacy)["unit_total_squared_error"]
+            stated = claims.get("unit_total_squared_error")
+            if stated is not None and error is not None and not math.isclose(stated, error, rel_tol=1e-6):
+                raise InputError(f"{where}: metadata states unit_total_squared_error {stated!r} but the matrix gives {error:.10g} on {recorded!r} ({privacy})")
+            bound = claims.get("lower_bound")
+            if bound is not None and error is not None and bound > error * (1 + 1e-9):
+                raise InputError(f"{where}: metadata states lower_bound {bound!r}, above the matrix's error {error:.10g} on {recorded!r} ({privacy})")
+            unchecked = ["lower_bound"] if "lower_bound" in claims else []
+    meta["metadata_origin"] = "hand-written"
+    meta["unchecked_fields"] = unchecked
+    return Strategy(strategy.matrix, meta)
 
 
 def error_report(strategy: Strategy, workload, privacy: str | None = None) -> dict:

@@ -568,46 +568,6 @@ def _cmd_release(args) -> int:
 
 
 # ----------------------------------------------------------------------------------------- export / list
-def _checked_hand_written(strategy, path):
-    """Metadata written by hand, about to be sealed by ``export``: refuse what the matrix contradicts, mark the rest.
-
-    The reader checks shape, norm and sensitivity (`strategy_opt.io`); here the
-    stated ``unit_total_squared_error`` is recomputed on the recorded workload
-    and ``lower_bound`` must not exceed it. The written file records
-    ``metadata_origin: 'hand-written'`` and the claims nothing could check
-    (``unchecked_fields``: a lower bound below the error, an error whose
-    workload no longer parses), so that a reader without strategy_opt can tell.
-    """
-    from .api import error_report
-    from .spec import parse_spec
-    from .strategy import Strategy
-
-    meta = dict(strategy.meta)
-    claims = {k: meta[k] for k in ("unit_total_squared_error", "lower_bound") if meta.get(k) is not None}
-    for key, value in claims.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise InputError(f"{path}: metadata field {key!r} must be a finite number, got {value!r}")
-    unchecked = sorted(claims)
-    recorded, privacy = meta.get("workload"), meta.get("privacy")
-    if claims and isinstance(recorded, str) and privacy in ("pure", "approx"):
-        try:
-            workload = parse_spec(recorded, operation=None)
-        except InputError:
-            workload = None  # a moved workload file: the claims stay unchecked
-        if workload is not None:
-            error = error_report(strategy, workload, privacy)["unit_total_squared_error"]
-            stated = claims.get("unit_total_squared_error")
-            if stated is not None and error is not None and not math.isclose(stated, error, rel_tol=1e-6):
-                raise InputError(f"{path}: metadata states unit_total_squared_error {stated!r} but the matrix gives {error:.10g} on {recorded!r} ({privacy})")
-            bound = claims.get("lower_bound")
-            if bound is not None and error is not None and bound > error * (1 + 1e-9):
-                raise InputError(f"{path}: metadata states lower_bound {bound!r}, above the matrix's error {error:.10g} on {recorded!r} ({privacy})")
-            unchecked = ["lower_bound"] if "lower_bound" in claims else []
-    meta["metadata_origin"] = "hand-written"
-    meta["unchecked_fields"] = unchecked
-    return Strategy(strategy.matrix, meta)
-
-
 def _cmd_export(args) -> int:
     from .io import check_writable, read_strategy, write_strategy
 
@@ -615,9 +575,7 @@ def _cmd_export(args) -> int:
     if Path(args.out).resolve() == Path(args.strategy).resolve():
         raise InputError("--out is the input file; choose another name")
     check_writable(args.out)
-    if strategy.meta and "format_version" not in strategy.meta:
-        strategy = _checked_hand_written(strategy, args.strategy)
-    write_strategy(strategy, args.out)
+    write_strategy(strategy, args.out)  # checks and marks metadata written by hand (`strategy_opt.api.checked_hand_written`)
     if strategy.unverified() is not None:
         log.warning("%s records no workload or privacy: %s is sealed against changes but stays unverified (error and run will say so)", args.strategy, args.out)
     log.info("wrote %s", args.out)

@@ -276,6 +276,30 @@ def _version() -> str:
     return __version__
 
 
+def _checked_for_write(strategy: Strategy, path: Path) -> Strategy:
+    """Refuse metadata that no longer describes the matrix; check and mark metadata strategy_opt did not compute.
+
+    Metadata computed by strategy_opt (from `strategy_opt.solve`, or read from
+    a file it wrote) records the matrix's ``content_sha256``; a matrix changed
+    since is refused, as its recorded error would be stale. Other metadata
+    (built by hand) goes through `strategy_opt.api.checked_hand_written`.
+    """
+    meta = strategy.meta
+    _check_claims(strategy.matrix, meta, path)
+    if "content_sha256" in meta:
+        if meta["content_sha256"] != content_hash(strategy.matrix):
+            raise InputError(
+                f"cannot write {path}: the strategy's matrix changed after its metadata was computed (its recorded error "
+                "and bound would be stale); build a new Strategy with metadata of your own, or solve again"
+            )
+        return strategy
+    if meta and "format_version" not in meta:
+        from .api import checked_hand_written
+
+        return checked_hand_written(strategy, path)
+    return strategy
+
+
 def _meta_for_write(strategy: Strategy) -> dict:
     meta = {k: v for k, v in strategy.meta.items() if k not in _FILE_KEYS}
     meta["format_version"] = FILE_FORMAT_VERSION
@@ -328,6 +352,7 @@ def write_strategy(strategy: Strategy, path: str | os.PathLike) -> Path:
     path = Path(path)
     suffix = _check_format(path)
     _require_write_memory(strategy, path, suffix)
+    strategy = _checked_for_write(strategy, path)
     meta = _meta_for_write(strategy)
     meta_json = json.dumps(meta, sort_keys=True, allow_nan=False)
     if suffix == ".npz":

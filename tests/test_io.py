@@ -262,3 +262,39 @@ def test_a_hand_written_file_with_metadata_but_no_format_version_is_read(tmp_pat
     np.savez(tmp_path / "v.npz", A=np.eye(4), meta=json.dumps({**meta, "format_version": 3}))
     with pytest.raises(InputError, match="requires a whole-file seal"):
         sio.read_strategy(tmp_path / "v.npz")
+
+
+def test_write_refuses_metadata_that_no_longer_describes_the_matrix(tmp_path):
+    """A solved strategy whose matrix was changed afterwards keeps E = 120 in its metadata; the true E_1 is 144.
+
+    Closed forms: the identity on all-range:8 has E_1 = trace(W^T W) = 120; with cell 8
+    measured at half weight its sensitivity stays 1 and the cell's term 8 becomes 32.
+    """
+    s = so.solve("all-range:8", privacy="pure", method="identity")
+    assert s.meta["unit_total_squared_error"] == pytest.approx(120)
+    s.matrix = np.diag([1.0] * 7 + [0.5])
+    assert so.error_report(s, "all-range:8", "pure")["unit_total_squared_error"] == pytest.approx(144)
+    with pytest.raises(InputError, match="matrix changed after its metadata was computed"):
+        sio.write_strategy(s, tmp_path / "s.npz")
+    h = so.solve("all-range:8", privacy="pure", method="hierarchical")
+    A = h.dense().copy()
+    A[0] *= 0.5  # the stated sensitivity is stale too: written, this file would be refused on reading
+    h.matrix = A
+    with pytest.raises(InputError, match="sensitivity|matrix changed"):
+        sio.write_strategy(h, tmp_path / "h.npz")
+    assert not list(tmp_path.iterdir())
+
+
+def test_write_checks_and_marks_metadata_built_by_hand(tmp_path):
+    claims = {"workload": "all-range:8", "privacy": "pure", "sensitivity_norm": "l1"}
+    with pytest.raises(InputError, match="gives 120"):
+        sio.write_strategy(Strategy(np.eye(8), {**claims, "unit_total_squared_error": 1.0}), tmp_path / "f.npz")
+    with pytest.raises(InputError, match="above the matrix's error"):
+        sio.write_strategy(Strategy(np.eye(8), {**claims, "unit_total_squared_error": 120.0, "lower_bound": 500.0}), tmp_path / "f.npz")
+    sio.write_strategy(Strategy(np.eye(8), {**claims, "unit_total_squared_error": 120.0, "lower_bound": 50.0}), tmp_path / "f.npz")
+    meta = sio.read_strategy(tmp_path / "f.npz").meta
+    assert meta["metadata_origin"] == "hand-written" and meta["unchecked_fields"] == ["lower_bound"]
+    # what strategy_opt computed is written as it is, and read back unmarked
+    s = so.solve("all-range:8", privacy="pure", method="identity")
+    sio.write_strategy(s, tmp_path / "s.npz")
+    assert "metadata_origin" not in sio.read_strategy(tmp_path / "s.npz").meta
