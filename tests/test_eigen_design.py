@@ -345,6 +345,13 @@ def test_bad_options(options, match):
         solve(all_range(16), method="eigen-design", **options)
 
 
+@pytest.mark.parametrize("option", ["separation", "principal", "certificate"])
+def test_numpy_booleans_are_booleans(option):
+    """np.bool_ (e.g. from a comparison on an array) means what True means (it was refused: "got np.True_")."""
+    plain = solve(all_range(16), method="eigen-design", **{option: True}).meta["unit_total_squared_error"]
+    assert solve(all_range(16), method="eigen-design", **{option: np.bool_(True)}).meta["unit_total_squared_error"] == plain
+
+
 def test_refuses_pure_dp_and_max_objective():
     with pytest.raises(InputError, match="approx"):
         solve(all_range(8), method="eigen-design", privacy="pure")

@@ -633,8 +633,9 @@ def _options(problem: Problem, n: int) -> dict:
         raise OptionError(f"eigen-design: basis must be one of {', '.join(_BASES)}, got {basis!r}")
     group = opts.get("group_size")
     sep = opts.get("separation", group is not None)
-    if not isinstance(sep, bool):
+    if not isinstance(sep, (bool, np.bool_)):
         raise OptionError(f"eigen-design: separation must be true or false, got {sep!r}")
+    sep = bool(sep)
     if not sep and group is not None:
         raise OptionError("eigen-design: group_size applies to eigen-query separation; drop separation=false or group_size")
     if sep:
@@ -642,6 +643,8 @@ def _options(problem: Problem, n: int) -> dict:
         if isinstance(group, bool) or not isinstance(group, (int, np.integer)) or not 1 <= group <= n:
             raise OptionError(f"eigen-design: group_size must be an integer in [1, {n}] (the number of cells), got {group!r}")
     principal = opts.get("principal", False)
+    if isinstance(principal, np.bool_):
+        principal = bool(principal)
     k = None
     if principal is True:
         k = max(1, math.ceil(PRINCIPAL_FRACTION * n))
@@ -658,8 +661,9 @@ def _options(problem: Problem, n: int) -> dict:
         raise InputError("eigen-design: separation and principal vectors apply to eigen-queries only (basis=eigen)")
     check_weights_objective(problem)
     cert = opts.get("certificate")
-    if cert is not None and not isinstance(cert, bool):
+    if cert is not None and not isinstance(cert, (bool, np.bool_)):
         raise OptionError(f"eigen-design: certificate must be true or false, got {cert!r}")
+    cert = None if cert is None else bool(cert)
     return {"basis": basis, "group_size": int(group) if sep else None, "principal": k, "certificate": cert}
 
 
