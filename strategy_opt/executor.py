@@ -35,10 +35,11 @@ import scipy.sparse as sp
 from scipy.optimize import lsq_linear, nnls
 from scipy.sparse.linalg import lsmr
 
-from .defaults import CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL, MAX_DENSE_N, NNLS_DENSE_MAX_N, NNLS_MAX_ITER, NNLS_TOL, NOISE_RESOLUTION
+from .defaults import BYTES_PER_QUERY, CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL, MAX_DENSE_N, NNLS_DENSE_MAX_N, NNLS_MAX_ITER, NNLS_TOL, NOISE_RESOLUTION
 from .error import ErrorProfile, KroneckerMatrix, sensitivity
 from .exceptions import InputError, PrecisionError
 from .privacy import Privacy
+from .resources import require_memory
 from .strategy import Strategy
 from .workload import IntervalWorkload, Kronecker, Union, Workload
 
@@ -507,6 +508,9 @@ def run(
         raise InputError(f"unknown estimator {estimator!r}; use one of {', '.join(ESTIMATORS)}")
     if not isinstance(intervals, (bool, np.bool_)):
         raise InputError(f"intervals must be True or False, got {intervals!r}")
+    require_memory(  # before any noise is drawn (the CLI checks this when it parses the SPEC)
+        float(min(BYTES_PER_QUERY * workload.m, 10**300)), f"answering the {workload.m:,} queries of workload {workload.spec!r}", "use fewer queries"
+    )
     sampler = resolve_sampler(sampler, rng)
     if sampler == "opendp" and rng is not None:
         raise InputError("rng cannot be used with sampler='opendp' (its noise is not seedable); use sampler='simulate'")

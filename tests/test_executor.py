@@ -238,3 +238,14 @@ def test_noise_lost_in_float_rounding_is_refused():
         check_noise_resolution([np.inf], 1.0)
     rel = run(np.eye(4), np.full(4, 2.0**30), identity(4), PureDP(1.0), rng=0)  # ordinary large counts still pass
     assert np.all(rel.answers != 2.0**30)
+
+
+def test_run_refuses_more_answers_than_memory_holds_before_drawing_noise(monkeypatch):
+    """all-range:100000 has 5e9 queries: refused up front (numpy's MemoryError came after the noise was drawn)."""
+    import strategy_opt.executor as ex
+
+    drawn = []
+    monkeypatch.setattr(ex, "resolve_sampler", lambda *a: drawn.append(a) or "simulate")
+    with pytest.raises(InputError, match="answering the 5,000,050,000 queries"):
+        run(sp.eye(100000, format="csr"), np.ones(100000), "all-range:100000", PureDP(1.0), rng=1)
+    assert not drawn
