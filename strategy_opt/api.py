@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 
@@ -171,11 +172,9 @@ def checked_hand_written(strategy: Strategy, where) -> Strategy:
     Parameters
     ----------
     strategy : Strategy
-    where : str or path-like
-        Named in error messages (the file the metadata came from, or is written to).
+    where : str
+        Starts every error message (e.g. ``"cannot write s.npz"``).
     """
-    import math
-
     meta = dict(strategy.meta)
     claims = {k: meta[k] for k in ("unit_total_squared_error", "lower_bound") if meta.get(k) is not None}
     for key, value in claims.items():
@@ -226,8 +225,6 @@ def error_report(strategy: Strategy, workload, privacy: str | None = None) -> di
         (unit; None when the workload's queries are too many to enumerate, as
         all-predicate's 2^n, or a Kronecker factor's are).
     """
-    import math
-
     from .error import ErrorProfile, KroneckerMatrix, _kron_parts, log_svd_bound, sensitivity
 
     if not isinstance(strategy, Strategy):

@@ -296,7 +296,7 @@ def _checked_for_write(strategy: Strategy, path: Path) -> Strategy:
     if meta and "format_version" not in meta:
         from .api import checked_hand_written
 
-        return checked_hand_written(strategy, path)
+        return checked_hand_written(strategy, f"cannot write {path}")
     return strategy
 
 
