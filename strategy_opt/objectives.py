@@ -68,11 +68,22 @@ _loaded_entry_points = False
 
 
 def register_objective(obj: Objective) -> Objective:
-    """Register an objective (overrides one of the same name); returns it."""
+    """Register an objective (overrides a registered user objective of the same name); returns it.
+
+    The built-in names (`BUILTIN_OBJECTIVES`) are refused: methods solve them
+    by their own programs (the native MINERROR solver for ``total``), which a
+    replacement registered under the same name would not reach.
+    """
     if not isinstance(obj, Objective):
         raise InputError(f"register_objective expects an Objective, got {type(obj).__name__}")
+    if obj.name in BUILTIN_OBJECTIVES:
+        raise InputError(f"objective {obj.name!r} is built in (methods have their own programs for it); register yours under another name")
     _OBJECTIVES[obj.name] = obj
     return obj
+
+
+def _add_builtin(obj: Objective) -> None:
+    _OBJECTIVES[obj.name] = obj
 
 
 def _weights(u, weights):
@@ -88,9 +99,9 @@ def _relative_weights(u, weights):
 def _builtin():
     import cvxpy as cp
 
-    register_objective(Objective("total", "sum of per-query variances (total squared error)", lambda u, w=None: float(np.sum(u)), lambda u, w=None: cp.sum(u)))
-    register_objective(Objective("max", "largest per-query variance (min-max strategy)", lambda u, w=None: float(np.max(u)), lambda u, w=None: cp.max(u)))
-    register_objective(
+    _add_builtin(Objective("total", "sum of per-query variances (total squared error)", lambda u, w=None: float(np.sum(u)), lambda u, w=None: cp.sum(u)))
+    _add_builtin(Objective("max", "largest per-query variance (min-max strategy)", lambda u, w=None: float(np.max(u)), lambda u, w=None: cp.max(u)))
+    _add_builtin(
         Objective(
             "weighted",
             "weighted sum of per-query variances (option weights: one positive weight per query, as 1,2,0.5 or [1, 2, 0.5] or a .npy file)",
@@ -98,7 +109,7 @@ def _builtin():
             lambda u, w=None: _weights(u, w) @ u,
         )
     )
-    register_objective(
+    _add_builtin(
         Objective(
             "relative",
             "total squared error of the row-normalised workload (Li 2013 Sec. 5.1.4): weights 1/||w_i||^2",

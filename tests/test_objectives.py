@@ -485,3 +485,14 @@ def test_auto_answers_with_a_baseline_when_every_optimiser_refuses():
     mine = (A**2).sum(axis=0).max() * np.einsum("ij,jk,ik->i", W, np.linalg.pinv(A.T @ A), W).max()
     assert m["objective"] == "max" and m["objective_value"] == pytest.approx(mine, rel=1e-8)
     assert m["objective_value"] == pytest.approx(min(m["auto_candidates"].values()), rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["total", "max", "weighted", "relative"])
+def test_builtin_objective_names_cannot_be_replaced(name):
+    """A replacement 'total' was accepted and silently ignored by minerror-l2's native solver (it kept the built-in result)."""
+    import cvxpy as cp
+
+    builtin = get_objective(name)
+    with pytest.raises(InputError, match="built in"):
+        register_objective(Objective(name, "sum of squares", lambda u, w=None: float(np.sum(np.square(u))), lambda u, w=None: cp.sum_squares(u)))
+    assert get_objective(name) is builtin
