@@ -300,8 +300,25 @@ def _checked_for_write(strategy: Strategy, path: Path) -> Strategy:
     return strategy
 
 
+def _json_ready(value, key: str):
+    """``value`` as JSON-native data (numpy scalars and arrays as numbers and lists); `InputError` naming ``key`` otherwise."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    elif isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, dict):
+        return {str(k): _json_ready(v, f"{key}.{k}") for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(v, f"{key}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"strategy metadata {key!r} is {value!r}: JSON has no NaN or infinity; store a finite number or a string")
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise InputError(f"strategy metadata {key!r} holds a value of type {type(value).__name__}, which JSON cannot store; use numbers, strings, lists or dicts")
+
+
 def _meta_for_write(strategy: Strategy) -> dict:
-    meta = {k: v for k, v in strategy.meta.items() if k not in _FILE_KEYS}
+    meta = {k: _json_ready(v, k) for k, v in strategy.meta.items() if k not in _FILE_KEYS}
     meta["format_version"] = FILE_FORMAT_VERSION
     meta["content_sha256"] = content_hash(strategy.matrix)
     meta.setdefault("shape", list(strategy.shape))

@@ -298,3 +298,16 @@ def test_write_checks_and_marks_metadata_built_by_hand(tmp_path):
     s = so.solve("all-range:8", privacy="pure", method="identity")
     sio.write_strategy(s, tmp_path / "s.npz")
     assert "metadata_origin" not in sio.read_strategy(tmp_path / "s.npz").meta
+
+
+def test_metadata_with_numpy_values_is_written_as_json_numbers(tmp_path):
+    s = so.solve("all-range:8", privacy="pure", method="identity")
+    s.meta.update(note=np.float32(1.5), counts=np.arange(3), nested={"k": np.int64(2)}, flag=np.bool_(True))
+    sio.write_strategy(s, tmp_path / "s.npz")
+    meta = sio.read_strategy(tmp_path / "s.npz").meta
+    assert (meta["note"], meta["counts"], meta["nested"], meta["flag"]) == (1.5, [0, 1, 2], {"k": 2}, True)
+    for bad, match in ((float("nan"), "no NaN"), (object(), "type object")):
+        s.meta["bad"] = bad
+        with pytest.raises(InputError, match=match):
+            sio.write_strategy(s, tmp_path / "t.npz")
+    assert not (tmp_path / "t.npz").exists()
