@@ -36,6 +36,7 @@ from scipy.optimize import lsq_linear, nnls
 from scipy.sparse.linalg import lsmr
 
 from .defaults import BYTES_PER_QUERY, CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL, MAX_DENSE_N, NNLS_DENSE_MAX_N, NNLS_MAX_ITER, NNLS_TOL, NOISE_RESOLUTION
+from .certificates import gram_factor
 from .error import ErrorProfile, KroneckerMatrix, sensitivity
 from .exceptions import InputError, PrecisionError
 from .privacy import Privacy
@@ -254,13 +255,6 @@ def _least_squares(A, y: np.ndarray) -> np.ndarray:
     return res[0]
 
 
-def _gram_factor(workload: Workload) -> np.ndarray:
-    """R with ``R^T R = W^T W`` (rank-revealing), to solve ``min ||W x - z||`` through n x n data."""
-    lam, V = np.linalg.eigh(workload.gram())
-    keep = lam > EIG_RTOL * lam.max()
-    return (V[:, keep] * np.sqrt(lam[keep])).T
-
-
 def _reduced_system(M, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(R, c)`` with ``||R x - c||^2 = ||M_k x - b||^2 - const`` and ``R`` at most n x n.
 
@@ -281,10 +275,8 @@ def _reduced_system(M, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             return U, la.solve_triangular(U, M.T @ b, trans="T", check_finite=False)
     except la.LinAlgError:
         pass
-    lam, V = np.linalg.eigh(MtM)
-    keep = lam > EIG_RTOL * max(lam.max(), 1e-300)
-    root = np.sqrt(lam[keep])
-    return (V[:, keep] * root).T, (V[:, keep].T @ (M.T @ b)) / root
+    R = gram_factor(MtM).T  # rows sqrt(lam_i) v_i^T over the kept eigenpairs: R R^T = diag(lam)
+    return R, (R @ (M.T @ b)) / np.einsum("ij,ij->i", R, R)
 
 
 def _nonneg_ls(M, b: np.ndarray, *, reduced: bool = False) -> np.ndarray:
@@ -330,7 +322,7 @@ def reconstruct(A, y: np.ndarray, estimator: str = "ls", workload: Workload | No
         if workload is None:
             raise InputError("the hybrid estimator needs the workload")
         x_ls = _least_squares(A, y)
-        R = _gram_factor(workload)
+        R = gram_factor(workload.gram()).T  # R^T R = W^T W, rank-revealing: the n x n data of min ||W x - z||
         return _nonneg_ls(R, R @ x_ls, reduced=True)
     raise InputError(f"unknown estimator {estimator!r}; use one of {', '.join(ESTIMATORS)}")
 
