@@ -276,18 +276,19 @@ def _version() -> str:
     return __version__
 
 
-def _checked_for_write(strategy: Strategy, path: Path) -> Strategy:
+def _checked_for_write(strategy: Strategy, path: Path, digest: str) -> Strategy:
     """Refuse metadata that no longer describes the matrix; check and mark metadata strategy_opt did not compute.
 
     Metadata computed by strategy_opt (from `strategy_opt.solve`, or read from
     a file it wrote) records the matrix's ``content_sha256``; a matrix changed
     since is refused, as its recorded error would be stale. Other metadata
     (built by hand) goes through `strategy_opt.api.checked_hand_written`.
+    ``digest`` is the matrix's `content_hash`.
     """
     meta = strategy.meta
     _check_claims(strategy.matrix, meta, path)
     if "content_sha256" in meta:
-        if meta["content_sha256"] != content_hash(strategy.matrix):
+        if meta["content_sha256"] != digest:
             raise InputError(
                 f"cannot write {path}: the strategy's matrix changed after its metadata was computed (its recorded error "
                 "and bound would be stale); build a new Strategy with metadata of your own, or solve again"
@@ -317,10 +318,10 @@ def _json_ready(value, key: str):
     raise InputError(f"strategy metadata {key!r} holds a value of type {type(value).__name__}, which JSON cannot store; use numbers, strings, lists or dicts")
 
 
-def _meta_for_write(strategy: Strategy) -> dict:
+def _meta_for_write(strategy: Strategy, digest: str) -> dict:
     meta = {k: _json_ready(v, k) for k, v in strategy.meta.items() if k not in _FILE_KEYS}
     meta["format_version"] = FILE_FORMAT_VERSION
-    meta["content_sha256"] = content_hash(strategy.matrix)
+    meta["content_sha256"] = digest
     meta.setdefault("shape", list(strategy.shape))
     meta.setdefault("strategy_opt_version", _version())
     meta["written_by_version"] = _version()
@@ -369,8 +370,9 @@ def write_strategy(strategy: Strategy, path: str | os.PathLike) -> Path:
     path = Path(path)
     suffix = _check_format(path)
     _require_write_memory(strategy, path, suffix)
-    strategy = _checked_for_write(strategy, path)
-    meta = _meta_for_write(strategy)
+    digest = content_hash(strategy.matrix)  # once: the check of the metadata and the file's record
+    strategy = _checked_for_write(strategy, path, digest)
+    meta = _meta_for_write(strategy, digest)
     meta_json = json.dumps(meta, sort_keys=True, allow_nan=False)
     if suffix == ".npz":
         buf = _io.BytesIO()
