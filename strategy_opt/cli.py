@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
-from .defaults import CONFIDENCE, DEFAULT_DELTA
+from .defaults import CONFIDENCE, DECIMAL_PATTERN, DEFAULT_DELTA
 from .exceptions import InputError, PrecisionError, SolverError
 
 log = logging.getLogger("strategy_opt")
@@ -174,7 +174,7 @@ def _merge_flag_options(args, options: dict) -> dict:
     return options
 
 
-_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)
+_NUMBER = re.compile(rf"{DECIMAL_PATTERN}|[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
 
 
 def number(text: str) -> float:

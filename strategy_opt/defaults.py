@@ -66,3 +66,7 @@ NOISE_RESOLUTION = 16
 TINY_GRAM = 1e-250
 #: ... and sums of squared workload entries above this, too close to float64's limit (1.8e308) for Gram products.
 MAX_FLOAT_SQUARED = 1e300
+
+#: A number as users type it on the command line: ASCII decimal or exponent notation (``float`` and
+#: ``Decimal`` also read ``1_0`` and other scripts' digits, which are refused).
+DECIMAL_PATTERN = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"

@@ -66,7 +66,7 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
-from .defaults import FILE_FORMAT_VERSION
+from .defaults import DECIMAL_PATTERN, FILE_FORMAT_VERSION
 from .error import KroneckerMatrix
 from .exceptions import InputError
 from .resources import require_memory
@@ -940,7 +940,7 @@ def _parse_bins(text: str) -> tuple[np.ndarray, float]:
     where ``0.1 * 3 = 0.30000000000000004`` would put it in bin 2).
     """
     parts = text.split(":")
-    if not all(re.fullmatch(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", p.strip()) for p in parts):
+    if not all(re.fullmatch(DECIMAL_PATTERN, p.strip()) for p in parts):
         raise InputError(f"--bins must be LO:HI[:WIDTH] decimal numbers, got {text!r}")  # Decimal also reads 1_0
     try:
         dec = [Decimal(p.strip()) for p in parts]
