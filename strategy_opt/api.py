@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 from .error import unit_error
 from .exceptions import InputError
-from .io import content_hash
+from .io import matrix_fingerprint
 from .objectives import get_objective
 from .problem import Problem
 from .registry import get_method
@@ -153,8 +153,7 @@ def solve(
     t0 = time.perf_counter()
     strategy = info.func(problem)
     strategy.meta.setdefault("total_seconds", time.perf_counter() - t0)
-    # the matrix this metadata describes: write_strategy refuses a strategy whose matrix changed since
-    strategy.meta["content_sha256"] = content_hash(strategy.matrix)
+    strategy.fingerprint = matrix_fingerprint(strategy.matrix)  # write_strategy refuses a matrix changed since
     return strategy
 
 

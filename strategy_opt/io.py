@@ -149,6 +149,18 @@ def content_hash(A) -> str:
     return h.hexdigest()
 
 
+def matrix_fingerprint(A, digest: str | None = None) -> str:
+    """`content_hash` of A (``digest``, if already computed); of each factor for a Kronecker strategy.
+
+    Identifies the matrix a strategy's metadata was computed for without
+    expanding a Kronecker product (whose flat hash took 11 s for H_2 x H_2 on
+    1024 x 1024 cells, against 1.7 s for the solve).
+    """
+    if isinstance(A, KroneckerMatrix):
+        return "kronecker:" + ",".join(content_hash(f) for f in A.factors)
+    return digest or content_hash(A)
+
+
 def _meta_hash(meta: dict) -> str:
     """SHA-256 of the metadata without its own hash, as canonical JSON."""
     body = {k: v for k, v in meta.items() if k != "meta_sha256"}
@@ -279,16 +291,17 @@ def _version() -> str:
 def _checked_for_write(strategy: Strategy, path: Path, digest: str) -> Strategy:
     """Refuse metadata that no longer describes the matrix; check and mark metadata strategy_opt did not compute.
 
-    Metadata computed by strategy_opt (from `strategy_opt.solve`, or read from
-    a file it wrote) records the matrix's ``content_sha256``; a matrix changed
-    since is refused, as its recorded error would be stale. Other metadata
-    (built by hand) goes through `strategy_opt.api.checked_hand_written`.
+    Metadata computed by strategy_opt identifies its matrix: a solved
+    strategy's ``fingerprint``, a read file's ``content_sha256``; a matrix
+    changed since is refused, as its recorded error would be stale. Other
+    metadata (built by hand) goes through `strategy_opt.api.checked_hand_written`.
     ``digest`` is the matrix's `content_hash`.
     """
     meta = strategy.meta
     _check_claims(strategy.matrix, meta, path)
-    if "content_sha256" in meta:
-        if meta["content_sha256"] != digest:
+    if strategy.fingerprint is not None or "content_sha256" in meta:
+        current = matrix_fingerprint(strategy.matrix, digest) if strategy.fingerprint is not None else digest
+        if current != (strategy.fingerprint or meta["content_sha256"]):
             raise InputError(
                 f"cannot write {path}: the strategy's matrix changed after its metadata was computed (its recorded error "
                 "and bound would be stale); build a new Strategy with metadata of your own, or solve again"

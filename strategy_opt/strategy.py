@@ -87,10 +87,14 @@ class Strategy:
     meta : dict
         JSON-serialisable metadata (README.md, "Strategy files": workload, privacy, method,
         objective, unit_total_squared_error, lower_bound, solver, ...).
+    fingerprint : str or None
+        `strategy_opt.io.matrix_fingerprint` of the matrix ``meta`` was computed
+        for (set by `strategy_opt.solve`); writing refuses a matrix changed since.
     """
 
     matrix: object
     meta: dict = field(default_factory=dict)
+    fingerprint: str | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         self.matrix = _as_matrix(self.matrix)
