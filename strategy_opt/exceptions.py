@@ -25,3 +25,17 @@ class PrecisionError(InputError):
 
 class SolverError(RuntimeError):
     """A program could not be solved by the chosen backend."""
+
+
+def setting(keyword: str, value) -> str:
+    """Name a setting for a message read both in Python and at the command line.
+
+    Library errors are raised from Python calls and shown by the CLI alike, so a
+    hint names the keyword argument and the flag that sets it.
+
+    Examples
+    --------
+    >>> setting("privacy", "pure")
+    "privacy='pure' (--privacy pure)"
+    """
+    return f"{keyword}={value!r} (--{keyword.replace('_', '-')} {value})"

@@ -44,7 +44,7 @@ from functools import lru_cache
 from scipy.special import ndtr
 
 from .defaults import DEFAULT_DELTA
-from .exceptions import InputError
+from .exceptions import InputError, setting
 
 __all__ = ["Privacy", "PureDP", "ApproxDP", "privacy_from_args", "analytic_gaussian_sigma", "dissertation_sigma"]
 
@@ -246,7 +246,7 @@ def privacy_from_args(notion: str, epsilon=1.0, delta=None) -> Privacy:
     """
     if notion == "pure":
         if delta is not None:
-            raise InputError("--delta applies only to --privacy approx")
+            raise InputError(f"delta applies only to {setting('privacy', 'approx')}")
         return PureDP(epsilon)
     if notion == "approx":
         return ApproxDP(epsilon, DEFAULT_DELTA if delta is None else delta)

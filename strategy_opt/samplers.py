@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .exceptions import InputError, SolverError
+from .exceptions import InputError, SolverError, setting
 from .privacy import Privacy
 
 __all__ = ["opendp_release", "opendp_select_max", "opendp_perturb"]
@@ -43,7 +43,7 @@ def opendp_release(exact: np.ndarray, privacy: Privacy, sensitivity: float) -> n
     except dp.OpenDPException as exc:
         raise InputError(
             f"OpenDP cannot certify this release (epsilon={privacy.epsilon:g}): {str(exc).strip().splitlines()[0]}; "
-            "use --sampler simulate for simulations with extreme parameters"
+            f"use {setting('sampler', 'simulate')} for simulations with extreme parameters"
         ) from None
 
 

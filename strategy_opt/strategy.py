@@ -73,6 +73,17 @@ def _as_matrix(M, what: str = "strategy matrix"):
     return A if A.dtype == np.float64 else A.astype(np.float64)
 
 
+def _as_meta(meta) -> dict:
+    """``meta`` as a dict: None becomes ``{}``, another mapping is copied, anything else is refused."""
+    if meta is None:
+        return {}
+    if isinstance(meta, dict):
+        return meta
+    if not isinstance(meta, Mapping):
+        raise InputError(f"strategy metadata must be a dict, got {type(meta).__name__}")
+    return dict(meta)
+
+
 @dataclass
 class Strategy:
     """A strategy matrix A (p x n) with its metadata.
@@ -80,7 +91,7 @@ class Strategy:
     Attributes
     ----------
     matrix : ndarray, scipy.sparse matrix or KroneckerMatrix
-        The strategy queries, one per row. Checked on construction: 2-D,
+        The strategy queries, one per row. Checked whenever it is set: 2-D,
         non-empty, real and finite (`InputError` otherwise). Array-likes such
         as nested lists become float ndarrays; a sparse matrix keeps its
         format and only its stored entries are checked.
@@ -96,14 +107,13 @@ class Strategy:
     meta: dict = field(default_factory=dict)
     fingerprint: str | None = field(default=None, repr=False, compare=False)
 
-    def __post_init__(self):
-        self.matrix = _as_matrix(self.matrix)
-        if self.meta is None:
-            self.meta = {}
-        elif not isinstance(self.meta, dict):
-            if not isinstance(self.meta, Mapping):
-                raise InputError(f"strategy metadata must be a dict, got {type(self.meta).__name__}")
-            self.meta = dict(self.meta)
+    def __setattr__(self, name, value):
+        """Check ``matrix`` and ``meta`` whenever they are set, on construction and after it."""
+        if name == "matrix":
+            value = _as_matrix(value)
+        elif name == "meta":
+            value = _as_meta(value)
+        object.__setattr__(self, name, value)
 
     def unverified(self, missing: str = "no metadata") -> str | None:
         """Why nothing verifies this strategy; None when its metadata records a workload or privacy.

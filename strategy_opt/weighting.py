@@ -50,7 +50,7 @@ import scipy.linalg as la
 from scipy.linalg.blas import dsyrk
 
 from .threads import factorization_threads
-from .exceptions import InputError, SolverError
+from .exceptions import InputError, SolverError, setting
 from .solvers import SolverProfile, cvxpy_solve_kwargs, load_profile
 
 __all__ = ["WeightingResult", "solve_weighting", "dual_value", "weights_from_dual"]
@@ -276,7 +276,7 @@ def _solve_native(c: np.ndarray, B: np.ndarray, profile: SolverProfile) -> Weigh
             break
         v, s, y = v + step * dv, s + step * ds, y + step * dy
     if best_u is None:
-        raise SolverError("Program 5.1.1 (native interior point) found no feasible weights; try --solver clarabel")
+        raise SolverError(f"Program 5.1.1 (native interior point) found no feasible weights; try {setting('solver', 'clarabel')}")
     u = a * best_u
     u /= (B @ u).max()
     value = float((c / u).sum())
@@ -307,9 +307,9 @@ def _solve_cvxpy(c: np.ndarray, B: np.ndarray, profile: SolverProfile) -> Weight
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")  # reported through the status and the log
             prob.solve(solver=profile.solver, verbose=profile.verbose, **kwargs)
     except cp.error.SolverError as exc:
-        raise SolverError(f"Program 5.1.1 (cvxpy/{profile.solver}) failed: {exc}; try --solver native") from None
+        raise SolverError(f"Program 5.1.1 (cvxpy/{profile.solver}) failed: {exc}; try {setting('solver', 'native')}") from None
     if v.value is None or cons.dual_value is None:
-        raise SolverError(f"Program 5.1.1 (cvxpy/{profile.solver}) returned status {prob.status}; try --solver native")
+        raise SolverError(f"Program 5.1.1 (cvxpy/{profile.solver}) returned status {prob.status}; try {setting('solver', 'native')}")
     u = a * np.clip(v.value, 0.0, None)
     if np.any(u <= 0):
         u = weights_from_dual(c, B, cons.dual_value)

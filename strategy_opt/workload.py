@@ -981,27 +981,62 @@ def _weights(weights, count: int) -> np.ndarray:
 
 
 def identity(n: int) -> Workload:
-    """The n unit queries (one per cell)."""
+    """The n unit queries (one per cell).
+
+    Examples
+    --------
+    >>> identity(3).matrix().toarray().tolist()
+    [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    """
     return _Identity(_positive_int(n, "n"))
 
 
 def total(n: int) -> Workload:
-    """The single query summing all n cells."""
+    """The single query summing all n cells.
+
+    Examples
+    --------
+    >>> total(3).matrix().toarray().tolist()
+    [[1.0, 1.0, 1.0]]
+    """
     return _Total(_positive_int(n, "n"))
 
 
 def prefix(n: int) -> Workload:
-    """The n prefix queries ``[1, j]`` (the CDF workload); Gram ``n - max(a, b) + 1``."""
+    """The n prefix queries ``[1, j]`` (the CDF workload); Gram ``n - max(a, b) + 1``.
+
+    Examples
+    --------
+    >>> prefix(3).matrix().toarray().tolist()
+    [[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]
+    >>> prefix(3).gram().tolist()
+    [[3.0, 2.0, 1.0], [2.0, 2.0, 1.0], [1.0, 1.0, 1.0]]
+    """
     return _Prefix(_positive_int(n, "n"))
 
 
 def all_range(n: int) -> Workload:
-    """All n(n+1)/2 range queries; Gram ``min(a, b) (n - max(a, b) + 1)`` (1-based)."""
+    """All n(n+1)/2 range queries; Gram ``min(a, b) (n - max(a, b) + 1)`` (1-based).
+
+    Examples
+    --------
+    >>> W = all_range(3)
+    >>> W.shape
+    (6, 3)
+    >>> W.gram().tolist()
+    [[3.0, 2.0, 1.0], [2.0, 4.0, 2.0], [1.0, 2.0, 3.0]]
+    """
     return _AllRange(_positive_int(n, "n"))
 
 
 def all_predicate(n: int) -> Workload:
-    """All 2^n predicate queries; Gram ``2^(n-2) (I + J)`` kept rescaled (see `AllPredicate`)."""
+    """All 2^n predicate queries; Gram ``2^(n-2) (I + J)`` kept rescaled (see `AllPredicate`).
+
+    Examples
+    --------
+    >>> all_predicate(3).shape
+    (8, 3)
+    """
     return AllPredicate(_positive_int(n, "n"))
 
 
@@ -1014,6 +1049,14 @@ def random_range(n: int, m: int, seed: int = 0) -> Workload:
         Domain size and number of queries.
     seed : int
         Seed of ``numpy.random.default_rng``; the same seed gives the same queries.
+
+    Examples
+    --------
+    >>> W = random_range(8, 5, seed=7)
+    >>> W.shape, W.spec
+    ((5, 8), 'random-range:8:5:7')
+    >>> bool((W.matrix() != random_range(8, 5, seed=7).matrix()).nnz == 0)
+    True
     """
     n, m = _positive_int(n, "n"), _positive_int(m, "m")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -1035,6 +1078,16 @@ def marginals(shape: Sequence[int], k: int) -> Workload:
         Attribute sizes, positive integers (a bare int is refused: write ``(4,)``).
     k : int
         Marginal order, ``0 <= k <= len(shape)``.
+
+    Examples
+    --------
+    Both 1-way marginals of a 2 x 3 table: 2 row sums and 3 column sums.
+
+    >>> W = marginals((2, 3), 1)
+    >>> W.shape, W.spec
+    ((5, 6), 'marginals:2x3:1')
+    >>> W.matrix().toarray()[0].tolist()
+    [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
     """
     if isinstance(shape, (int, np.integer)):
         raise InputError(f"marginals shape must be a sequence of attribute sizes, e.g. ({shape},) or (2, 2), got {shape!r}")
@@ -1060,6 +1113,12 @@ def kronecker(*factors: Workload) -> Workload:
     """Kronecker product of workloads (multi-dimensional domain).
 
     The factors are `Workload` objects, given as arguments or as one list or tuple.
+
+    Examples
+    --------
+    >>> W = kronecker(prefix(4), identity(2))
+    >>> W.shape, W.domain
+    ((8, 8), (4, 2))
     """
     return Kronecker(_unpack(factors))
 
@@ -1073,6 +1132,12 @@ def union(*parts: Workload, weights: Sequence[float] | None = None) -> Workload:
         The terms, given as arguments or as one list or tuple.
     weights : sequence of float, optional
         One finite positive weight per part (default all 1).
+
+    Examples
+    --------
+    >>> W = union(identity(3), total(3), weights=[1.0, 2.0])
+    >>> W.matrix().toarray()[-1].tolist()
+    [2.0, 2.0, 2.0]
     """
     return Union(_unpack(parts), weights)
 
@@ -1091,5 +1156,12 @@ def from_matrix(W, spec: str = "matrix", domain: tuple[int, ...] | int | None = 
     domain : sequence of int or int, optional
         Shape of the data domain, positive integers (NumPy integers accepted)
         whose product is n; an int is a 1-D domain. Default ``(n,)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> W = from_matrix(np.array([[1, 1, 0, 0], [0, 0, 1, 1]]), "pairs", domain=(2, 2))
+    >>> W.shape, W.domain, W.gram().diagonal().tolist()
+    ((2, 4), (2, 2), [1.0, 1.0, 1.0, 1.0])
     """
     return ExplicitWorkload(W, spec, domain)

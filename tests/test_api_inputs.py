@@ -163,6 +163,20 @@ def test_strategy_refuses_non_dict_metadata():
         Strategy(np.eye(2), [1, 2])
 
 
+def test_strategy_checks_matrix_and_metadata_set_after_construction():
+    s = Strategy(np.eye(3), {"method": "identity"})
+    with pytest.raises(InputError, match="got NoneType"):
+        s.matrix = None
+    with pytest.raises(InputError, match="NaN or infinite"):
+        s.matrix = np.full((2, 2), np.nan)
+    with pytest.raises(InputError, match="metadata must be a dict, got list"):
+        s.meta = [1]
+    assert s.shape == (3, 3) and s.meta == {"method": "identity"}  # the refused values were not stored
+    s.matrix = [[1, 0], [1, 1]]
+    s.meta = None
+    assert s.matrix.dtype == np.float64 and s.sensitivity(1) == 2.0 and s.meta == {}
+
+
 def test_nan_strategy_never_reaches_a_file(tmp_path):
     with pytest.raises(InputError, match="NaN or infinite"):
         write_strategy(Strategy(np.full((2, 2), np.nan)), tmp_path / "nan.npz")
@@ -364,3 +378,16 @@ def test_all_predicate_beyond_float64_is_solved_and_evaluated_in_log10(tmp_path,
     assert main(["-q", "error", str(tmp_path / "i.npz"), "--workload", "all-predicate:1100", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["unit_total_squared_error_log10"] == pytest.approx(math.log10(1100) + 1099 * math.log10(2), rel=1e-12)
+
+
+def test_library_hints_name_the_keyword_and_the_flag(tmp_path, capsys):
+    """A hint raised by the library reads for a Python caller and for the CLI user alike."""
+    from strategy_opt.privacy import privacy_from_args
+
+    with pytest.raises(InputError, match=r"^delta applies only to privacy='approx' \(--privacy approx\)$"):
+        privacy_from_args("pure", 1.0, delta=1e-6)
+    with pytest.raises(InputError, match=r"use method='p-identity' \(--method p-identity\) or 'auto'"):
+        so.solve("prefix:33", privacy="pure", method="minerror-l1")
+    assert main(["solve", "--workload", "prefix:33", "--privacy", "pure", "--method", "minerror-l1", "--out", str(tmp_path / "s.npz")]) == 2
+    assert "(--method p-identity)" in capsys.readouterr().err
+    assert not (tmp_path / "s.npz").exists()

@@ -329,7 +329,7 @@ def test_auto_is_a_solver_error_when_a_candidate_failed_numerically(monkeypatch,
     monkeypatch.setitem(table, "minerror-l2", replace(table["minerror-l2"], func=_failing(SolverError("diverged\n after 3 iterations"))))
     assert solve("prefix:8", privacy="approx", method="auto", objective="max").meta["auto_skipped"] == {"minerror-l2": "diverged after 3 iterations (SolverError)"}
     _no_baselines(monkeypatch, SolverError)
-    with pytest.raises(SolverError, match=r"^auto: no candidate method could solve this problem: minerror-l2: diverged after 3 iterations \(SolverError\); try a specific --method$"):
+    with pytest.raises(SolverError, match=r"^auto: no candidate method could solve this problem: minerror-l2: diverged after 3 iterations \(SolverError\); try a specific method \(--method\)$"):
         solve("prefix:8", privacy="approx", method="auto", objective="max")
     assert main(["-q", "solve", "--workload", "prefix:8", "--privacy", "approx", "--method", "auto", "--objective", "max"]) == 1
     assert "minerror-l2: diverged after 3 iterations" in capsys.readouterr().err

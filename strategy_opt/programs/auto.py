@@ -111,7 +111,7 @@ def no_candidate_error(failures: dict[str, Exception]) -> InputError | SolverErr
     --------
     >>> e = no_candidate_error({"minerror-l2": InputError("too large"), "eigen-design": SolverError("diverged")})
     >>> type(e).__name__, str(e)
-    ('SolverError', 'auto: no candidate method could solve this problem: minerror-l2: too large | eigen-design: diverged (SolverError); try a specific --method')
+    ('SolverError', 'auto: no candidate method could solve this problem: minerror-l2: too large | eigen-design: diverged (SolverError); try a specific method (--method)')
     >>> type(no_candidate_error({"minerror-l2": InputError("too large")})).__name__
     'InputError'
     """
@@ -119,7 +119,7 @@ def no_candidate_error(failures: dict[str, Exception]) -> InputError | SolverErr
     reasons = _reasons(failures) or "none ran"
     if user:
         return InputError(f"auto: no candidate method can take this problem: {reasons}")
-    return SolverError(f"auto: no candidate method could solve this problem: {reasons}; try a specific --method")
+    return SolverError(f"auto: no candidate method could solve this problem: {reasons}; try a specific method (--method)")
 
 
 def _baselines_under_objective(problem: Problem):
@@ -185,7 +185,7 @@ def auto(problem: Problem):
     table = methods()
     names = _candidates(problem)
     if not names:
-        raise InputError(f"auto: no {problem.privacy} method minimises objective {problem.objective!r}; try a specific --method")
+        raise InputError(f"auto: no {problem.privacy} method minimises objective {problem.objective!r}; try a specific method (--method)")
     known = set().union(*(table[k].options or () for k in names))
     unknown = sorted(set(problem.options) - known)
     if unknown:

@@ -762,7 +762,7 @@ def eigen_design(problem: Problem):
             )
         else:
             extra.update(objective_lower_bound=None, objective_lower_bound_kind=None, objective_relative_gap=None)
-            extra["objective_lower_bound_unavailable"] = "certificate skipped (more than CERTIFICATE_MAX_N cells or partial eigen-queries); pass --option certificate=true"
+            extra["objective_lower_bound_unavailable"] = "certificate skipped (more than CERTIFICATE_MAX_N cells or partial eigen-queries); pass certificate=True (--option certificate=true)"
         del G_design
     lower, kind = None, None
     factor = _gram_factor(design.eigen) if want_cert and problem.objective == "total" and design.eigen is not None else None

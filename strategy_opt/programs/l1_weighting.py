@@ -83,7 +83,7 @@ import scipy.sparse.linalg as spla
 from ..bases import fourier_matrix, hierarchical_matrix, kron_all, wavelet_matrix
 from ..compiler import compile_strategy, reported_error
 from ..defaults import EIG_RTOL
-from ..exceptions import InputError, OptionError, SolverError
+from ..exceptions import InputError, OptionError, SolverError, setting
 from ..problem import Problem
 from ..pure_bound import lower_bound_facts
 from ..registry import register_method
@@ -247,7 +247,7 @@ def _solve_native(c: np.ndarray, B, profile: SolverProfile) -> L1WeightingResult
             try:
                 du = -_solve_newton(H, g)
             except (la.LinAlgError, RuntimeError) as exc:
-                raise SolverError(f"l1-weighting (native): Newton system singular ({exc}); try --solver clarabel") from None
+                raise SolverError(f"l1-weighting (native): Newton system singular ({exc}); try {setting('solver', 'clarabel')}") from None
             iters += 1
             ds = -np.asarray(B @ du).ravel()
             step = 1.0
@@ -301,9 +301,9 @@ def _solve_cvxpy(c: np.ndarray, B, profile: SolverProfile) -> L1WeightingResult:
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")  # reported through the status
             prob.solve(solver=name, verbose=profile.verbose, **kw)
     except cp.error.SolverError as exc:
-        raise SolverError(f"l1-weighting (cvxpy/{name}): {exc}; try --solver native") from None
+        raise SolverError(f"l1-weighting (cvxpy/{name}): {exc}; try {setting('solver', 'native')}") from None
     if u.value is None:
-        raise SolverError(f"l1-weighting (cvxpy/{name}) returned no solution (status {prob.status}); try --solver native")
+        raise SolverError(f"l1-weighting (cvxpy/{name}) returned no solution (status {prob.status}); try {setting('solver', 'native')}")
     uv = np.clip(np.asarray(u.value, dtype=float), 0.0, None)
     cover = np.asarray(B @ uv).max()
     uv = uv / cover
@@ -366,7 +366,7 @@ def l1_weighting(problem: Problem):
     (True, True)
     """
     if problem.privacy != "pure":
-        raise InputError("l1-weighting is the epsilon-DP weighting (L1 sensitivity); use --privacy pure")
+        raise InputError(f"l1-weighting is the epsilon-DP weighting (L1 sensitivity); use {setting('privacy', 'pure')}")
     t0 = time.perf_counter()
     A, res, extra = weighted_basis(problem)
     bound = lower_bound_facts(problem.workload, time.perf_counter() - t0)

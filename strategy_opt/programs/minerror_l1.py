@@ -66,7 +66,7 @@ from ..augment import complete_columns_l1
 from ..bases import identity_matrix
 from ..certificates import gram_factor
 from ..compiler import compile_strategy
-from ..exceptions import InputError, OptionError
+from ..exceptions import InputError, OptionError, setting
 from ..native_l2 import solve_total_l2
 from ..problem import Problem
 from ..registry import register_method
@@ -257,12 +257,12 @@ def minerror_l1(problem: Problem):
     True
     """
     if problem.privacy != "pure":
-        raise InputError("minerror-l1 is the epsilon-DP program (L1 sensitivity); use --privacy pure")
+        raise InputError(f"minerror-l1 is the epsilon-DP program (L1 sensitivity); use {setting('privacy', 'pure')}")
     t0 = time.perf_counter()
     W = problem.workload
     n = W.n
     if n > MAX_N:
-        raise InputError(f"minerror-l1 solves an SDP of size (3n)^2 per round; n = {n} exceeds {MAX_N} (use --method p-identity or auto)")
+        raise InputError(f"minerror-l1 solves an SDP of size (3n)^2 per round; n = {n} exceeds {MAX_N} (use {setting('method', 'p-identity')} or 'auto')")
     profile = problem.solver
     rows = problem.options.get("rows", 2 * n)
     iterations = problem.options.get("iterations", ITERATIONS)

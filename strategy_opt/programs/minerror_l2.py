@@ -84,7 +84,7 @@ from ..certificates import INACCURATE_RTOL, dual_bound, gram_factor, kkt_weights
 from ..compiler import compile_strategy, finite_or_none, strategy_from_gram
 from ..defaults import EIG_RTOL
 from ..error import ErrorProfile, per_query_variances
-from ..exceptions import InputError, OptionError, SolverError
+from ..exceptions import InputError, OptionError, SolverError, setting
 from ..native_l2 import solve_total_l2
 from ..threads import factorization_threads
 from ..io import read_npy
@@ -240,7 +240,7 @@ def _solve_cvxpy(prob, X, problem: Problem, psd_sizes: list[int], time_limit: fl
     require_memory(
         psd_solver_bytes(profile.solver, psd_sizes),
         f"minerror-l2 with solver profile {profile.name!r} ({profile.solver}) on {problem.workload.n} cells",
-        "use --solver native (total and weighted objectives) or --solver scs",
+        f"use {setting('solver', 'native')} (total and weighted objectives) or {setting('solver', 'scs')}",
     )
     kwargs = cvxpy_solve_kwargs(profile)
     try:
@@ -255,7 +255,7 @@ def _solve_cvxpy(prob, X, problem: Problem, psd_sizes: list[int], time_limit: fl
             raise
         raise rejected_option(profile, named[0], exc) from None
     except cp.error.SolverError as exc:
-        raise SolverError(f"minerror-l2 (cvxpy/{profile.solver}) failed: {exc}; try --solver native (total objective) or another profile") from None
+        raise SolverError(f"minerror-l2 (cvxpy/{profile.solver}) failed: {exc}; try {setting('solver', 'native')} (total objective) or another profile") from None
     if X.value is None or prob.status in ("infeasible", "unbounded", "infeasible_inaccurate", "unbounded_inaccurate"):
         raise SolverError(f"minerror-l2 (cvxpy/{profile.solver}) returned status {prob.status!r} without a solution; try another profile or a larger budget")
     if prob.status != "optimal":
@@ -518,7 +518,7 @@ def objective_mismatch(name: str, solver_value: float, value: float, rtol: float
             f"objective {name!r}: the solver's optimal value {solver_value:.6g} (cvx form) and the objective's value {value:.6g} "
             f"at the returned strategy differ beyond the solver's accuracy (relative {rtol:.2g}); "
             + (
-                "the solve is inaccurate (rows of very different scale make its Gram matrix nearly singular): rescale the rows, try the other solver profile, or use --method auto, which also weighs the baselines"
+                "the solve is inaccurate (rows of very different scale make its Gram matrix nearly singular): rescale the rows, try the other solver profile, or use method 'auto' (--method auto), which also weighs the baselines"
                 if name in BUILTIN_OBJECTIVES
                 else "its cvx form and value are not the same function (so the strategy minimises the cvx form, not necessarily the value), or the solve is inaccurate"
             )
@@ -625,7 +625,7 @@ def minerror_l2(problem: Problem):
     (80.4643, 'dual-certificate')
     """
     if problem.privacy != "approx":
-        raise InputError("minerror-l2 is the (epsilon, delta) program (L2 sensitivity); use --privacy approx")
+        raise InputError(f"minerror-l2 is the (epsilon, delta) program (L2 sensitivity); use {setting('privacy', 'approx')}")
     t0 = time.perf_counter()
     W = problem.workload
     objective = get_objective(problem.objective)

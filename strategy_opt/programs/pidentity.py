@@ -106,7 +106,7 @@ from threadpoolctl import ThreadpoolController
 
 from ..compiler import compile_strategy, reported_error
 from ..error import KroneckerMatrix
-from ..exceptions import InputError, OptionError, SolverError
+from ..exceptions import InputError, OptionError, SolverError, setting
 from ..problem import Problem
 from ..pure_bound import lower_bound_facts
 from ..registry import register_method
@@ -675,7 +675,7 @@ def p_identity(problem: Problem):
     True
     """
     if problem.privacy != "pure":
-        raise InputError("p-identity is an epsilon-DP method (L1 sensitivity); use --privacy pure")
+        raise InputError(f"p-identity is an epsilon-DP method (L1 sensitivity); use {setting('privacy', 'pure')}")
     t0 = time.perf_counter()
     A, extra = pidentity_strategy(problem, problem.solver.time_limit)
     bound = lower_bound_facts(problem.workload, time.perf_counter() - t0)
@@ -759,7 +759,7 @@ def auto_pure(problem: Problem):
     from .baselines import branching_errors, marginal_attribute_sets
 
     if problem.privacy != "pure":
-        raise InputError("auto-pure chooses among epsilon-DP strategies; use --privacy pure")
+        raise InputError(f"auto-pure chooses among epsilon-DP strategies; use {setting('privacy', 'pure')}")
     t0 = time.perf_counter()
     W = problem.workload
     n = W.n

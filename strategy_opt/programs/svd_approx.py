@@ -51,7 +51,7 @@ import numpy as np
 
 from ..compiler import compile_strategy
 from ..defaults import EIG_RTOL
-from ..exceptions import InputError, OptionError
+from ..exceptions import InputError, OptionError, setting
 from ..problem import Problem
 from ..pure_bound import lower_bound_facts
 from ..registry import register_method
@@ -196,7 +196,7 @@ def svd_approx(problem: Problem):
     True
     """
     if problem.privacy != "pure":
-        raise InputError("svd-approx is an epsilon-DP method (L1 sensitivity); use --privacy pure")
+        raise InputError(f"svd-approx is an epsilon-DP method (L1 sensitivity); use {setting('privacy', 'pure')}")
     t0 = time.perf_counter()
     W = problem.workload
     n = W.n
