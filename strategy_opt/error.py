@@ -25,6 +25,7 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from functools import reduce
 
 import numpy as np
@@ -38,6 +39,7 @@ from .threads import factorization_threads
 from .workload import ExplicitWorkload, Kronecker, Union, Workload, _check_dense_n
 
 __all__ = [
+    "as_strategy_matrix",
     "sensitivity",
     "ErrorProfile",
     "unit_error",
@@ -60,19 +62,6 @@ def _check_workload(workload) -> Workload:
     return workload
 
 
-def _as_operator(A):
-    """A as a NumPy array unless it already is one, a scipy.sparse matrix or a `KroneckerMatrix`."""
-    if isinstance(A, (np.ndarray, KroneckerMatrix)) or sp.issparse(A):
-        return A
-    try:
-        A = np.asarray(A, dtype=float)
-    except (TypeError, ValueError):
-        raise InputError(f"strategy must be a numeric 2-D matrix, got {type(A).__name__}") from None
-    if A.ndim != 2:
-        raise InputError(f"strategy must be a 2-D matrix, got shape {A.shape}")
-    return A
-
-
 def sensitivity(A, p: int) -> float:
     """Largest column p-norm of A (p = 1: L1 sensitivity, p = 2: L2 sensitivity).
 
@@ -82,7 +71,7 @@ def sensitivity(A, p: int) -> float:
     >>> sensitivity(np.array([[1., 1.], [0., -2.]]), 1)
     3.0
     """
-    A = _as_operator(A)
+    A = as_strategy_matrix(A)
     if isinstance(A, KroneckerMatrix):
         return float(np.prod([sensitivity(f, p) for f in A.factors]))
     if p not in (1, 2):
@@ -110,6 +99,65 @@ class KroneckerMatrix:
     def tocsr(self) -> sp.csr_matrix:
         """The product as a sparse CSR matrix."""
         return sp.csr_matrix(reduce(lambda a, b: sp.kron(a, b, format="csr"), [sp.csr_matrix(f) for f in self.factors]))
+
+
+def _check_values(dtype, data, shape, what: str) -> None:
+    """Refuse a non-real dtype, a shape that is not 2-D and non-empty, and NaN or infinite entries."""
+    if dtype.kind not in "biuf":
+        kind = "complex" if dtype.kind == "c" else f"dtype {dtype}"
+        raise InputError(f"{what} must be a real numeric matrix, got {kind} entries")
+    if len(shape) != 2:
+        raise InputError(f"{what} must be a 2-D matrix, got shape {tuple(shape)}")
+    if shape[0] == 0 or shape[1] == 0:
+        raise InputError(f"{what} is empty (shape {tuple(shape)})")
+    if dtype.kind == "f" and not np.all(np.isfinite(data)):
+        raise InputError(f"{what} contains NaN or infinite values")
+
+
+def _stored(M):
+    """A sparse matrix in a format whose ``.data`` is the flat array of stored entries (LIL and DOK become CSR)."""
+    return M if M.format in ("csr", "csc", "coo", "bsr", "dia") else M.tocsr()
+
+
+def as_strategy_matrix(M, what: str = "strategy matrix"):
+    """``M`` validated: a real, finite, non-empty 2-D float64 ndarray, scipy.sparse matrix or `KroneckerMatrix`.
+
+    Array-likes (lists, ``np.matrix``) become float ndarrays; integer or boolean
+    entries become floats (in every representation: squaring int8 entries
+    would overflow in the sensitivity and the Gram matrix). A sparse matrix
+    keeps its format and only its stored entries (``.data``) are checked, so
+    the cost is O(nnz). A `KroneckerMatrix` keeps its factors, each checked
+    and made float64.
+
+    Examples
+    --------
+    >>> as_strategy_matrix(KroneckerMatrix([np.eye(2, dtype=np.int8) * 17])).factors[0].dtype
+    dtype('float64')
+    """
+    if isinstance(M, KroneckerMatrix):
+        if not M.factors:
+            raise InputError(f"{what} is a Kronecker product of no factors")
+        for i, f in enumerate(M.factors):
+            if not (sp.issparse(f) or isinstance(f, np.ndarray)):
+                raise InputError(f"{what}: Kronecker factor {i} must be an ndarray or scipy.sparse matrix, got {type(f).__name__}")
+            _check_values(f.dtype, _stored(f).data if sp.issparse(f) else f, f.shape, f"{what} (Kronecker factor {i})")
+        if all(f.dtype == np.float64 for f in M.factors):
+            return M
+        return KroneckerMatrix([f if f.dtype == np.float64 else f.astype(np.float64) for f in M.factors])
+    if sp.issparse(M):
+        M = _stored(M)
+        _check_values(M.dtype, M.data, M.shape, what)
+        return M if M.dtype == np.float64 else M.astype(np.float64)
+    if isinstance(M, (str, bytes, Mapping)) or M is None:
+        raise InputError(f"{what} must be a 2-D array, scipy.sparse matrix or KroneckerMatrix, got {type(M).__name__}")
+    try:
+        A = np.asarray(M)
+    except (TypeError, ValueError) as exc:  # ragged nested lists
+        raise InputError(f"{what} must be a 2-D numeric matrix: {exc}") from None
+    if A.dtype == object and A.ndim == 0:
+        raise InputError(f"{what} must be a 2-D array, scipy.sparse matrix or KroneckerMatrix, got {type(M).__name__}")
+    _check_values(A.dtype, A, A.shape, what)
+    return A if A.dtype == np.float64 else A.astype(np.float64)
 
 
 def _gram_of(A) -> np.ndarray:
@@ -165,7 +213,7 @@ class ErrorProfile:
     """
 
     def __init__(self, A):
-        A = _as_operator(A)
+        A = as_strategy_matrix(A)
         n = A.shape[1]
         _check_dense_n(n, "error analysis of this strategy")
         AtA = _gram_of(A)
@@ -271,8 +319,8 @@ class ErrorProfile:
         i = int(np.argmax(share))
         return i, float(share[i])
 
-    def check_support(self, G: np.ndarray, what: str = "strategy", workload: Workload | None = None, hint: str = ADD_ROWS) -> None:
-        """Raise `InputError` unless A supports the workload with Gram G.
+    def support_gap(self, G: np.ndarray, workload: Workload | None = None) -> str | None:
+        """How A fails to support the workload with Gram G (None when it supports it).
 
         The Gram test bounds the share of ``||W||_F^2`` outside A's row space;
         given the `workload` itself, each query is also tested on its own, so a
@@ -281,21 +329,28 @@ class ErrorProfile:
         """
         frac = self.unsupported_fraction(G)
         if frac > SUPPORT_RTOL:
-            raise InputError(
-                f"{what} does not support the workload (W A+ A != W: {frac:.3g} of ||W||_F^2 lies "
-                f"outside the strategy's numerical row space{_CUTOFF}); {hint}"
-            )
+            return f"{frac:.3g} of ||W||_F^2 lies outside the strategy's numerical row space"
         if workload is None:
-            return
+            return None
         try:
             i, share = self.unsupported_query(workload)
         except InputError:  # too many queries to enumerate: the Gram test stands
-            return
+            return None
         if share > SUPPORT_RTOL:
-            raise InputError(
-                f"{what} does not support the workload (W A+ A != W: {share:.3g} of query {i}'s squared "
-                f"norm lies outside the strategy's numerical row space{_CUTOFF}); {hint}"
-            )
+            return f"{share:.3g} of query {i}'s squared norm lies outside the strategy's numerical row space"
+        return None
+
+    def check_support(self, G: np.ndarray, what: str = "strategy", workload: Workload | None = None, hint: str = ADD_ROWS) -> None:
+        """Raise `InputError` unless A supports the workload with Gram G (the test of `support_gap`)."""
+        gap = self.support_gap(G, workload)
+        if gap is not None:
+            raise InputError(f"{what} does not support the workload (W A+ A != W: {gap}{_CUTOFF}); {hint}")
+
+
+def _check_columns(A, workload: Workload) -> None:
+    """Refuse a strategy whose number of columns is not the workload's number of cells."""
+    if A.shape[1] != workload.n:
+        raise InputError(f"strategy has {A.shape[1]} columns but the workload has {workload.n} cells")
 
 
 def _kron_parts(A, workload: Workload):
@@ -338,9 +393,8 @@ def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = Non
     InputError
         If A does not support W or the shapes do not match.
     """
-    A, workload = _as_operator(A), _check_workload(workload)
-    if A.shape[1] != workload.n:
-        raise InputError(f"strategy has {A.shape[1]} columns but the workload has {workload.n} cells")
+    A, workload = as_strategy_matrix(A), _check_workload(workload)
+    _check_columns(A, workload)
     kparts = _kron_parts(A, workload)
     if kparts is not None:
         profiles = [ErrorProfile(f) for f in A.factors]
@@ -349,7 +403,7 @@ def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = Non
             term = w**2
             for prof, f in zip(profiles, factors):
                 G = f.gram()
-                prof.check_support(G)
+                prof.check_support(G, workload=f)
                 term *= prof.trace_with(G)
             total += term
         return sensitivity(A, p) ** 2 * total
@@ -357,7 +411,7 @@ def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = Non
         A = A.tocsr()
     G = workload.gram()
     prof = profile if profile is not None else ErrorProfile(A)
-    prof.check_support(G)
+    prof.check_support(G, workload=workload)
     return sensitivity(A, p) ** 2 * prof.trace_with(G)
 
 
@@ -374,7 +428,8 @@ def per_query_variances(A, workload: Workload, p: int, noise_variance_factor: fl
     With the default ``noise_variance_factor = 1`` these are unit variances
     (they sum to `unit_error`).
     """
-    A, workload = _as_operator(A), _check_workload(workload)
+    A, workload = as_strategy_matrix(A), _check_workload(workload)
+    _check_columns(A, workload)
     if isinstance(A, KroneckerMatrix):
         A = A.tocsr()
     prof = ErrorProfile(A)
@@ -383,11 +438,30 @@ def per_query_variances(A, workload: Workload, p: int, noise_variance_factor: fl
 
 
 def supports(A, workload: Workload) -> bool:
-    """Whether A supports W (``W A^+ A = W`` up to `defaults.SUPPORT_RTOL`)."""
-    A, workload = _as_operator(A), _check_workload(workload)
+    """Whether A supports W (``W A^+ A = W`` up to `defaults.SUPPORT_RTOL`).
+
+    The test of `ErrorProfile.check_support`: the share of ``||W||_F^2``
+    outside A's row space, and each query's own share, so that one small
+    query left unmeasured is noticed.
+
+    Raises
+    ------
+    InputError
+        If A's columns and W's cells differ in number.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from strategy_opt.workload import from_matrix
+    >>> W = from_matrix([[1e4, 0, 0], [0, 0, 1e4], [0, 1, 0]])
+    >>> supports(np.array([[1.0, 0, 0], [0, 0, 1]]), W)
+    False
+    """
+    A, workload = as_strategy_matrix(A), _check_workload(workload)
+    _check_columns(A, workload)
     if isinstance(A, KroneckerMatrix):
         A = A.tocsr()
-    return ErrorProfile(A).unsupported_fraction(workload.gram()) <= SUPPORT_RTOL
+    return ErrorProfile(A).support_gap(workload.gram(), workload) is None
 
 
 def _log_nuclear(workload: Workload) -> float:

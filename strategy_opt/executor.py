@@ -37,7 +37,7 @@ from scipy.sparse.linalg import lsmr
 
 from .defaults import BYTES_PER_QUERY, CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL, MAX_DENSE_N, NNLS_DENSE_MAX_N, NNLS_MAX_ITER, NNLS_TOL, NOISE_RESOLUTION
 from .certificates import gram_factor
-from .error import ErrorProfile, KroneckerMatrix, sensitivity
+from .error import ErrorProfile, KroneckerMatrix, as_strategy_matrix, sensitivity
 from .exceptions import InputError, PrecisionError
 from .privacy import Privacy
 from .resources import require_memory
@@ -94,11 +94,23 @@ class Release:
 
 
 def _as_operator_matrix(A):
-    if isinstance(A, KroneckerMatrix):
-        return A.tocsr()
-    if isinstance(A, Strategy):
-        return _as_operator_matrix(A.matrix)
-    return A
+    """The strategy matrix of a `Strategy` or a matrix, validated (`as_strategy_matrix`); Kronecker factors multiplied out."""
+    A = as_strategy_matrix(A.matrix if isinstance(A, Strategy) else A)
+    return A.tocsr() if isinstance(A, KroneckerMatrix) else A
+
+
+#: What fixes the length of each vector `_check_vector` checks.
+_EXPECTED = {"data": "the strategy's columns number", "noisy answers y": "the strategy's rows number", "answers": "the workload's queries number"}
+
+
+def _check_vector(v, size: int, what: str) -> np.ndarray:
+    """``v`` as a finite float vector of ``size`` entries (a column or row of that size is flattened)."""
+    v = _as_histogram(v) if what == "data" else _as_real(v, what).ravel()
+    if v.size != size:
+        raise InputError(f"{what} has {v.size} entries but {_EXPECTED[what]} {size}")
+    if not np.all(np.isfinite(v)):
+        raise InputError(f"{what} contains NaN or infinite values")
+    return v
 
 
 def _check_rng(rng) -> None:
@@ -227,6 +239,9 @@ def measure(
         Laplace scale or Gaussian sigma.
     """
     A = _as_operator_matrix(A)
+    if not isinstance(privacy, Privacy):
+        raise InputError(f"privacy must be PureDP(epsilon) or ApproxDP(epsilon, delta), got {privacy!r}")
+    x = _check_vector(x, A.shape[1], "data")
     sampler = resolve_sampler(sampler, rng)
     delta_A = sensitivity(A, privacy.p)
     if not math.isfinite(delta_A):
@@ -314,6 +329,7 @@ def reconstruct(A, y: np.ndarray, estimator: str = "ls", workload: Workload | No
         Required for ``hybrid``.
     """
     A = _as_operator_matrix(A)
+    y = _check_vector(y, A.shape[0], "noisy answers y")
     if estimator == "ls":
         return _least_squares(A, y)
     if estimator == "nnls":
@@ -343,6 +359,9 @@ def answer_intervals(A, workload: Workload, privacy: Privacy, answers: np.ndarra
     for a dense error profile.
     """
     A = _as_operator_matrix(A)
+    if A.shape[1] != workload.n:
+        raise InputError(f"strategy has {A.shape[1]} columns but the workload has {workload.n} cells")
+    answers = _check_vector(answers, workload.m, "answers")
     prof = profile
     if prof is None:
         try:
@@ -412,20 +431,33 @@ def check_measured_cells(A, workload: Workload, cell_weights: np.ndarray | None 
         )
 
 
-def _as_histogram(x) -> np.ndarray:
-    """The data as a flat float array; `InputError` for sparse, non-numeric or complex data."""
-    if sp.issparse(x):
-        raise InputError("data must be a dense array of counts, got a scipy.sparse matrix (use .toarray())")
-    if isinstance(x, (str, bytes)):
-        raise InputError(f"data must be an array of counts, got a string {x[:40]!r}")
+def _as_real(v, what: str, items: str = "numbers") -> np.ndarray:
+    """``v`` as a float array of its own shape; `InputError` for sparse, non-numeric or complex values."""
+    if sp.issparse(v):
+        raise InputError(f"{what} must be a dense array of {items}, got a scipy.sparse matrix (use .toarray())")
+    if isinstance(v, (str, bytes)):
+        raise InputError(f"{what} must be an array of {items}, got a string {v[:40]!r}")
     try:
-        arr = np.asarray(x)
+        arr = np.asarray(v)
     except (TypeError, ValueError) as exc:  # ragged nested lists
-        raise InputError(f"data must be an array of counts: {exc}") from None
+        raise InputError(f"{what} must be an array of {items}: {exc}") from None
     if arr.dtype.kind not in "biuf":
         kind = "complex" if arr.dtype.kind == "c" else f"dtype {arr.dtype}"
-        raise InputError(f"data must be an array of real counts, got {kind} entries")
-    return arr.astype(float, copy=False).ravel()
+        raise InputError(f"{what} must be an array of real {items}, got {kind} entries")
+    return arr.astype(float, copy=False)
+
+
+def _as_histogram(x, domain: tuple[int, ...] | None = None) -> np.ndarray:
+    """The data as a flat float array; `InputError` for sparse, non-numeric or complex data.
+
+    With a multi-dimensional ``domain``, an array of more than one dimension
+    must have exactly that shape: the transpose of a 4 x 2 table has the
+    right number of cells in the wrong order.
+    """
+    arr = _as_real(x, "data", "counts")
+    if domain is not None and len(domain) > 1 and arr.ndim > 1 and arr.shape != tuple(domain):
+        raise InputError(f"data has shape {arr.shape} but the workload's domain is {tuple(domain)} (cells in row-major order); pass an array of that shape or a flat one")
+    return arr.ravel()
 
 
 def run(
@@ -487,7 +519,7 @@ def run(
     if not isinstance(strategy, Strategy):
         strategy = Strategy(strategy)  # checks the matrix: 2-D, real, finite
     A = _as_operator_matrix(strategy)
-    x = _as_histogram(x)
+    x = _as_histogram(x, workload.domain)
     if A.shape[1] != workload.n:
         raise InputError(f"strategy has {A.shape[1]} columns but the workload has {workload.n} cells")
     if x.size != workload.n:

@@ -17,60 +17,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from .error import KroneckerMatrix, sensitivity
+from .error import KroneckerMatrix, as_strategy_matrix, sensitivity
 from .exceptions import InputError
 
 __all__ = ["Strategy"]
-
-
-def _check_values(dtype, data, shape, what: str) -> None:
-    """Refuse a non-real dtype, a shape that is not 2-D and non-empty, and NaN or infinite entries."""
-    if dtype.kind not in "biuf":
-        kind = "complex" if dtype.kind == "c" else f"dtype {dtype}"
-        raise InputError(f"{what} must be a real numeric matrix, got {kind} entries")
-    if len(shape) != 2:
-        raise InputError(f"{what} must be a 2-D matrix, got shape {tuple(shape)}")
-    if shape[0] == 0 or shape[1] == 0:
-        raise InputError(f"{what} is empty (shape {tuple(shape)})")
-    if dtype.kind == "f" and not np.all(np.isfinite(data)):
-        raise InputError(f"{what} contains NaN or infinite values")
-
-
-def _stored(M):
-    """A sparse matrix in a format whose ``.data`` is the flat array of stored entries (LIL and DOK become CSR)."""
-    return M if M.format in ("csr", "csc", "coo", "bsr", "dia") else M.tocsr()
-
-
-def _as_matrix(M, what: str = "strategy matrix"):
-    """``M`` validated: a real, finite, non-empty 2-D ndarray (float), scipy.sparse matrix or `KroneckerMatrix`.
-
-    Array-likes (lists, ``np.matrix``) become float ndarrays; integer or boolean
-    entries become floats. A sparse matrix keeps its format and only its stored
-    entries (``.data``) are checked, so the cost is O(nnz). A `KroneckerMatrix`
-    is kept as it is after checking each factor.
-    """
-    if isinstance(M, KroneckerMatrix):
-        if not M.factors:
-            raise InputError(f"{what} is a Kronecker product of no factors")
-        for i, f in enumerate(M.factors):
-            if not (sp.issparse(f) or isinstance(f, np.ndarray)):
-                raise InputError(f"{what}: Kronecker factor {i} must be an ndarray or scipy.sparse matrix, got {type(f).__name__}")
-            _check_values(f.dtype, _stored(f).data if sp.issparse(f) else f, f.shape, f"{what} (Kronecker factor {i})")
-        return M
-    if sp.issparse(M):
-        M = _stored(M)
-        _check_values(M.dtype, M.data, M.shape, what)
-        return M if M.dtype == np.float64 else M.astype(np.float64)
-    if isinstance(M, (str, bytes, Mapping)) or M is None:
-        raise InputError(f"{what} must be a 2-D array, scipy.sparse matrix or KroneckerMatrix, got {type(M).__name__}")
-    try:
-        A = np.asarray(M)
-    except (TypeError, ValueError) as exc:  # ragged nested lists
-        raise InputError(f"{what} must be a 2-D numeric matrix: {exc}") from None
-    if A.dtype == object and A.ndim == 0:
-        raise InputError(f"{what} must be a 2-D array, scipy.sparse matrix or KroneckerMatrix, got {type(M).__name__}")
-    _check_values(A.dtype, A, A.shape, what)
-    return A if A.dtype == np.float64 else A.astype(np.float64)
 
 
 def _as_meta(meta) -> dict:
@@ -110,7 +60,7 @@ class Strategy:
     def __setattr__(self, name, value):
         """Check ``matrix`` and ``meta`` whenever they are set, on construction and after it."""
         if name == "matrix":
-            value = _as_matrix(value)
+            value = as_strategy_matrix(value)
         elif name == "meta":
             value = _as_meta(value)
         object.__setattr__(self, name, value)
@@ -144,7 +94,7 @@ class Strategy:
         return sp.csr_matrix(self.matrix)
 
     def dense(self) -> np.ndarray:
-        """A as a dense array."""
+        """A as a dense array: the stored array itself (not a copy) when A is stored dense."""
         if isinstance(self.matrix, np.ndarray):
             return self.matrix
         return self.sparse().toarray()

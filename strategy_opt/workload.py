@@ -366,6 +366,8 @@ class ExplicitWorkload(Workload):
     """
 
     def __init__(self, W, spec: str = "matrix", domain: tuple[int, ...] | int | None = None):
+        if not isinstance(spec, str):
+            raise InputError(f"workload spec must be a string (recorded in strategy metadata), got {spec!r}")
         if sp.issparse(W):
             if W.dtype.kind not in "biuf":
                 raise InputError(f"workload matrix must be real, got a sparse matrix of dtype {W.dtype}")

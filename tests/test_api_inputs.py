@@ -391,3 +391,94 @@ def test_library_hints_name_the_keyword_and_the_flag(tmp_path, capsys):
     assert main(["solve", "--workload", "prefix:33", "--privacy", "pure", "--method", "minerror-l1", "--out", str(tmp_path / "s.npz")]) == 2
     assert "(--method p-identity)" in capsys.readouterr().err
     assert not (tmp_path / "s.npz").exists()
+
+
+def test_integer_strategies_are_calibrated_like_their_float_copies():
+    """int8 entries squared overflow (17^2 = 289): every representation is made float64 first."""
+    from strategy_opt.error import sensitivity, unit_error
+    from strategy_opt.executor import measure
+
+    K = KroneckerMatrix([np.eye(4, dtype=np.int8) * 17, np.eye(2, dtype=np.int8)])
+    assert run(Strategy(K), np.arange(8.0), "prefix:4*prefix:2", ApproxDP(1, 1e-6), rng=0).noise_scale == pytest.approx(
+        17 * ApproxDP(1, 1e-6).noise_scale(1.0)
+    )
+    # E_1 of 17 I on prefix:4 x prefix:2: 17^2 * trace(G) / 17^2 = 10 * 3
+    assert so.error_report(Strategy(K), "prefix:4*prefix:2", "pure")["unit_total_squared_error"] == pytest.approx(30.0)
+    A = sp.identity(8, dtype=np.int8, format="csr") * np.int8(17)
+    assert sensitivity(A, 2) == 17.0
+    assert measure(A, np.ones(8), PureDP(1.0), rng=0)[1] == 17.0
+    assert unit_error(A, prefix(8), 1) == pytest.approx(36.0)  # trace of prefix:8's Gram
+    R = so.parse_spec("all-range:24").matrix().astype(np.int8)  # 0/1 entries, A^T A up to 144 > 127
+    assert unit_error(R, prefix(24), 2) == pytest.approx(unit_error(R.astype(float), prefix(24), 2))
+
+
+def test_error_functions_test_every_query_and_the_shapes():
+    """A strategy that skips one small query does not support the workload, however small the query."""
+    from strategy_opt.error import per_query_variances, sensitivity, supports, unit_error
+
+    W = from_matrix(np.array([[1e4, 0, 0], [0, 0, 1e4], [0, 1, 0]]))
+    A = np.array([[1.0, 0, 0], [0, 0, 1]])
+    assert not supports(A, W)
+    with pytest.raises(InputError, match="of query 2's squared norm lies outside"):
+        unit_error(A, W, 1)
+    assert supports(np.eye(3), W)
+    for cols in (7, 9):
+        with pytest.raises(InputError, match=f"strategy has {cols} columns but the workload has 8 cells"):
+            supports(np.eye(cols), prefix(8))
+        with pytest.raises(InputError, match=f"strategy has {cols} columns"):
+            per_query_variances(np.eye(cols), prefix(8), 1)
+    with pytest.raises(InputError, match="complex"):
+        unit_error(np.eye(8) * (1 + 5j), prefix(8), 1)
+    with pytest.raises(InputError, match="NaN or infinite"):
+        sensitivity(np.array([[np.nan, 1.0]]), 1)
+    with pytest.raises(InputError, match="2-D matrix, got shape"):
+        sensitivity(np.ones(8), 1)
+    with pytest.raises(InputError, match=r"2-D matrix, got shape \(2, 2, 2\)"):
+        unit_error(np.ones((2, 2, 2)), prefix(2), 1)
+
+
+def test_measure_and_reconstruct_check_their_vectors():
+    from strategy_opt.executor import answer_intervals, measure, reconstruct
+
+    with pytest.raises(InputError, match="data has 7 entries but the strategy's columns number 8"):
+        measure(np.eye(8), np.ones(7), PureDP(1.0), rng=0)
+    with pytest.raises(InputError, match="privacy must be PureDP"):
+        measure(np.eye(8), np.ones(8), "pure")
+    with pytest.raises(InputError, match="noisy answers y has 7 entries but the strategy's rows number 8"):
+        reconstruct(np.eye(8), np.ones(7))
+    with pytest.raises(InputError, match="noisy answers y contains NaN"):
+        reconstruct(np.eye(8), np.full(8, np.nan), "nnls")
+    with pytest.raises(InputError, match="answers has 7 entries but the workload's queries number 8"):
+        answer_intervals(np.eye(8), prefix(8), PureDP(1.0), np.zeros(7))
+    with pytest.raises(InputError, match="strategy has 7 columns"):
+        answer_intervals(np.eye(7), prefix(8), PureDP(1.0), np.zeros(8))
+    y = np.arange(8.0)
+    assert np.allclose(reconstruct(np.eye(8), y.reshape(8, 1)), y)  # a column vector is a vector
+
+
+def test_run_refuses_data_in_another_shape_of_the_domain():
+    W = so.parse_spec("prefix:4*identity:2")
+    s = so.solve(W, privacy="pure", method="identity")
+    x = np.arange(8.0).reshape(4, 2)
+    with pytest.raises(InputError, match=r"data has shape \(2, 4\) but the workload's domain is \(4, 2\)"):
+        run(s, x.T, W, PureDP(1.0), rng=0)
+    flat = run(s, x.ravel(), W, PureDP(1e3), rng=0).answers
+    assert np.array_equal(run(s, x, W, PureDP(1e3), rng=0).answers, flat)
+    assert np.allclose(flat, W.matvec(x.ravel()), atol=0.1)
+
+
+def test_a_solver_given_to_a_closed_form_method_is_noted(caplog, monkeypatch):
+    log = logging.getLogger("strategy_opt")  # a CLI call in an earlier test may have stopped its propagation
+    monkeypatch.setattr(log, "handlers", [caplog.handler])
+    monkeypatch.setattr(log, "propagate", False)
+    with caplog.at_level(logging.INFO, logger="strategy_opt"):
+        s = so.solve("prefix:8", privacy="pure", method="hierarchical", solver="scs")
+        so.solve("prefix:8", privacy="pure", method="hierarchical")
+    assert s.meta["solver"] == "closed-form"
+    notes = [r.getMessage() for r in caplog.records if "not used" in r.getMessage()]
+    assert notes == ["method 'hierarchical' is a closed form: solver profile 'scs' not used"]
+
+
+def test_from_matrix_refuses_a_spec_that_is_not_a_string():
+    with pytest.raises(InputError, match="spec must be a string"):
+        from_matrix(np.eye(2), spec=5)
