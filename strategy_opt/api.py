@@ -9,14 +9,15 @@ import time
 
 import scipy.sparse as sp
 
-from .error import unit_error
+from .defaults import MAX_DENSE_N
+from .error import supports, unit_error
 from .exceptions import InputError
 from .io import matrix_fingerprint
 from .objectives import get_objective
 from .problem import Problem
 from .registry import get_method
 from .solvers import load_profile
-from .spec import parse_spec
+from .spec import file_paths, parse_spec
 from .strategy import Strategy
 from .workload import ExplicitWorkload, Kronecker, Union, Workload, check_entry_scale
 
@@ -120,6 +121,14 @@ def solve(
     InputError
         A bad workload (an all-zero one included: no query has a non-zero
         coefficient), privacy, method, objective, solver or option.
+    SolverError
+        The method's program could not be solved (the message says what to try).
+
+    Notes
+    -----
+    Closed-form methods (identity, hierarchical, wavelet, fourier, ...) use no
+    solver; a ``solver`` given to them is noted in the log and not used
+    (``meta['solver']`` says ``closed-form``).
 
     Examples
     --------
@@ -153,14 +162,26 @@ def solve(
     t0 = time.perf_counter()
     strategy = info.func(problem)
     strategy.meta.setdefault("total_seconds", time.perf_counter() - t0)
+    if solver is not None and strategy.meta.get("solver") == "closed-form":
+        log.info("method %r is a closed form: solver profile %r not used", method, profile.name)
     strategy.fingerprint = matrix_fingerprint(strategy.matrix)  # write_strategy refuses a matrix changed since
     return strategy
+
+
+def _names_files(spec: str) -> bool:
+    """Whether a SPEC that may not parse has ``file:`` atoms (False for a malformed one)."""
+    try:
+        return bool(file_paths(spec))
+    except InputError:
+        return False
 
 
 def checked_hand_written(strategy: Strategy, where) -> Strategy:
     """Metadata not computed by strategy_opt, about to be sealed in a file: refuse what the matrix contradicts, mark the rest.
 
-    The stated ``unit_total_squared_error`` is recomputed on the recorded
+    A recorded workload must have as many cells as the matrix has columns and
+    be supported by it (checked up to `MAX_DENSE_N` cells). The stated
+    ``unit_total_squared_error`` is recomputed on the recorded
     workload and ``lower_bound`` must not exceed it (shape, norm and
     sensitivity are checked by `strategy_opt.io`). The returned strategy's
     metadata records ``metadata_origin: 'hand-written'`` and the claims nothing
@@ -181,12 +202,24 @@ def checked_hand_written(strategy: Strategy, where) -> Strategy:
             raise InputError(f"{where}: metadata field {key!r} must be a finite number, got {value!r}")
     unchecked = sorted(claims)
     recorded, privacy = meta.get("workload"), meta.get("privacy")
-    if claims and isinstance(recorded, str) and privacy in ("pure", "approx"):
+    if recorded is not None and not isinstance(recorded, str):
+        raise InputError(f"{where}: metadata field 'workload' must be a SPEC string, got {recorded!r:.80}")
+    workload = None
+    if recorded is not None:
         try:
             workload = parse_spec(recorded, operation=None)
-        except InputError:
-            workload = None  # a moved workload file: the claims stay unchecked
-        if workload is not None:
+        except InputError as exc:
+            if not _names_files(recorded):  # not a moved workload file (whose claims stay unchecked): a bad SPEC
+                raise InputError(f"{where}: metadata records workload {recorded!r:.80}, which is not a SPEC ({exc})") from None
+    if workload is not None:
+        try:  # the recorded workload must be one this matrix answers
+            if workload.n != strategy.shape[1]:
+                raise InputError(f"it has {workload.n} cells and the matrix {strategy.shape[1]} columns")
+            if workload.n <= MAX_DENSE_N and not supports(strategy.matrix, workload):
+                raise InputError("the matrix does not support it (W A+ A != W)")
+        except InputError as exc:
+            raise InputError(f"{where}: metadata records workload {recorded!r}, but {exc}") from None
+        if claims and privacy in ("pure", "approx"):
             error = error_report(strategy, workload, privacy)["unit_total_squared_error"]
             stated = claims.get("unit_total_squared_error")
             if stated is not None and error is not None and not math.isclose(stated, error, rel_tol=1e-6):
@@ -218,11 +251,20 @@ def error_report(strategy: Strategy, workload, privacy: str | None = None) -> di
     Returns
     -------
     dict
+        ``workload`` (its SPEC), ``privacy``, ``sensitivity_norm`` (``l1`` or
+        ``l2``), ``sensitivity`` (the largest column norm), ``shape``,
         ``unit_total_squared_error`` (E_p, None if it overflows float64, with
-        ``..._log10`` given unless E_p is 0, on an all-zero workload), ``svd_bound``, ``ratio_to_svd_bound``,
+        ``..._log10`` given unless E_p is 0, on an all-zero workload),
+        ``svd_bound`` and ``svd_bound_log10``, ``ratio_to_svd_bound``,
         ``mean_squared_error_per_query`` (None beyond float64), ``max_query_variance``
         (unit; None when the workload's queries are too many to enumerate, as
         all-predicate's 2^n, or a Kronecker factor's are).
+
+    Raises
+    ------
+    InputError
+        A bad strategy, workload or privacy; a strategy whose columns are not
+        the workload's cells, or that does not support the workload.
     """
     from .error import ErrorProfile, KroneckerMatrix, _kron_parts, log_svd_bound, sensitivity
 

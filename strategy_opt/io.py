@@ -830,7 +830,7 @@ _NORM_OF = {"pure": "l1", "approx": "l2"}
 
 
 def _check_claims(A, meta: dict, path: Path) -> None:
-    """Refuse metadata that contradicts the matrix: its shape, its privacy's norm, its sensitivity.
+    """Refuse metadata that contradicts the matrix (its shape, domain, privacy's norm, sensitivity) or names an unknown privacy.
 
     Files strategy_opt writes always agree; a hand-written ``meta`` may not, and
     an external reader of the file would trust it (a stated sensitivity below
@@ -841,7 +841,14 @@ def _check_claims(A, meta: dict, path: Path) -> None:
     shape = meta.get("shape")
     if shape is not None and (not isinstance(shape, list) or [s for s in shape if isinstance(s, bool)] or shape != list(A.shape)):
         raise InputError(f"{path}: metadata states shape {shape!r} but the matrix is {A.shape[0]} x {A.shape[1]}")
+    domain = meta.get("domain")
+    if domain is not None and (
+        not isinstance(domain, list) or not domain or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in domain) or math.prod(domain) != A.shape[1]
+    ):
+        raise InputError(f"{path}: metadata states domain {domain!r:.80}; it must be a list of positive integers whose product is the matrix's {A.shape[1]} columns")
     privacy, norm = meta.get("privacy"), meta.get("sensitivity_norm")
+    if privacy is not None and (not isinstance(privacy, str) or privacy not in _NORM_OF):
+        raise InputError(f"{path}: metadata states privacy {privacy!r}; strategy files record 'pure' or 'approx'")
     if privacy is not None and norm is not None and _NORM_OF.get(privacy, norm) != norm:
         raise InputError(f"{path}: metadata states privacy {privacy!r} with sensitivity_norm {norm!r} (it is {_NORM_OF[privacy]!r})")
     stated = meta.get("sensitivity")

@@ -783,6 +783,29 @@ def test_metadata_contradicting_the_matrix_is_refused(files, capsys, meta, match
         f.unlink()
 
 
+@pytest.mark.parametrize(
+    "claims, match",
+    [
+        ({"privacy": "foo"}, "privacy 'foo'; strategy files record 'pure' or 'approx'"),
+        ({"privacy": 1}, "privacy 1; strategy files record"),
+        ({"workload": 5}, "'workload' must be a SPEC string, got 5"),
+        ({"workload": {"a": 1}}, "'workload' must be a SPEC string"),
+        ({"workload": "prefix:zz"}, "records workload 'prefix:zz', which is not a SPEC"),
+        ({"workload": "prefix:16"}, "records workload 'prefix:16', but it has 16 cells and the matrix 8 columns"),
+        ({"domain": "x"}, "domain 'x'; it must be a list of positive integers whose product is the matrix's 8 columns"),
+        ({"domain": [2, 2]}, "domain [2, 2]"),
+    ],
+)
+def test_export_refuses_hand_written_metadata_no_reader_could_use(files, capsys, claims, match):
+    """Each of these used to be sealed with format_version and unchecked_fields [] (error/run refused it later)."""
+    d = files
+    src = _hand(d, "h.npz", np.tril(np.ones((8, 8))), **claims)
+    try:
+        refused(capsys, d, "export", src, "--out", d / "o.npz", match=match, out=d / "o.npz")
+    finally:
+        src.unlink()
+
+
 def test_export_checks_hand_written_claims_before_sealing_them(files, capsys):
     """E_1 of the identity on prefix:N is trace(W^T W) = N (N + 1) / 2 (the closed form checked here)."""
     d = files

@@ -300,6 +300,25 @@ def test_write_checks_and_marks_metadata_built_by_hand(tmp_path):
     assert "metadata_origin" not in sio.read_strategy(tmp_path / "s.npz").meta
 
 
+def test_write_refuses_a_recorded_workload_or_privacy_the_matrix_contradicts(tmp_path):
+    with pytest.raises(InputError, match=r"records workload 'prefix:9', but it has 9 cells and the matrix 8 columns"):
+        sio.write_strategy(Strategy(np.eye(8), {"privacy": "pure", "workload": "prefix:9"}), tmp_path / "a.npz")
+    with pytest.raises(InputError, match=r"records workload 'prefix:8', but the matrix does not support it"):
+        sio.write_strategy(Strategy(np.ones((1, 8)), {"privacy": "pure", "workload": "prefix:8"}), tmp_path / "a.npz")
+    with pytest.raises(InputError, match="metadata states privacy 'renyi'; strategy files record 'pure' or 'approx'"):
+        sio.write_strategy(Strategy(np.eye(3), {"privacy": "renyi"}), tmp_path / "a.npz")
+    assert not (tmp_path / "a.npz").exists()
+    # the total query is answered by one row of ones: recorded and sealed
+    sio.write_strategy(Strategy(np.ones((1, 8)), {"privacy": "pure", "workload": "total:8"}), tmp_path / "t.npz")
+    assert sio.read_strategy(tmp_path / "t.npz").meta["unchecked_fields"] == []
+
+
+def test_reading_refuses_an_unknown_privacy(tmp_path):
+    np.savez(tmp_path / "r.npz", A=np.eye(3), meta=json.dumps({"privacy": "renyi"}))
+    with pytest.raises(InputError, match="privacy 'renyi'"):
+        sio.read_strategy(tmp_path / "r.npz")
+
+
 def test_metadata_with_numpy_values_is_written_as_json_numbers(tmp_path):
     s = so.solve("all-range:8", privacy="pure", method="identity")
     s.meta.update(note=np.float32(1.5), counts=np.arange(3), nested={"k": np.int64(2)}, flag=np.bool_(True))
