@@ -133,7 +133,7 @@ class ApproxDP(Privacy):
     ----------
     epsilon : float
         Privacy budget, > 0.
-    delta : float
+    delta : float, default 1e-6
         Failure probability, 0 < delta < 1.
     """
 
@@ -152,7 +152,14 @@ class ApproxDP(Privacy):
         object.__setattr__(self, "delta", delta)
 
     def gaussian_sigma(self, sensitivity: float) -> float:
-        """Gaussian standard deviation for the given L2 sensitivity (OpenDP calibration)."""
+        """Gaussian standard deviation for the given L2 sensitivity (OpenDP calibration).
+
+        OpenDP's calibration (zCDP converted to (epsilon, delta) at the optimal
+        conversion) where OpenDP's search succeeds; where it fails (epsilon
+        beyond about 1e4, or tiny epsilon with tiny delta) the analytic
+        Gaussian mechanism's sigma (Balle & Wang 2018), which the
+        ``simulate`` sampler uses and the ``opendp`` sampler refuses to release.
+        """
         return _check_sensitivity(sensitivity) * _opendp_gaussian_sigma(self.epsilon, self.delta)
 
     def noise_scale(self, sensitivity: float) -> float:

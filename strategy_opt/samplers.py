@@ -59,6 +59,13 @@ def _release(dp, values, privacy, sensitivity, scale):
         curve = dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(meas), privacy.delta)
         achieved = curve.map(float(sensitivity))
         ok = achieved[0] <= privacy.epsilon * (1 + 1e-6)
+    if not ok and privacy.notion == "approx":  # outside OpenDP's search the sigma is the analytic Gaussian's
+        raise InputError(
+            f"OpenDP cannot certify epsilon={privacy.epsilon:g}, delta={privacy.delta:g}: its privacy map gives "
+            f"epsilon {achieved[0]:.6g} for the noise sigma {scale:.6g}, which the analytic Gaussian calibration gives where "
+            f"OpenDP's own calibration fails (epsilon beyond about 1e4, or tiny epsilon with tiny delta); "
+            f"use {setting('sampler', 'simulate')} for simulations with extreme parameters"
+        )
     if not ok:
         raise SolverError(f"OpenDP's privacy map gives {achieved} for noise scale {scale}; refusing to release")
     return np.asarray(meas(values), dtype=float)

@@ -160,3 +160,16 @@ def test_opendp_perturb_draws_laplace_at_each_values_own_scale():
         samplers.opendp_perturb(np.ones(2), np.array([1.0, 0.0]))
     with pytest.raises(InputError, match="finite values"):
         samplers.opendp_perturb(np.array([np.nan, 1.0]), np.ones(2))
+
+
+def test_opendp_refuses_the_analytic_sigma_beyond_its_own_calibration_as_an_input_error():
+    """At epsilon = 5e4 OpenDP's search fails; the analytic Gaussian sigma is used, which its map does not certify."""
+    import strategy_opt as so
+    from strategy_opt.privacy import analytic_gaussian_sigma
+
+    s = so.solve("prefix:8", privacy="approx", method="identity")
+    privacy = ApproxDP(5e4, 1e-6)
+    assert privacy.gaussian_sigma(1.0) == analytic_gaussian_sigma(5e4, 1e-6)
+    with pytest.raises(InputError, match=r"OpenDP cannot certify epsilon=50000, delta=1e-06.*use sampler='simulate' \(--sampler simulate\)"):
+        run(s, np.arange(8.0), "prefix:8", privacy)
+    assert run(s, np.arange(8.0), "prefix:8", privacy, rng=0).noise_scale == privacy.gaussian_sigma(1.0)
