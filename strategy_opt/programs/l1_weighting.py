@@ -59,7 +59,9 @@ evaluates the completed error along the segment from uniform to optimal
 weights and keeps the best point (``meta.completion_line_search``), then
 `refine_completed_weights` searches locally around it with the completion rows
 priced in (``meta.completion_line_search.local_search``; up to `REFINE_MAX_N`
-cells and `REFINE_MAX_SECONDS`). The local search runs even when the optimal
+cells, or `REFINE_LARGE_MAX_N` for at most `REFINE_LARGE_MAX_QUERIES` design
+queries, and `REFINE_MAX_SECONDS`: 2-way marginals on 8 x 16 x 16, Fourier
+basis, E_1 307572 -> 6253). The local search runs even when the optimal
 weights load every column equally (up to `REFINE_EQUAL_LOADS_MAX_N` cells): shrinking some design queries and
 completing their columns can still pay (hierarchical basis, all ranges on 32
 cells: E_1 14527 -> 5996; total on 8 cells: 5.91 -> 1.0015, where the root
@@ -422,9 +424,15 @@ def completion_line_search(u: np.ndarray, Q, B, W) -> tuple[np.ndarray, dict]:
 
 #: `refine_completed_weights`: weights stay above this fraction of the uniform weight (every design query stays in the strategy) ...
 REFINE_FLOOR = 1e-3
-#: ... and the local search stops after this many SLSQP iterations; it runs up to this many cells
-#: (one n x n eigendecomposition per evaluation: ~0.05 s at 512 cells, ~3 s at 2048).
+#: ... and the local search stops after this many SLSQP iterations; it runs up to `REFINE_MAX_N` cells
+#: (one n x n eigendecomposition per evaluation: ~0.05 s at 512 cells, ~3 s at 2048) ...
 REFINE_MAX_ITERS, REFINE_MAX_N = 200, 512
+#: ... and up to `REFINE_LARGE_MAX_N` cells when it weighs at most `REFINE_LARGE_MAX_QUERIES` design
+#: queries (SLSQP's dense subproblem grows with their number, and the deadline is checked between its
+#: iterations). Measured with one BLAS thread, 2-way marginals, Fourier basis (289 and 473 queries):
+#: 8 x 16 x 8 113240 -> 3077 (+6.5 s), 8 x 16 x 16 307572 -> 6253 (+17 s); identity gives 3072 and
+#: 6144: the weights shrink until the completion rows make an almost-identity strategy.
+REFINE_LARGE_MAX_N, REFINE_LARGE_MAX_QUERIES = 2048, 512
 #: ... or after this many seconds (SLSQP's dense subproblem: ~10 s per iteration at 512 cells), keeping its best point.
 REFINE_MAX_SECONDS = 20.0
 #: From weights that load every column equally the search runs up to this many cells (all ranges, Haar
@@ -531,7 +539,11 @@ def weighted_basis(problem: Problem):
     res = solve_l1_weighting(c[keep], B, problem.solver)
     u, search = completion_line_search(res.u, Q, B, W)
     refined = None
-    if W.n <= (REFINE_MAX_N if search else REFINE_EQUAL_LOADS_MAX_N):  # completion rows are worth weighing, even from equal loads
+    if search:  # unequal column loads: completion rows are worth weighing
+        refine = W.n <= REFINE_MAX_N or (W.n <= REFINE_LARGE_MAX_N and Q.shape[0] <= REFINE_LARGE_MAX_QUERIES)
+    else:  # even from equal loads, on small domains
+        refine = W.n <= REFINE_EQUAL_LOADS_MAX_N
+    if refine:
         deadline = min(t0 + problem.solver.time_limit, time.perf_counter() + REFINE_MAX_SECONDS)
         refined, search["local_search"] = refine_completed_weights(u, Q, W, G, deadline)
     A = _weighted(Q, u) if refined is None else refined
