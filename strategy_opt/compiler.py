@@ -279,6 +279,7 @@ def compile_strategy(
         "relative_gap": finite_or_none(gap),
         "supports_workload": True,
         "solver": solver,
+        "solver_profile": {"name": problem.solver.name, "file": problem.solver.source or None},
         "solver_status": status,
         "solve_seconds": float(solve_seconds),
         "strategy_opt_version": __version__,

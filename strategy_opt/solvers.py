@@ -13,7 +13,10 @@ A profile (``solvers/NAME.toml``) looks like::
 
 ``--solver NAME`` looks for ``NAME.toml`` in the profile directories
 (``$STRATEGY_OPT_SOLVERS``, ``./solvers`` and the ``solvers/`` folder of the
-installation); ``--solver path/to/file.toml`` uses that file.
+installation); ``--solver path/to/file.toml`` uses that file. Without
+``--solver`` the installation's ``native`` profile is used, whatever the
+working directory holds. Strategy metadata records the profile's name and
+file (``solver_profile``).
 
 Loading a profile file checks its top-level keys: each must have its type
 (``max_iters`` a TOML integer >= 1, ``time_limit`` and ``tol`` finite numbers
@@ -166,11 +169,14 @@ def _read(path: Path, name: str) -> SolverProfile:
 def load_profile(name_or_path: str | os.PathLike | None) -> SolverProfile:
     """Load a solver profile by name (``scs``, ``clarabel``, ``native``) or path.
 
-    ``None`` gives the ``native`` profile (or built-in native defaults if no
-    profile file is found).
+    ``None`` (no profile named) gives the installation's own ``native``
+    profile, or built-in native defaults if it has none: a ``./solvers`` or
+    ``$STRATEGY_OPT_SOLVERS`` folder is searched only for a profile named,
+    so that an unnamed default cannot change with the working directory.
     """
     if name_or_path is None:
-        name_or_path = "native"
+        bundled = _ROOT / "solvers" / "native.toml"
+        return _read(bundled, "native") if bundled.is_file() else SolverProfile(name="native")
     p = Path(name_or_path)
     if p.suffix == ".toml" or p.exists():
         if not p.is_file():

@@ -205,3 +205,19 @@ def test_programs_pass_the_profile_budget_to_cvxpy(monkeypatch, method):
     profile = replace(load_profile("scs"), max_iters=1234, time_limit=77.0, options={"eps_abs": 1e-7, "eps_rel": 1e-7})
     solve("prefix:6", privacy="approx", method=method, solver=profile)
     assert calls and all(c["max_iters"] == 1234 and 0 < c["time_limit_secs"] <= 77.0 and c["eps_abs"] == 1e-7 for c in calls)
+
+
+def test_the_default_profile_does_not_depend_on_the_working_directory(tmp_path, monkeypatch):
+    """A ./solvers/native.toml is used when --solver native names it, never for a solve that names no profile."""
+    from pathlib import Path
+
+    (tmp_path / "solvers").mkdir()
+    (tmp_path / "solvers" / "native.toml").write_text('backend = "native"\nmax_iters = 1\n')
+    monkeypatch.chdir(tmp_path)
+    default = solve("all-range:16", privacy="approx", method="minerror-l2")
+    named = solve("all-range:16", privacy="approx", method="minerror-l2", solver="native")
+    bundled = Path(solvers.__file__).resolve().parent.parent / "solvers" / "native.toml"
+    assert default.meta["solver_profile"] == {"name": "native", "file": str(bundled)}
+    assert named.meta["solver_profile"]["file"] == str((tmp_path / "solvers" / "native.toml").resolve())
+    assert default.meta["solver_status"] == "optimal" and named.meta["solver_status"] != "optimal"
+    assert default.meta["unit_total_squared_error"] < named.meta["unit_total_squared_error"]
