@@ -259,6 +259,7 @@ def _cmd_solve(args) -> int:
     workload = parse_spec(spec, operation="solve")
     options = dict(data.get("options", {}))
     _refuse_reserved(options, _SOLVE_ARGUMENTS, f"problem file {args.problem}: [options]")
+    unused = _options_overridden(args, data, options)
     options = _merge_flag_options(args, options)
     if args.out and Path(args.out).suffix.lower() not in STRATEGY_FORMATS:
         raise InputError(f"--out must end in one of {', '.join(STRATEGY_FORMATS)}, got {args.out!r}")
@@ -273,6 +274,8 @@ def _cmd_solve(args) -> int:
         solver=args.solver or data.get("solver"),
         **options,
     )
+    if unused:  # after the solve, so that an error stays one line
+        log.info("%s", unused)
     if args.out:
         write_strategy(strategy, args.out)
         log.info("wrote %s", args.out)
@@ -281,6 +284,33 @@ def _cmd_solve(args) -> int:
     else:
         print(_summary(strategy.meta))
     return 0
+
+
+def _options_overridden(args, data: dict, options: dict) -> str | None:
+    """Drop the problem file's options that belong to a method, objective or workload a flag replaced.
+
+    Flags override the file (CLI.md); the file's ``[options]`` were written for
+    its own method (``branching`` for ``hierarchical``) and objective
+    (``weights``), and would otherwise turn an override into an error. Returns
+    the note to log once the solve has succeeded, or None.
+    """
+    from .registry import methods
+
+    replaced = [k for k in ("method", "objective", "workload") if getattr(args, k) and data.get(k) and getattr(args, k) != data[k]]
+    if not replaced or not options:
+        return None
+    info = methods().get(args.method or data.get("method", "auto"))
+    dropped = []
+    if "method" in replaced and info is not None and info.options is not None:
+        dropped += [k for k in options if k not in info.options]
+    if "objective" in replaced and "weights" in options and "weights" not in dropped:
+        dropped.append("weights")  # a new workload keeps them: its size check names the option
+    for key in dropped:
+        del options[key]
+    if not dropped:
+        return None
+    flags = " and ".join(f"--{k} {getattr(args, k)!r} (the file says {data[k]!r})" for k in replaced)
+    return f"problem file {args.problem}: option(s) {', '.join(dropped)} not used, written for what {flags} replaced"
 
 
 # ----------------------------------------------------------------------------------------- error

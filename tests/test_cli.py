@@ -156,6 +156,30 @@ def test_problem_file_flag_options_beside_method(tmp_path, capsys, monkeypatch):
     assert json.loads(capsys.readouterr().out)["workload"] == "all-range:256"
 
 
+def test_flags_that_replace_the_files_method_or_objective_drop_its_options(tmp_path, capsys):
+    """The file's options were written for its own method, objective and workload: an override must not fail on them."""
+    p = tmp_path / "b.toml"
+    p.write_text('workload = "prefix:16"\nprivacy = "pure"\nmethod = "hierarchical"\nbranching = 4\n')
+    assert cli("solve", p, "--method", "wavelet", "--json") == 0
+    out = capsys.readouterr()
+    meta = json.loads(out.out)
+    assert meta["method"] == "wavelet" and meta["shape"] == [16, 16]
+    assert "option(s) branching not used, written for what --method 'wavelet' (the file says 'hierarchical') replaced" in out.err
+    np.save(tmp_path / "w.npy", np.arange(1.0, 17.0))
+    p.write_text('workload = "prefix:16"\nmethod = "minerror-l2"\nobjective = "weighted"\n[options]\nweights = "w.npy"\n')
+    assert cli("-q", "solve", p, "--json") == 0  # the file as written: its weights are used
+    assert json.loads(capsys.readouterr().out)["objective"] == "weighted"
+    assert cli("solve", p, "--objective", "total", "--json") == 0
+    out = capsys.readouterr()
+    assert "option(s) weights not used" in out.err and json.loads(out.out)["objective"] == "total"
+    assert cli("solve", p, "--workload", "prefix:8") == 2  # weighted still: the file's 16 weights are named
+    assert "option weights has 16 entries but the workload has 8 queries" in capsys.readouterr().err
+    # the same method given again replaces nothing: its options stay
+    p.write_text('workload = "prefix:16"\nprivacy = "pure"\nmethod = "hierarchical"\nbranching = 4\n')
+    assert cli("-q", "solve", p, "--method", "hierarchical", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["shape"] == [21, 16]
+
+
 def test_console_script_help_and_exit_code():
     r = subprocess.run([sys.executable, "-m", "strategy_opt.cli", "solve", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "--workload" in r.stdout
