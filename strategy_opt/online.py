@@ -224,7 +224,7 @@ class LaplaceSum:
     def half_width(self, level: float) -> float:
         """Smallest t with ``P(|Z| <= t) >= level`` (beyond the grid: exact Laplace-tail extrapolation)."""
         if self.single:  # P(|Lap(s)| <= t) = 1 - exp(-t/s)
-            return float(self.s_max * math.log(1.0 / (1.0 - level)))
+            return float(self.s_max * -math.log1p(-level))
         mass = self._cdf_abs
         if level <= mass[-1]:
             return float(np.interp(level, mass, self._z))
@@ -242,7 +242,7 @@ def required_alpha(query: np.ndarray, half_width: float, confidence: float) -> f
     >>> round(required_alpha(np.array([0, 0, 0, 0, 1, 1, 0, 0, 0.]), 15, 0.8), 5)
     0.1073
     """
-    return float(np.abs(query).max() * math.log(1.0 / (1.0 - confidence)) / half_width)
+    return float(np.abs(query).max() * -math.log1p(-confidence) / half_width)
 
 
 def fused_budget(v: np.ndarray, s_q: float, half_width: float, confidence: float) -> tuple[float, float, float]:
@@ -270,7 +270,7 @@ def fused_budget(v: np.ndarray, s_q: float, half_width: float, confidence: float
     >>> a < math.log(5) / 15 and t <= 15
     True
     """
-    alpha_alone = s_q * math.log(1.0 / (1.0 - confidence)) / half_width
+    alpha_alone = s_q * -math.log1p(-confidence) / half_width
     v_h = 2.0 * float(v @ v)
 
     def fused(alpha):

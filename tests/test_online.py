@@ -239,6 +239,55 @@ def test_cli_online(tmp_path, capsys):
     assert "cells" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--half-width", "1e300"], "--half-width 1e+300 with --confidence 0.95: query 0 needs a stand-alone budget of 3e-300"),
+        (["--half-width", "1e-320"], "--half-width 9.99989e-321 with --confidence 0.95: query 0 needs a stand-alone budget of inf"),
+        (["--half-width", "10", "--confidence", "1e-300"], "query 0 needs a stand-alone budget of 1e-301"),
+        (["--half-width", "inf"], "--half-width must be a positive finite number, got inf"),
+        (["--confidence", "1", "--half-width", "3"], "--confidence must be in (0, 1), got 1.0"),
+        (["--requirements", "REQ", "--confidence", "7"], "--confidence goes with --half-width"),
+    ],
+)
+def test_cli_online_names_the_flag_of_an_impossible_requirement(tmp_path, capsys, flags, message):
+    """These used to end in messages about an epsilon the user never set (ln(1/(1 - 1e-300)) was 0: now log1p)."""
+    np.save(tmp_path / "x.npy", X)
+    (tmp_path / "req.csv").write_text("half_width,confidence\n" + "10,0.9\n" * 3)
+    flags = [str(tmp_path / "req.csv") if f == "REQ" else f for f in flags]
+    out = tmp_path / "a.csv"
+    assert main(["-q", "online", "--data", str(tmp_path / "x.npy"), "--queries", "random-range:9:3:1", "--budget", "1", "--seed", "1", *flags, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("\ufeffhalf_width,confidence\n10,0.9\n20,0.8\n", None),  # a byte-order mark is read
+        ("confidence,half_width\n0.9,10\n0.8,20\n", None),  # columns in either order
+        ("half_width,confidence\n10,0.9\n20\n", "row 3 has 1 fields, not 2"),
+        ("half_width,confidence\n10,0.9\n20,0.8,5\n", "row 3 has 3 fields, not 2"),
+        ("half_width,confidence\n1_0,0.9\n20,0.8\n", "row 2: half_width must be a decimal number, got '1_0'"),
+        ("hw,conf\n10,0.9\n20,0.8\n", "expected the header 'half_width,confidence', got 'hw,conf'"),
+        ("half_width,confidence\n10,0.9\n20,1.5\n", "row 3: confidence must be in (0, 1), got 1.5"),
+    ],
+)
+def test_cli_online_requirements_file_rows(tmp_path, capsys, text, message):
+    np.save(tmp_path / "x.npy", X)
+    (tmp_path / "req.csv").write_text(text, encoding="utf-8")
+    out = tmp_path / "a.npy"
+    code = main(["-q", "online", "--data", str(tmp_path / "x.npy"), "--queries", "random-range:9:2:1", "--budget", "1", "--seed", "1",
+                 "--requirements", str(tmp_path / "req.csv"), "--out", str(out)])
+    err = capsys.readouterr().err
+    if message is None:
+        assert code == 0 and np.load(out).shape == (2,)
+        assert json.loads((tmp_path / "a.npy.json").read_text())["spent"] > 0
+    else:
+        assert code == 2 and message in err and not out.exists(), err
+
+
 @pytest.mark.parametrize("inference", ["bayes", "wls"])
 def test_repeat_at_the_same_requirement_is_answered_from_history(inference):
     """An earlier answer at Theorem 3.7's budget has exactly the required coverage: reuse it, spend nothing."""
@@ -284,7 +333,7 @@ def _laplace_sum_tail(scales, t):
 def test_laplace_sum_half_width_error_bound():
     """`LaplaceSum.half_width` is exact for one term and above the exact half-width by at most `half_width_error` otherwise."""
     for level in (0.2, 0.8, 0.9, 0.99):
-        assert LaplaceSum([2.5]).half_width(level) == 2.5 * math.log(1 / (1 - level))
+        assert LaplaceSum([2.5]).half_width(level) == pytest.approx(2.5 * math.log(1 / (1 - level)), rel=1e-15)
         assert LaplaceSum([2.5]).half_width_error == 0
     z = np.array([0.0, 0.3, 7.0, 400.0])
     assert LaplaceSum([2.5]).logpdf(z) == pytest.approx(-z / 2.5 - math.log(5.0), rel=1e-14)

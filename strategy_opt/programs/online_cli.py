@@ -37,11 +37,13 @@ import argparse
 import csv
 import logging
 import math
+import re
 import time
 from pathlib import Path
 
 import numpy as np
 
+from ..defaults import DECIMAL_PATTERN
 from ..exceptions import InputError
 from ..registry import register_subcommand
 
@@ -89,38 +91,82 @@ def _float(text):
     return number(text)
 
 
-def _requirements(args, m: int) -> tuple[np.ndarray, np.ndarray]:
+#: A number in a requirements file: ASCII decimal or exponent notation (``float`` also reads ``1_0`` as 10).
+DECIMAL_NUMBER = re.compile(DECIMAL_PATTERN)
+
+
+def _requirement_rows(path: Path, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(half_width, confidence)`` per query from a CSV with header ``half_width,confidence``, one row per query."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:  # a byte-order mark is not part of the header
+            rows = list(csv.reader(fh))
+    except FileNotFoundError:
+        raise InputError(f"requirements file not found: {path}") from None
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"cannot read {path}: {exc}") from None
+    rows = [r for r in rows if r]  # blank lines
+    header = [c.strip() for c in rows[0]] if rows else []
+    if sorted(header) != ["confidence", "half_width"]:
+        raise InputError(f"{path}: expected the header 'half_width,confidence', got {','.join(rows[0]) if rows else 'an empty file'!r:.80}")
+    if len(rows) - 1 != m:
+        raise InputError(f"{path}: {len(rows) - 1} requirement rows for {m} queries; give one row per query")
+    values = np.empty((m, 2))
+    for i, row in enumerate(rows[1:]):
+        if len(row) != 2:
+            raise InputError(f"{path}: row {i + 2} has {len(row)} fields, not 2 ({','.join(header)})")
+        for j, text in enumerate(row):
+            if not DECIMAL_NUMBER.fullmatch(text.strip()):
+                raise InputError(f"{path}: row {i + 2}: {header[j]} must be a decimal number, got {text.strip()!r:.40}")
+            values[i, j] = float(text)
+    return values[:, header.index("half_width")], values[:, header.index("confidence")]
+
+
+def _requirements(args, m: int, scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-query half-widths and confidences from ``--half-width``/``--confidence`` or ``--requirements``.
+
+    ``scales`` are the queries' largest absolute coefficients (S_Q): a
+    requirement whose stand-alone budget ``S_Q ln(1/(1 - confidence)) /
+    half_width`` (Theorem 3.7) is zero, infinite or so small that its noise
+    variance overflows cannot be met by any release, and is refused naming
+    the flag or the file row that asks for it.
+    """
     if args.requirements and args.half_width is not None:
         raise InputError("give either --half-width (with --confidence) or --requirements, not both")
+    if args.requirements and args.confidence is not None:
+        raise InputError("--confidence goes with --half-width; with --requirements each row gives its confidence")
     if args.requirements:
-        path = Path(args.requirements)
-        try:
-            with open(path, newline="") as fh:
-                rows = list(csv.DictReader(fh))
-        except FileNotFoundError:
-            raise InputError(f"requirements file not found: {path}") from None
-        except (OSError, UnicodeDecodeError, csv.Error) as exc:
-            raise InputError(f"cannot read {path}: {exc}") from None
-        if len(rows) != m:
-            raise InputError(f"{path}: {len(rows)} requirement rows for {m} queries; give one row per query")
-        try:
-            hw = np.array([float(r["half_width"]) for r in rows])
-            conf = np.array([float(r["confidence"]) for r in rows])
-        except (KeyError, TypeError):
-            raise InputError(f"{path}: expected a header 'half_width,confidence'") from None
-        except ValueError:
-            raise InputError(f"{path}: non-numeric half_width or confidence") from None
+        hw, conf = _requirement_rows(Path(args.requirements), m)
+
+        def where(i: int) -> str:
+            return f"{args.requirements}: row {i + 2}:"
     elif args.half_width is not None:
-        hw = np.full(m, args.half_width)
-        conf = np.full(m, args.confidence)
+        confidence = 0.95 if args.confidence is None else args.confidence
+        if not (math.isfinite(args.half_width) and args.half_width > 0):
+            raise InputError(f"--half-width must be a positive finite number, got {args.half_width!r}")
+        if not 0 < confidence < 1:
+            raise InputError(f"--confidence must be in (0, 1), got {confidence!r}")
+        hw, conf = np.full(m, args.half_width), np.full(m, confidence)
+
+        def where(i: int) -> str:
+            return f"--half-width {args.half_width:g} with --confidence {confidence:g}:"
     else:
         raise InputError("no accuracy requirement: give --half-width H [--confidence C] or --requirements REQ.csv")
     bad = np.flatnonzero(~(np.isfinite(hw) & (hw > 0)))
     if bad.size:
-        raise InputError(f"half_width must be > 0; query {bad[0]} has {float(hw[bad[0]])!r}")
+        raise InputError(f"{where(bad[0])} half_width must be a positive finite number, got {float(hw[bad[0]])!r}")
     bad = np.flatnonzero(~((conf > 0) & (conf < 1)))
     if bad.size:
-        raise InputError(f"confidence must be in (0, 1); query {bad[0]} has {float(conf[bad[0]])!r}")
+        raise InputError(f"{where(bad[0])} confidence must be in (0, 1), got {float(conf[bad[0]])!r}")
+    with np.errstate(over="ignore", divide="ignore"):
+        alpha = scales * -np.log1p(-conf) / hw
+        variance = 2.0 / alpha**2
+    bad = np.flatnonzero(~(np.isfinite(alpha) & (alpha > 0) & np.isfinite(variance)))
+    if bad.size:
+        i = int(bad[0])
+        raise InputError(
+            f"{where(i)} query {i} needs a stand-alone budget of {float(alpha[i]):.3g} (S_Q ln(1/(1 - confidence)) / half_width), "
+            "whose Laplace noise is beyond floating point; ask for a half-width within a few hundred orders of magnitude of the answers"
+        )
     return hw, conf
 
 
@@ -159,7 +205,7 @@ def _cmd_online(args) -> int:
         raise InputError(f"{args.queries}: query {int(empty[0])} (row {int(empty[0]) + 1}) is all zeros{f' ({empty.size} such rows)' if empty.size > 1 else ''}; every query needs a non-zero coefficient")
     if args.fuse and args.inference != "wls":
         raise InputError(f"--fuse needs --inference wls (got --inference {args.inference})")
-    hw, conf = _requirements(args, Q.shape[0])
+    hw, conf = _requirements(args, Q.shape[0], np.asarray(abs(Q).max(axis=1).todense()).ravel())
     sampler = args.sampler or ("simulate" if args.seed is not None else "opendp")
     if sampler == "opendp" and args.seed is not None:
         raise InputError("--seed cannot be used with --sampler opendp (its noise is not seedable); use --sampler simulate")
@@ -184,7 +230,7 @@ def _cmd_online(args) -> int:
         "counts": {k: int(v) for k, v in c.items()},
         "inference": args.inference,
         "fuse": bool(args.fuse),
-        "requirements": args.requirements if args.requirements else {"half_width": args.half_width, "confidence": args.confidence},
+        "requirements": args.requirements if args.requirements else {"half_width": args.half_width, "confidence": float(conf[0])},
         "sampler": sampler,
         "seed": args.seed,
     }
@@ -222,7 +268,7 @@ def register(subparsers, common) -> None:
     p.add_argument("--queries", required=True, metavar="SPEC|FILE", help="query stream, one query per row: workload SPEC or matrix file (.npy .npz .mtx .csv)")
     p.add_argument("--budget", required=True, type=_float, help="overall privacy budget (pure epsilon-DP)")
     p.add_argument("--half-width", type=_float, help="required interval half-width (count units) for every query")
-    p.add_argument("--confidence", type=_float, default=0.95, help="required probability that the interval holds the true answer (default 0.95)")
+    p.add_argument("--confidence", type=_float, help="required probability that the interval holds the true answer (default 0.95; with --half-width only)")
     p.add_argument("--requirements", metavar="REQ.csv", help="per-query requirements: CSV with header half_width,confidence, one row per query")
     p.add_argument("--inference", choices=["bayes", "wls", "none"], default="bayes", help="answer from history by Bayesian posterior (default), weighted least squares, or never")
     p.add_argument("--fuse", action="store_true", help="with --inference wls: combine each fresh answer with the history and spend only the budget the combination needs")
