@@ -648,14 +648,29 @@ def _print_listing(what: str) -> None:
         from .solvers import list_profiles, load_profile
 
         for name, path in sorted(list_profiles().items()):
-            prof = load_profile(str(path))
+            try:
+                prof = load_profile(str(path))
+            except InputError as exc:  # one broken file does not hide the others
+                print(f"{name:20s} unreadable: {_without_path(exc, path)}  ({path})")
+                continue
             print(f"{name:20s} backend={prof.backend:7s} {prof.description}  ({path})")
     elif what == "problems":
         from .problem import list_problems, read_problem_file
 
         for name, path in sorted(list_problems().items()):
-            data = read_problem_file(path)
+            try:
+                data = read_problem_file(path)
+            except InputError as exc:
+                print(f"{name:28s} unreadable: {_without_path(exc, path)}  ({path})")
+                continue
             print(f"{name:28s} {data.get('workload', ''):36s} {data.get('description', '')}")
+
+
+def _without_path(exc: InputError, path) -> str:
+    """An error message about ``path`` without the leading ``... {path}: `` (the listing names the file)."""
+    text = str(exc)
+    head, sep, rest = text.partition(f"{path}: ")
+    return rest if sep and len(head) < 40 else text
 
 
 # ----------------------------------------------------------------------------------------- parser

@@ -249,3 +249,16 @@ def test_usage_errors_read_cleanly(capsys, args, expected):
     # were "error: error: argument ..." and "invalid _nonneg_int value: '-1'" (a function's name)
     assert cli(*args) == 2
     assert capsys.readouterr().err.strip().splitlines() == [f"strategy-opt: error: {expected}"]
+
+
+def test_list_marks_a_broken_profile_and_lists_the_others(tmp_path, capsys, monkeypatch):
+    (tmp_path / "solvers").mkdir()
+    (tmp_path / "solvers" / "neg.toml").write_text("tol = -1\n")
+    monkeypatch.chdir(tmp_path)
+    assert cli("list", "solvers") == 0
+    lines = capsys.readouterr().out.splitlines()
+    names = [line.split()[0] for line in lines]
+    assert names == sorted(names) and {"clarabel", "native", "neg", "scs"} <= set(names)
+    broken = next(line for line in lines if line.startswith("neg"))
+    assert "unreadable: bad value: tol = -1 (must be a finite number > 0)" in broken
+    assert cli("list") == 0 and "unreadable" in capsys.readouterr().out
