@@ -315,10 +315,12 @@ def _options_overridden(args, data: dict, options: dict) -> str | None:
 
 # ----------------------------------------------------------------------------------------- error
 def _same_workload(recorded: str, given: str) -> bool:
+    """Whether two SPECs name the same workload; ``file:`` atoms compared as absolute paths (solve records them so)."""
+    from .problem import absolute_file_paths
     from .spec import canonical_spec
 
     try:
-        return canonical_spec(recorded) == canonical_spec(given)
+        return canonical_spec(recorded) == canonical_spec(absolute_file_paths(given))
     except InputError:
         return recorded.strip() == given.strip()
 

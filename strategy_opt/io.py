@@ -382,6 +382,8 @@ def write_strategy(strategy: Strategy, path: str | os.PathLike) -> Path:
         strategy = Strategy(strategy)
     path = Path(path)
     suffix = _check_format(path)
+    if suffix == ".csv":
+        _check_sidecar_owner(path)
     _require_write_memory(strategy, path, suffix)
     digest = content_hash(strategy.matrix)  # once: the check of the metadata and the file's record
     strategy = _checked_for_write(strategy, path, digest)
@@ -412,6 +414,26 @@ def write_strategy(strategy: Strategy, path: str | os.PathLike) -> Path:
             meta["meta_sha256"] = _meta_hash(meta)
             tmp_json.write_text(json.dumps(meta, sort_keys=True, allow_nan=False) + "\n")
     return path
+
+
+def _check_sidecar_owner(path: Path) -> None:
+    """Refuse a ``.csv`` strategy whose ``.json`` sidecar is another CSV's (``s.CSV`` beside ``s.csv``).
+
+    The sidecar is the name with ``.json`` for its suffix, whatever the case of
+    ``.csv``: on a case-sensitive file system two CSV files would share it,
+    and writing one would make the other's seal fail.
+    """
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return  # the write itself names an unusable folder
+    for name in names:
+        other = folder / name
+        if name != path.name and Path(name).stem == path.stem and Path(name).suffix.lower() == ".csv":
+            if path.exists() and os.path.samefile(other, path):
+                continue  # the same file under another case (case-insensitive file system)
+            raise InputError(f"cannot write {path}: its metadata file {path.with_suffix('.json').name} is also that of {name}; choose another name")
 
 
 def _parse_meta(text: str, path: Path) -> dict:
@@ -880,7 +902,7 @@ def read_workload_file(path: str | os.PathLike):
     """
     from .workload import ExplicitWorkload
 
-    path = Path(path)
+    path = Path(path).expanduser()  # '~' as a shell would (a quoted flag, a problem file)
     try:
         found = path.is_file()
     except (OSError, ValueError) as exc:  # e.g. a NUL byte or an over-long name
@@ -930,7 +952,7 @@ def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None) -
         Expected domain shape, checked when the array is multi-dimensional and
         the domain is too (a 1-D domain takes any array of n cells, flattened).
     """
-    path = Path(path)
+    path = Path(path).expanduser()  # '~' as a shell would (a quoted flag, a problem file)
     if not path.is_file():
         raise InputError(f"data file not found: {path}")
     suffix = path.suffix.lower()
@@ -1038,7 +1060,7 @@ def histogram_from_records(path: str | os.PathLike, columns: list[str], bins: li
     ...     histogram_from_records(f, ["age"], ["0:3"])  # 3 is outside [0, 3): dropped
     array([1., 2., 0.])
     """
-    path = Path(path)
+    path = Path(path).expanduser()  # '~' as a shell would (a quoted flag, a problem file)
     if len(columns) != len(bins) or not columns:
         raise InputError("give one --bins LO:HI[:WIDTH] per --column")
     parsed = [_parse_bins(b) for b in bins]

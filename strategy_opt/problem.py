@@ -93,8 +93,9 @@ def list_problems() -> dict[str, Path]:
 
 
 def _rebase(path: str, base: Path) -> str:
-    """``path`` relative to ``base`` (unchanged when absolute, empty, or when base is the current directory)."""
-    if not path or os.path.isabs(path) or path.startswith("~") or base == Path("."):
+    """``path`` relative to ``base`` (a leading ``~`` expanded; unchanged when absolute, empty, or when base is the current directory)."""
+    path = os.path.expanduser(path) if path else path
+    if not path or os.path.isabs(path) or base == Path("."):
         return path
     return str(base / path)
 

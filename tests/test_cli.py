@@ -262,3 +262,26 @@ def test_list_marks_a_broken_profile_and_lists_the_others(tmp_path, capsys, monk
     broken = next(line for line in lines if line.startswith("neg"))
     assert "unreadable: bad value: tol = -1 (must be a finite number > 0)" in broken
     assert cli("list") == 0 and "unreadable" in capsys.readouterr().out
+
+
+def test_a_leading_tilde_is_the_home_directory_in_problem_files_and_quoted_paths(tmp_path, capsys, monkeypatch):
+    home = tmp_path / "home"
+    (home / "p").mkdir(parents=True)
+    np.save(home / "p" / "W.npy", np.tril(np.ones((4, 4))))
+    np.save(home / "x.npy", np.arange(4.0))
+    monkeypatch.setenv("HOME", str(home))
+    (tmp_path / "prob.toml").write_text('workload = "file:~/p/W.npy"\nprivacy = "pure"\nmethod = "identity"\n')
+    monkeypatch.chdir(tmp_path)
+    assert cli("-q", "solve", "prob.toml", "--out", "s.npz", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["workload"] == f"file:{home / 'p' / 'W.npy'}"
+    assert cli("-q", "run", "s.npz", "--data", "~/x.npy", "--workload", "file:~/p/W.npy", "--epsilon", "1e6", "--seed", "0", "--out", "a.npy") == 0
+    assert np.allclose(np.load(tmp_path / "a.npy"), [0, 1, 3, 6], atol=1e-3)
+
+
+def test_the_same_workload_file_by_a_relative_path_is_the_recorded_one(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    np.save("W.npy", np.tril(np.ones((4, 4))))
+    assert cli("-q", "solve", "--workload", "file:W.npy", "--privacy", "pure", "--method", "identity", "--out", "s.npz") == 0
+    capsys.readouterr()
+    assert cli("error", "s.npz", "--workload", "file:W.npy") == 0
+    assert "equivalent workloads" not in capsys.readouterr().err

@@ -330,3 +330,12 @@ def test_metadata_with_numpy_values_is_written_as_json_numbers(tmp_path):
         with pytest.raises(InputError, match=match):
             sio.write_strategy(s, tmp_path / "t.npz")
     assert not (tmp_path / "t.npz").exists()
+
+
+def test_a_csv_strategy_does_not_take_another_csvs_metadata_file(tmp_path):
+    s = Strategy(np.eye(3), {})
+    sio.write_strategy(s, tmp_path / "s.csv")
+    with pytest.raises(InputError, match=r"its metadata file s.json is also that of s.csv"):
+        sio.write_strategy(Strategy(2 * np.eye(3), {}), tmp_path / "s.CSV")
+    assert sio.read_strategy(tmp_path / "s.csv").matrix.tolist() == np.eye(3).tolist()  # its seal still holds
+    sio.write_strategy(s, tmp_path / "s.csv")  # rewriting the same file is fine
