@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import re
+import shlex
 import signal
 import sys
 import threading
@@ -276,6 +277,8 @@ def _cmd_solve(args) -> int:
     )
     if unused:  # after the solve, so that an error stays one line
         log.info("%s", unused)
+    if any(k in data for k in ("data", "epsilon", "delta")):
+        log.info("%s", _run_hint(args, data, spec))
     if args.out:
         write_strategy(strategy, args.out)
         log.info("wrote %s", args.out)
@@ -284,6 +287,15 @@ def _cmd_solve(args) -> int:
     else:
         print(_summary(strategy.meta))
     return 0
+
+
+def _run_hint(args, data: dict, spec: str) -> str:
+    """The ``run`` command that answers the problem file's data at its budget (solve computes the strategy only)."""
+    parts = ["strategy-opt run", shlex.quote(args.out or "STRATEGY"), "--data", shlex.quote(os.path.normpath(data["data"]) if "data" in data else "DATA"), "--workload", shlex.quote(spec)]
+    parts += ["--epsilon", f"{data['epsilon']:g}" if "epsilon" in data else "EPSILON"]
+    if "delta" in data:
+        parts += ["--delta", f"{data['delta']:g}"]
+    return f"problem file {args.problem}: its data/epsilon/delta are for answering; run: {' '.join(parts)} --out ANSWERS.csv"
 
 
 def _options_overridden(args, data: dict, options: dict) -> str | None:

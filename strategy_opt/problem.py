@@ -13,7 +13,9 @@ Problems come from the Python API, from CLI flags, or from TOML problem files
 
 ``branching`` and ``basis`` (also `solve` flags) may instead stand beside ``method``.
 
-Data-driven problems may also give ``data``, ``epsilon``, ``delta``.
+Data-driven problems may also give ``data``, ``epsilon``, ``delta``: ``solve``
+computes the strategy only and prints the ``strategy-opt run`` command that
+answers the data with them.
 
 Relative paths inside a problem file resolve against the file's own directory,
 not the current one: ``file:`` atoms of the workload SPEC, a ``solver`` given as

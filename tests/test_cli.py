@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -285,3 +286,19 @@ def test_the_same_workload_file_by_a_relative_path_is_the_recorded_one(tmp_path,
     capsys.readouterr()
     assert cli("error", "s.npz", "--workload", "file:W.npy") == 0
     assert "equivalent workloads" not in capsys.readouterr().err
+
+
+def test_solve_prints_the_run_command_for_a_problem_files_data(tmp_path, capsys, monkeypatch):
+    """data/epsilon/delta in a problem file are for answering: solve says how, and that command runs."""
+    import shlex
+
+    (tmp_path / "probs").mkdir()
+    np.save(tmp_path / "probs" / "x.npy", np.arange(8.0))
+    (tmp_path / "probs" / "p.toml").write_text('workload = "prefix:8"\nprivacy = "approx"\nmethod = "identity"\ndata = "x.npy"\nepsilon = 1e6\ndelta = 1e-9\n')
+    monkeypatch.chdir(tmp_path)
+    assert cli("solve", "probs/p.toml", "--out", "s.npz") == 0
+    hint = next(line for line in capsys.readouterr().err.splitlines() if "are for answering" in line)
+    command = shlex.split(hint.split("; run: ")[1])
+    assert command[:2] == ["strategy-opt", "run"] and "--delta" in command and Path(command[command.index("--data") + 1]).resolve() == tmp_path / "probs" / "x.npy"
+    assert cli(*command[1:-2], "--seed", "0", "--out", "a.npy") == 0
+    assert np.allclose(np.load(tmp_path / "a.npy"), np.cumsum(np.arange(8.0)), atol=1e-2)
