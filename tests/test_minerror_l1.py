@@ -105,3 +105,11 @@ def test_duplicate_columns_start_from_the_merged_cells():
     assert s.meta["unit_total_squared_error"] <= 21.0 * (1 + 1e-9)
     assert s.meta["candidate_errors"]["p-identity/merged-cells"] == pytest.approx(21.0)
     assert s.meta["solver_status"] == s.meta["iteration_statuses"][s.meta["winner"].removeprefix("iteration from ")]
+
+
+def test_a_strategy_meeting_the_lower_bound_is_reported_optimal():
+    """total:3: the row of ones answers the one query with E_1 = 1, the (eps, delta) optimum; the iteration stalls there."""
+    s = solve("total:3", privacy="pure", method="minerror-l1")
+    assert s.meta["unit_total_squared_error"] == pytest.approx(1.0, rel=1e-9)
+    assert s.meta["lower_bound"] == pytest.approx(1.0, rel=1e-6)
+    assert s.meta["solver_status"] == "optimal" and "stalled" in s.meta["iteration_statuses"].values()

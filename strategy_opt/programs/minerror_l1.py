@@ -50,7 +50,8 @@ on these SDPs (an outside run took about 500 s at n = 9).
 A round the SDP solver fails on ends the iteration from that start (status
 ``solver-failed`` in ``meta['iteration_statuses']``); the best strategy seen
 so far stands, so the method always returns a valid strategy. ``solver_status``
-is the status of the run the returned strategy comes from.
+is the status of the run the returned strategy comes from, or ``optimal``
+when its E_1 meets the lower bound (within the profile's ``tol``).
 """
 
 from __future__ import annotations
@@ -308,9 +309,8 @@ def minerror_l1(problem: Problem):
     }
     # the status of the iteration the returned strategy comes from (a start no iteration improved: that start's run)
     status = statuses.get(winner.removeprefix("iteration from "), "budget")
-    A = best_A
-    return compile_strategy(
-        A,
+    strategy = compile_strategy(
+        best_A,
         problem,
         "minerror-l1",
         solver=f"convex-iteration/{solver}",
@@ -320,3 +320,7 @@ def minerror_l1(problem: Problem):
         lower_bound_kind="l2-optimum",
         extra=extra,
     )
+    ratio = strategy.meta.get("ratio_to_lower_bound")
+    if ratio is not None and ratio <= 1.0 + profile.tol:  # the lower bound certifies it, however the iteration ended
+        strategy.meta["solver_status"] = "optimal"
+    return strategy
