@@ -272,7 +272,7 @@ def _cmd_solve(args) -> int:
         privacy=args.privacy or data.get("privacy", "approx"),
         method=args.method or data.get("method", "auto"),
         objective=args.objective or data.get("objective", "total"),
-        solver=args.solver or data.get("solver"),
+        solver=args.solver if args.solver is not None else data.get("solver"),  # "" is refused, not the default
         **options,
     )
     if unused:  # after the solve, so that an error stays one line

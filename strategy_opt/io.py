@@ -494,6 +494,13 @@ def read_npy(path: Path, what: str) -> np.ndarray:
         raise InputError(f"cannot read {path}: {exc} (corrupted, truncated, or an object/pickled array)") from None
 
 
+def missing_file(path: Path, what: str) -> InputError:
+    """The error for a ``what`` file (workload, data, ...) that is not a regular file: missing, or a directory."""
+    if path.is_dir():
+        return InputError(f"{path} is a directory, not a {what} file")
+    return InputError(f"{what} file not found: {path}")
+
+
 def _open_npz(path: Path):
     try:
         is_zip = zipfile.is_zipfile(path)
@@ -791,7 +798,7 @@ def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
     path = Path(path)
     suffix = _check_format(path)
     if not path.is_file():
-        raise InputError(f"strategy file not found: {path}")
+        raise missing_file(path, "strategy")
     what = "strategy"
     if suffix == ".npz":
         with _open_npz(path) as z:
@@ -908,7 +915,7 @@ def read_workload_file(path: str | os.PathLike):
     except (OSError, ValueError) as exc:  # e.g. a NUL byte or an over-long name
         raise InputError(f"bad workload file name {str(path)!r}: {exc}") from None
     if not found:
-        raise InputError(f"workload file not found: {path}")
+        raise missing_file(path, "workload")
     what = "workload matrix"
     suffix = path.suffix.lower()
     if suffix == ".npy":
@@ -954,7 +961,7 @@ def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None) -
     """
     path = Path(path).expanduser()  # '~' as a shell would (a quoted flag, a problem file)
     if not path.is_file():
-        raise InputError(f"data file not found: {path}")
+        raise missing_file(path, "data")
     suffix = path.suffix.lower()
     if suffix == ".npy":
         x = read_npy(path, "histogram")
@@ -1179,7 +1186,7 @@ def read_answers(path: str | os.PathLike, verify: bool = True):
     path = Path(path)
     side = _answers_sidecar(path)
     if not path.is_file():
-        raise InputError(f"answer file not found: {path}")
+        raise missing_file(path, "answer")
     if not side.is_file():
         raise InputError(f"{path}: no sidecar {side.name}; cannot verify the answers")
     try:

@@ -177,11 +177,14 @@ def load_profile(name_or_path: str | os.PathLike | None) -> SolverProfile:
     if name_or_path is None:
         bundled = _ROOT / "solvers" / "native.toml"
         return _read(bundled, "native") if bundled.is_file() else SolverProfile(name="native")
-    p = Path(name_or_path)
-    if p.suffix == ".toml" or p.exists():
-        if not p.is_file():
-            raise InputError(f"solver profile file not found: {p}")
+    if not str(name_or_path).strip():
+        raise InputError("solver profile name is empty; give a profile name (scs, clarabel, native) or a .toml file")
+    text = str(name_or_path)
+    p = Path(text).expanduser()
+    if p.is_file():
         return _read(p, p.stem)
+    if p.suffix.lower() == ".toml" or "/" in text or os.sep in text:  # a path, not a profile name
+        raise InputError(f"solver profile {p} is a directory, not a .toml file" if p.is_dir() else f"solver profile file not found: {p}")
     for d in profile_dirs():
         f = d / f"{name_or_path}.toml"
         if f.is_file():

@@ -302,3 +302,31 @@ def test_solve_prints_the_run_command_for_a_problem_files_data(tmp_path, capsys,
     assert command[:2] == ["strategy-opt", "run"] and "--delta" in command and Path(command[command.index("--data") + 1]).resolve() == tmp_path / "probs" / "x.npy"
     assert cli(*command[1:-2], "--seed", "0", "--out", "a.npy") == 0
     assert np.allclose(np.load(tmp_path / "a.npy"), np.cumsum(np.arange(8.0)), atol=1e-2)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["solve", "--workload", "prefix:8", "--solver", ""], "solver profile name is empty"),
+        (["solve", "--workload", "prefix:8", "--solver", "DIR/"], "is a directory, not a .toml file"),
+        (["solve", "--workload", "prefix:8", "--solver", "gone/mine.TOML"], "solver profile file not found: gone/mine.TOML"),
+        (["solve", "--workload", "file:DIR"], "DIR is a directory, not a workload file"),
+        (["error", "DIR/s.npz", "--workload", "prefix:8"], "is a directory, not a strategy file"),
+        (["solve", "--workload", "prefix:8", "--method", "minerror-l2", "--objective", "weighted", "--option", "weights=W2.npy"], "a vector of one weight per query is needed, got an array of shape (2, 4)"),
+    ],
+)
+def test_messages_name_directories_empty_names_and_shapes(tmp_path, capsys, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "DIR").mkdir()
+    (tmp_path / "DIR" / "s.npz").mkdir()
+    np.save(tmp_path / "W2.npy", np.ones((2, 4)))
+    assert cli(*args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+
+
+def test_a_profile_name_is_looked_up_even_beside_a_directory_of_that_name(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "scs").mkdir()
+    assert cli("-q", "solve", "--workload", "prefix:8", "--method", "minerror-l2", "--solver", "scs", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["solver_profile"]["name"] == "scs"

@@ -172,13 +172,15 @@ def query_weights(problem: Problem) -> np.ndarray | None:
     if isinstance(raw, (str, Path)):
         text = str(raw).strip()
         if text.endswith(".npy"):
-            path = Path(text)
+            path = Path(text).expanduser()
             if not path.is_file():
                 raise OptionError(f"option weights={text}: no such .npy file")
             try:
                 raw = read_npy(path, "option weights")
             except InputError as exc:
                 raise OptionError(f"option weights={path}: {exc}") from None
+            if raw.ndim != 1:
+                raise OptionError(f"option weights={path}: a vector of one weight per query is needed, got an array of shape {raw.shape}")
         else:
             try:
                 raw = [float(t) for t in re.split(r"[,;\s]+", text.strip("[]() ")) if t]
