@@ -185,7 +185,7 @@ def check_noise_resolution(values, scale, what: str = "the exact strategy answer
     >>> check_noise_resolution([1e17], 1.0)
     Traceback (most recent call last):
     ...
-    strategy_opt.exceptions.PrecisionError: the exact strategy answers reach 1e+17, where float64 values are 16 apart, too coarse for noise of scale 1 (the spacing must be at most the scale / 16): the noise would be lost in rounding; rescale the data (count in larger units) or split it into parts with smaller counts
+    strategy_opt.exceptions.PrecisionError: the exact strategy answers: values reach 1e+17, where float64 values are 16 apart, too coarse for noise of scale 1 (the spacing must be at most the scale / 16): the noise would be lost in rounding; rescale the data (count in larger units) or split it into parts with smaller counts
     """
     v = np.abs(np.asarray(values, dtype=float)).ravel()
     if v.size == 0:
@@ -199,7 +199,7 @@ def check_noise_resolution(values, scale, what: str = "the exact strategy answer
     if np.any(bad):
         k = int(np.argmax(np.where(bad, v, -1.0)))  # the largest offending value
         raise PrecisionError(
-            f"{what} reach {v[k]:.6g}, where float64 values are {gap[k]:.3g} apart, too coarse for noise of scale "
+            f"{what}: values reach {v[k]:.6g}, where float64 values are {gap[k]:.3g} apart, too coarse for noise of scale "
             f"{s[k]:.3g} (the spacing must be at most the scale / {NOISE_RESOLUTION}): the noise would be lost in rounding; "
             "rescale the data (count in larger units) or split it into parts with smaller counts"
         )

@@ -732,7 +732,7 @@ def test_dawa_names_its_stage_two_answers_when_they_are_too_large(capsys, tmp_pa
     np.save(data, np.full(64, 1e15))
     out = tmp_path / "o.csv"
     err = refused(capsys, tmp_path, "-q", "release", "--method", "dawa", "--data", data, "--workload", "prefix:64", "--epsilon", 1, "--seed", 1, "--out", out, out=out)
-    assert err.startswith(f"strategy-opt: error: {data}: DAWA's stage-2 answers (hierarchy queries over the bucket totals) reach "), err
+    assert err.startswith(f"strategy-opt: error: {data}: DAWA's stage-2 answers (hierarchy queries over the bucket totals): values reach "), err
 
 
 # --------------------------------------------------------------------------- --out naming a directory
