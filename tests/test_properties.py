@@ -175,8 +175,9 @@ def matrices(draw):
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(matrices(), st.sampled_from(["dense.npz", "sparse.npz", "a.mtx", "a.csv"]), st.dictionaries(st.sampled_from(["method", "workload", "note"]), st.text(max_size=12)))
+@given(matrices(), st.sampled_from(["dense.npz", "sparse.npz", "a.mtx", "a.csv"]), st.dictionaries(st.sampled_from(["method", "description", "note"]), st.text(max_size=12)))
 def test_strategy_files_round_trip_exactly(tmp_path_factory, M, name, meta):
+    """Free text in metadata round-trips; a recorded workload must be a SPEC (tests/test_hostile.py)."""
     d = tmp_path_factory.mktemp("rt")
     s = Strategy(sp.csr_matrix(M) if name.startswith("sparse") else M, dict(meta))
     f = d / name
