@@ -52,6 +52,7 @@ __all__ = [
     "check_measured_cells",
     "check_noise_resolution",
     "check_finite_answers",
+    "release_sampler",
     "run",
     "SAMPLERS",
 ]
@@ -134,6 +135,14 @@ def resolve_sampler(sampler: str | None, rng) -> str:
     return sampler
 
 
+def release_sampler(sampler: str | None, rng) -> str:
+    """`resolve_sampler`, refusing a seed with the ``opendp`` sampler (its noise is not seedable)."""
+    sampler = resolve_sampler(sampler, rng)
+    if sampler == "opendp" and rng is not None:
+        raise InputError("rng cannot be used with sampler='opendp' (its noise is not seedable); use sampler='simulate'")
+    return sampler
+
+
 def _check_noise(privacy: Privacy, delta_A: float) -> float:
     """The noise scale for sensitivity ``delta_A``; `InputError` if it is not a usable float."""
     try:
@@ -159,10 +168,16 @@ def check_noise_resolution(values, scale, what: str = "the exact strategy answer
     Every value that gets noise must be finite and the spacing of float64
     numbers at its magnitude (``np.spacing``) at most ``scale / NOISE_RESOLUTION``;
     otherwise ``value + noise`` rounds the noise away (every answer of 1e17
-    counts under Laplace noise of scale 1 comes back exactly 1e17): the
-    release would show the exact counts. Every path that adds noise to data calls this
-    before sampling: `measure` (run, release, DAWA's stage 2, MWEM, the online
-    answerer), DAWA's stage-1 costs and MWEM's selection scores.
+    counts under Laplace noise of scale 1 comes back exactly 1e17), and the
+    rounding of the exact values themselves can move neighbouring datasets'
+    answers further apart than the sensitivity. Every path that adds noise to
+    data calls this before sampling: `measure` (run, release, DAWA's stage 2,
+    MWEM, the online answerer), DAWA's stage-1 costs and MWEM's selection scores.
+
+    Privacy: the refusal depends on the data only through one bit, whether
+    some value reaches the threshold ``2^e`` with ``e = floor(log2(scale /
+    NOISE_RESOLUTION)) + 53`` (2^49 = 5.6e14 at scale 1), which the noise
+    scale alone fixes; the message states that threshold, never the value.
 
     Parameters
     ----------
@@ -177,7 +192,7 @@ def check_noise_resolution(values, scale, what: str = "the exact strategy answer
     Raises
     ------
     PrecisionError
-        An `InputError` naming the largest offending value, its spacing and the noise scale.
+        An `InputError` naming the threshold, the float64 spacing there and the noise scale.
 
     Examples
     --------
@@ -185,7 +200,7 @@ def check_noise_resolution(values, scale, what: str = "the exact strategy answer
     >>> check_noise_resolution([1e17], 1.0)
     Traceback (most recent call last):
     ...
-    strategy_opt.exceptions.PrecisionError: the exact strategy answers: values reach 1e+17, where float64 values are 16 apart, too coarse for noise of scale 1 (the spacing must be at most the scale / 16): the noise would be lost in rounding; rescale the data (count in larger units) or split it into parts with smaller counts
+    strategy_opt.exceptions.PrecisionError: the exact strategy answers: a value reaches 2^49 = 5.6295e+14, where float64 values are 0.125 apart, too coarse for noise of scale 1 (the spacing must be at most the scale / 16): the noise would be lost in rounding; rescale the data (count in larger units) or split it into parts with smaller counts
     """
     v = np.abs(np.asarray(values, dtype=float)).ravel()
     if v.size == 0:
@@ -197,10 +212,11 @@ def check_noise_resolution(values, scale, what: str = "the exact strategy answer
     gap = np.spacing(v)
     bad = (gap * NOISE_RESOLUTION > s) & (s > 0)  # a zero scale adds no noise (a choice of one)
     if np.any(bad):
-        k = int(np.argmax(np.where(bad, v, -1.0)))  # the largest offending value
+        scale_k = float(s[np.argmax(bad)])
+        e = math.floor(math.log2(scale_k / NOISE_RESOLUTION)) + 53  # the least exponent whose spacing exceeds scale / R
         raise PrecisionError(
-            f"{what}: values reach {v[k]:.6g}, where float64 values are {gap[k]:.3g} apart, too coarse for noise of scale "
-            f"{s[k]:.3g} (the spacing must be at most the scale / {NOISE_RESOLUTION}): the noise would be lost in rounding; "
+            f"{what}: a value reaches 2^{e} = {2.0**e:.5g}, where float64 values are {np.spacing(2.0**e):.3g} apart, too coarse for noise of scale "
+            f"{scale_k:.3g} (the spacing must be at most the scale / {NOISE_RESOLUTION}): the noise would be lost in rounding; "
             "rescale the data (count in larger units) or split it into parts with smaller counts"
         )
 
@@ -535,9 +551,7 @@ def run(
     require_memory(  # before any noise is drawn (the CLI checks this when it parses the SPEC)
         float(min(BYTES_PER_QUERY * workload.m, 10**300)), f"answering the {workload.m:,} queries of workload {workload.spec!r}", "use fewer queries"
     )
-    sampler = resolve_sampler(sampler, rng)
-    if sampler == "opendp" and rng is not None:
-        raise InputError("rng cannot be used with sampler='opendp' (its noise is not seedable); use sampler='simulate'")
+    sampler = release_sampler(sampler, rng)
     prof = None
     if workload.n <= MAX_DENSE_N:
         G = workload.gram()

@@ -123,8 +123,6 @@ _TAIL_SD, _TAIL_SCALE = 12.0, 28.0
 _DENSITY_FLOOR = 1e-9
 #: Posterior grid points, refinement passes, and log-density cut-off of the posterior support.
 _POST_POINTS, _POST_PASSES, _POST_CUT = 4097, 6, 40.0
-#: Slack on the budget comparison (round-off of sums of costs).
-_BUDGET_RTOL = 1e-12
 #: Laplace terms with a scale below this fraction of the largest are dropped (no visible effect on the law).
 _NEGLIGIBLE_SCALE = 1e-9
 #: Bisection steps of the fused budget search (relative precision 2^-steps of the stand-alone budget).
@@ -599,7 +597,7 @@ class OnlineAnswerer:
         q = self._query(query)
         alpha = _check_positive(alpha, "alpha")
         costs = self._costs_with(q, alpha)
-        if costs.max() > self.budget * (1 + _BUDGET_RTOL):
+        if costs.max() > self.budget:
             raise InputError(f"recording this answer would spend {costs.max():.6g} > budget {self.budget:.6g}")
         self._append(q, float(answer), alpha, costs)
 
@@ -619,7 +617,7 @@ class OnlineAnswerer:
         A = A[np.any(A != 0, axis=1)]
         norm1 = np.abs(A).sum(axis=0).max()
         costs = self.cell_costs + epsilon * np.abs(A).sum(axis=0) / norm1
-        if costs.max() > self.budget * (1 + _BUDGET_RTOL):
+        if costs.max() > self.budget:
             raise InputError(f"releasing this strategy would spend {costs.max():.6g} > budget {self.budget:.6g}")
         y, _ = measure(A, self._x, PureDP(epsilon), rng=self._rng, sampler=self.sampler, what="the exact answers of the released strategy")
         S = np.abs(A).max(axis=1)
@@ -731,7 +729,7 @@ class OnlineAnswerer:
             v = self._wls_coefficients(q)
             alpha, weight, t = fused_budget(v, float(np.abs(q).max()), half_width, level)
         costs = self._costs_with(q, alpha)
-        if costs.max() > self.budget * (1 + _BUDGET_RTOL):
+        if costs.max() > self.budget:
             log.debug("online: refused (needs %.6g; cost would reach %.6g > %.6g)", alpha, costs.max(), self.budget)
             self.counts["refused"] += 1
             return OnlineAnswer(math.nan, math.nan, math.nan, "refused", alpha, self.spent)

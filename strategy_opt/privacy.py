@@ -14,8 +14,8 @@
     ``opendp.binary_search_param``) whose curve meets the target. We use it
     because released answers are drawn by OpenDP's vetted sampler
     (`strategy_opt.samplers`), so predicted and released noise are one and the
-    same calibration, proven for the sampler that actually runs. It is within
-    a few percent of the exact analytic Gaussian mechanism of Balle & Wang
+    same calibration, proven for the sampler that actually runs. It is 7%
+    above the exact analytic Gaussian mechanism of Balle & Wang
     (ICML 2018; `analytic_gaussian_sigma`: 4.53 vs 4.22 at epsilon = 1,
     delta = 1e-6), valid for every epsilon > 0 (the classic
     ``sqrt(2 ln(1.25/delta))/epsilon`` needs epsilon < 1), and below the

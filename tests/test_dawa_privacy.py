@@ -94,3 +94,58 @@ def test_opendp_stage_one_has_the_same_partition_law_as_the_simulation():
     table = np.array([[sim[P] for P in parts], [odp[P] for P in parts]])
     assert len(parts) >= 3  # the law is spread over several partitions, so the test has power
     assert chi2_contingency(table).pvalue > 1e-4  # unseeded OpenDP draws: a true law fails one run in 10^4
+
+
+@pytest.mark.parametrize("release", ["dawa", "mwem"])
+def test_the_python_api_releases_with_opendp_unless_seeded(release, monkeypatch):
+    """dawa()/mwem() called without a seed drew NumPy noise (their default sampler was 'simulate')."""
+    import strategy_opt.samplers as samplers
+    from strategy_opt.exceptions import InputError
+    from strategy_opt.privacy import PureDP
+    from strategy_opt.programs.dawa import dawa
+    from strategy_opt.programs.mwem import mwem
+    from strategy_opt.workload import prefix
+
+    func = {"dawa": dawa, "mwem": mwem}[release]
+    calls = []
+    for name in ("opendp_release", "opendp_perturb", "opendp_select_max"):
+        real = getattr(samplers, name)
+        monkeypatch.setattr(samplers, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+    numpy_noise = []
+    real_generator = np.random.default_rng
+
+    class Spy(np.random.Generator):
+        def laplace(self, *a, **k):
+            numpy_noise.append("laplace")
+            return super().laplace(*a, **k)
+
+        def exponential(self, *a, **k):
+            numpy_noise.append("exponential")
+            return super().exponential(*a, **k)
+
+    monkeypatch.setattr(np.random, "default_rng", lambda seed=None: Spy(real_generator(seed).bit_generator))
+    x = np.arange(16.0)
+    func(x, prefix(16), PureDP(1.0))
+    assert calls and not numpy_noise
+    calls.clear()
+    func(x, prefix(16), PureDP(1.0), rng=3)  # a seed means a simulation
+    assert numpy_noise and not calls
+    with pytest.raises(InputError, match="rng cannot be used with sampler='opendp'"):
+        func(x, prefix(16), PureDP(1.0), rng=3, sampler="opendp")
+
+
+@pytest.mark.parametrize("epsilon", [0.8, 0.1, 0.7, 1.3])
+def test_dawa_and_mwem_budget_shares_sum_to_at_most_epsilon(epsilon):
+    """0.2 + 0.6000000000000001 exceeded 0.8 by an ulp; the shares' exact sum is now checked."""
+    import math
+
+    from strategy_opt.privacy import PureDP
+    from strategy_opt.programs.dawa import dawa
+    from strategy_opt.programs.mwem import mwem
+    from strategy_opt.workload import prefix
+
+    x = np.arange(16.0)
+    facts = dawa(x, prefix(16), PureDP(epsilon), rng=0).facts
+    assert math.fsum([facts["epsilon_partition"], facts["epsilon_measurement"]]) <= epsilon
+    facts = mwem(x, prefix(16), PureDP(epsilon), rng=0, rounds=4).facts
+    assert math.fsum([facts["epsilon_per_mechanism"]] * facts["mechanisms"]) <= epsilon

@@ -379,3 +379,14 @@ def test_posterior_grid_width_is_conservative():
         exact = _exact_hpd_width(logpdf, obs.min() - 40 * max(scales), obs.max() + 40 * max(scales), level)
         assert 0 <= (est.upper - est.lower) - exact < 0.01 * exact, (seed, level)
         assert est.width_error < 1e-8 * exact  # round-off only
+
+
+def test_spending_never_exceeds_the_budget_by_round_off():
+    """A slack of 1e-12 on the budget test let `spent` reach 1.0000000000009 of a budget of 1."""
+    ans = OnlineAnswerer(np.array([5.0, 3.0]), 1.0, rng=1)
+    q = np.array([1.0, 0.0])
+    ans.record(q, 5.0, 0.5)
+    with pytest.raises(InputError, match="would spend"):
+        ans.record(q, 5.0, 0.5 + 9e-13)
+    ans.record(q, 5.0, 0.5)
+    assert ans.spent == 1.0

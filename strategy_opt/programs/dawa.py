@@ -20,8 +20,8 @@ the workload (e.g. rectangles) is mapped onto the buckets exactly, whatever
 cells a bucket holds.
 
 Samplers: both stages draw their noise with the sampler the caller chooses:
-OpenDP's vetted Laplace (``'opendp'``) or NumPy's generator seeded by ``rng``
-(``'simulate'``, for simulations).
+OpenDP's vetted Laplace (``'opendp'``, the default unless a seed ``rng`` is
+given) or NumPy's generator seeded by ``rng`` (``'simulate'``, for simulations).
 
 Special cases: ``rho = 0`` skips stage 1 (every cell its own bucket: GreedyH
 alone with the whole budget); a 1-cell domain has a single possible
@@ -38,7 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..exceptions import InputError
-from ..executor import Release, measure
+from ..executor import Release, measure, release_sampler
 from ..partition import NOISE_RULES, bucket_counts, expand, private_partition
 from ..privacy import Privacy, PureDP
 from ..registry import register_release
@@ -110,7 +110,7 @@ def dawa_estimate(
     epsilon: float,
     *,
     rng=None,
-    sampler: str = "simulate",
+    sampler: str | None = None,
     rho: float = DEFAULT_RHO,
     branching: int = 2,
     all_intervals: bool = False,
@@ -127,9 +127,10 @@ def dawa_estimate(
     epsilon : float
         Total budget (eps-DP).
     rng : int or numpy Generator, optional
-        Seed of the ``simulate`` sampler.
-    sampler : {'simulate', 'opendp'}
-        Sampler of both stages' noise.
+        Seed of the ``simulate`` sampler (refused with ``'opendp'``).
+    sampler : {'opendp', 'simulate'}, optional
+        Sampler of both stages' noise. Default: ``'simulate'`` if ``rng`` is
+        given, else the vetted ``'opendp'`` (as `strategy_opt.executor.run`).
     rho : float
         Share of epsilon for the partition, in [0, 1).
     branching : int
@@ -152,6 +153,7 @@ def dawa_estimate(
         raise InputError(f"unknown stage-1 noise rule {noise!r}; use one of {', '.join(NOISE_RULES)}")
     if not (isinstance(epsilon, (int, float, np.floating)) and math.isfinite(epsilon) and epsilon > 0):
         raise InputError(f"epsilon must be a positive number, got {epsilon!r}")
+    sampler = release_sampler(sampler, rng)
     order = domain_order(workload.domain)
     gen = np.random.default_rng(rng)
     x_ord = x[order]
@@ -160,7 +162,10 @@ def dawa_estimate(
         eps1, eps2 = 0.0, float(epsilon)
         edges = np.arange(n + 1)
     else:
-        eps1, eps2 = rho * epsilon, (1.0 - rho) * epsilon
+        eps1 = rho * epsilon
+        eps2 = epsilon - eps1
+        while math.fsum([eps1, eps2]) > epsilon:  # the stages' exact sum stays within epsilon (0.2 + 0.6000000000000001 did not)
+            eps2 = math.nextafter(eps2, 0.0)
         edges = private_partition(x_ord, eps1, eps2, gen, all_intervals=bool(all_intervals), noise=noise, sampler=sampler)
     log.info("DAWA stage 1: %d buckets over %d cells (eps1 = %.4g)", edges.size - 1, n, eps1)
     tree = greedy_hierarchy(MappedWorkload(workload, order, edges), branching)
@@ -185,7 +190,7 @@ _OPTIONS = {"rho": DEFAULT_RHO, "branching": 2, "all_intervals": False, "noise":
     source="Li, Hay, Miklau, Wang, PVLDB 2014; Li 2013, Ch. 6",
     summary="private partition + GreedyH + uniform expansion (options rho=0.25, branching=2, all_intervals=false, noise=bucket|uniform)",
 )
-def dawa(x, workload: Workload, privacy: Privacy, *, rng=None, sampler: str = "simulate", **options) -> Release:
+def dawa(x, workload: Workload, privacy: Privacy, *, rng=None, sampler: str | None = None, **options) -> Release:
     """DAWA release: workload answers from the expanded estimate.
 
     Options: ``rho``, ``branching``, ``all_intervals``, ``noise`` (see `dawa_estimate`).

@@ -38,11 +38,13 @@ e.g. counting queries: 1 / epsilon_per_mechanism).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 
 from ..exceptions import InputError
-from ..executor import Release, check_noise_resolution, measure
+from ..executor import Release, check_noise_resolution, measure, release_sampler
 from ..privacy import Privacy, PureDP
 from ..registry import register_release
 from ..workload import ExplicitWorkload, IntervalWorkload, Kronecker, Union, Workload
@@ -110,7 +112,7 @@ def mwem_estimate(
     epsilon: float,
     *,
     rng=None,
-    sampler: str = "simulate",
+    sampler: str | None = None,
     rounds: int = DEFAULT_ROUNDS,
     sweeps: int = DEFAULT_SWEEPS,
 ) -> tuple[np.ndarray, float]:
@@ -127,8 +129,10 @@ def mwem_estimate(
     epsilon : float
         Total budget (eps-DP).
     rng : int or numpy Generator, optional
-    sampler : {'simulate', 'opendp'}
-        Sampler of the Laplace measurements.
+        Seed of the ``simulate`` sampler (refused with ``'opendp'``).
+    sampler : {'opendp', 'simulate'}, optional
+        Sampler of the selections and measurements. Default: ``'simulate'`` if
+        ``rng`` is given, else the vetted ``'opendp'`` (as `strategy_opt.executor.run`).
     rounds : int
         Number of rounds T.
     sweeps : int
@@ -153,8 +157,15 @@ def _validated(x, workload: Workload, epsilon: float, rounds, sweeps) -> tuple[n
 
 
 def _budget_split(epsilon: float, rounds: int) -> dict:
-    """The sequential-composition split of `mwem_estimate` (2T + 1 equal shares)."""
-    share = epsilon / (2 * rounds + 1)
+    """The sequential-composition split of `mwem_estimate` (2T + 1 equal shares, summing to at most epsilon).
+
+    >>> _budget_split(0.7, 3)["epsilon_per_mechanism"] * 7 <= 0.7
+    True
+    """
+    k = 2 * rounds + 1
+    share = epsilon / k
+    while math.fsum([share] * k) > epsilon:  # rounding may put the shares' exact sum an ulp above epsilon
+        share = math.nextafter(share, 0.0)
     return {
         "mechanisms": 2 * rounds + 1,
         "epsilon_per_mechanism": share,
@@ -163,13 +174,14 @@ def _budget_split(epsilon: float, rounds: int) -> dict:
     }
 
 
-def _mwem(x: np.ndarray, workload: Workload, epsilon: float, rng, sampler: str, rounds: int, sweeps: int) -> tuple[np.ndarray, dict]:
+def _mwem(x: np.ndarray, workload: Workload, epsilon: float, rng, sampler: str | None, rounds: int, sweeps: int) -> tuple[np.ndarray, dict]:
     """MWEM on validated inputs; returns the estimate and the noise scales actually used.
 
     Scales: ``total`` (Laplace, measuring N), ``selection`` (exponential noise of
     report-noisy-max) and ``measurement`` (the largest Laplace scale of the T query
     measurements).
     """
+    sampler = release_sampler(sampler, rng)
     gen = np.random.default_rng(rng)
     share = PureDP(_budget_split(epsilon, rounds)["epsilon_per_mechanism"])
     delta_w = _max_entry(workload)
@@ -205,7 +217,7 @@ def _mwem(x: np.ndarray, workload: Workload, epsilon: float, rng, sampler: str, 
     source="Hardt, Ligett, McSherry, NIPS 2012, Algorithm 1",
     summary="multiplicative weights + report-noisy-max selection (options rounds=T (10), sweeps=10)",
 )
-def mwem(x, workload: Workload, privacy: Privacy, *, rng=None, sampler: str = "simulate", **options) -> Release:
+def mwem(x, workload: Workload, privacy: Privacy, *, rng=None, sampler: str | None = None, **options) -> Release:
     """MWEM release: answers from the final multiplicative-weights estimate. Options ``rounds``, ``sweeps``."""
     unknown = sorted(set(options) - {"rounds", "sweeps"})
     if unknown:
