@@ -766,9 +766,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="method option (repeatable), e.g. --option rounds=20")
     p.set_defaults(func=_cmd_release)
 
-    p = sub.add_parser("export", parents=[common], help="convert a strategy file between .npz/.mtx/.csv", description="Convert a strategy file; metadata is kept.")
-    p.add_argument("strategy", metavar="STRATEGY")
-    p.add_argument("--out", required=True)
+    p = sub.add_parser(
+        "export",
+        parents=[common],
+        help="convert a strategy file between .npz/.mtx/.csv",
+        description="Convert a strategy file; the matrix is kept exactly and the metadata is kept. Metadata written by hand "
+        "(not by strategy_opt) is checked against the matrix, marked metadata_origin: hand-written, and sealed.",
+    )
+    p.add_argument("strategy", metavar="STRATEGY", help="strategy file (.npz, .mtx or .csv with its .json)")
+    p.add_argument("--out", required=True, help="output file: .npz (dense A or scipy sparse), .mtx (Matrix Market, metadata in the header) or .csv (metadata in a .json beside it)")
     p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser("list", parents=[common], help="list methods, objectives, solver profiles or problems", description="List methods, objectives, solver profiles or bundled problems (all four without an argument).")

@@ -599,6 +599,8 @@ def _validate_matrix(M, path: Path, what: str):
             raise InputError(f"{path}: {what} must be a 2-D matrix, got shape {M.shape}")
         data = M
     if M.shape[0] == 0 or M.shape[1] == 0:
+        if path.suffix.lower() == ".csv" and M.size == 0:
+            raise InputError(f"{path}: {what} is empty (the file holds no numbers)")
         raise InputError(f"{path}: {what} is empty (shape {M.shape})")
     if not np.all(np.isfinite(data)):
         raise InputError(f"{path}: {what} contains NaN or infinite values")

@@ -308,6 +308,7 @@ def test_solve_prints_the_run_command_for_a_problem_files_data(tmp_path, capsys,
     "args, message",
     [
         (["solve", "--workload", "prefix:8", "--solver", ""], "solver profile name is empty"),
+        (["solve", "--workload", "file:empty.csv"], "empty.csv: workload matrix is empty (the file holds no numbers)"),
         (["solve", "--workload", "prefix:8", "--solver", "DIR/"], "is a directory, not a .toml file"),
         (["solve", "--workload", "prefix:8", "--solver", "gone/mine.TOML"], "solver profile file not found: gone/mine.TOML"),
         (["solve", "--workload", "file:DIR"], "DIR is a directory, not a workload file"),
@@ -320,6 +321,7 @@ def test_messages_name_directories_empty_names_and_shapes(tmp_path, capsys, monk
     (tmp_path / "DIR").mkdir()
     (tmp_path / "DIR" / "s.npz").mkdir()
     np.save(tmp_path / "W2.npy", np.ones((2, 4)))
+    (tmp_path / "empty.csv").write_text("\n\n")
     assert cli(*args) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
