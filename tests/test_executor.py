@@ -231,9 +231,14 @@ def test_noise_lost_in_float_rounding_is_refused():
     # the limit, by hand: float64 values at 2^k are 2^(k-52) apart, so under scale 1 counts up to
     # 2^48 (spacing 1/16) are resolved finely enough and 2^49 (spacing 1/8) is not
     check_noise_resolution([2.0**48, 5.0], 1.0)
-    with pytest.raises(PrecisionError, match=r"reach 5\.6295e\+14, where float64 values are 0\.125 apart, too coarse for noise of scale 1 "):
+    with pytest.raises(PrecisionError, match=r"a value reaches 2\^49 = 5\.6295e\+14, where float64 values are 0\.125 apart, too coarse for noise of scale 1 "):
         check_noise_resolution([5.0, 2.0**49], 1.0)
+    # the message names the public threshold of the scale, not the data's value (2^49 for 1e300 as for 2^49)
+    with pytest.raises(PrecisionError, match=r"a value reaches 2\^49 = 5\.6295e\+14,"):
+        check_noise_resolution([5.0, 1e300], 1.0)
     check_noise_resolution([2.0**49], 2.0)  # twice the scale: resolved again
+    with pytest.raises(PrecisionError, match=r"a value reaches 2\^50 = 1\.1259e\+15, where float64 values are 0\.25 apart, too coarse for noise of scale 2 "):
+        check_noise_resolution([2.0**50], 2.0)
     with pytest.raises(PrecisionError, match="overflow float64"):
         check_noise_resolution([np.inf], 1.0)
     rel = run(np.eye(4), np.full(4, 2.0**30), identity(4), PureDP(1.0), rng=0)  # ordinary large counts still pass
