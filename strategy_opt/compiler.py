@@ -39,6 +39,11 @@ __all__ = ["compile_strategy", "strategy_from_gram", "finite_or_none"]
 
 log = logging.getLogger("strategy_opt")
 
+#: `compile_strategy` says what it is doing from this many cells on (its dense checks take seconds there).
+PROGRESS_MIN_N = 1024
+#: A strategy this many times worse than the identity is warned about (the identity answers every workload).
+IDENTITY_WARNING_RATIO = 2.0
+
 #: Product domains up to this many cells also try completing a Kronecker strategy's product (`_completed_l1`).
 FLAT_COMPLETION_MAX_N = 1024
 #: Identity shares tried when a strategy misses directions the workload needs (`supported_strategy`).
@@ -238,6 +243,8 @@ def compile_strategy(
     """
     t0 = time.perf_counter()
     W = problem.workload
+    if W.n >= PROGRESS_MIN_N:
+        log.info("%s: checking the %d x %d strategy (completion, support, error, lower bound)", method, *A.shape)
     A, completed, profile = final_strategy(A, problem.p, W)
     A, profile, repair = supported_strategy(A, W, problem.p, profile, what=f"the {method} strategy")
     G = None if isinstance(A, KroneckerMatrix) else W.gram()  # Kronecker strategies are analysed per factor
@@ -293,7 +300,28 @@ def compile_strategy(
         meta["support_repair"] = repair
     if isinstance(A, KroneckerMatrix):
         meta["kronecker_factor_shapes"] = [[int(s) for s in f.shape] for f in A.factors]
+    ratio = _ratio_to_identity(A, W, problem.p, G, E)
+    if ratio is not None:
+        meta["ratio_to_identity"] = ratio
+        if ratio >= IDENTITY_WARNING_RATIO and method != "identity":
+            log.warning(
+                "%s: this strategy's E_%d is %.3g times the identity's on %s; the identity (or method auto) does better here",
+                method, problem.p, ratio, W.spec,
+            )
     if extra:
         meta.update(extra)
     meta["compile_seconds"] = time.perf_counter() - t0
     return Strategy(A, meta)
+
+
+def _ratio_to_identity(A, W, p: int, G, E: float) -> float | None:
+    """``E_p(A) / E_p(identity)``: the identity answers every workload, with ``E_p = trace(W^T W)``.
+
+    For a Kronecker strategy the identity is taken per factor (the workload's
+    Gram matrix is never formed); None when the identity's error is 0 or not finite.
+    """
+    if G is not None:
+        ident = float(np.trace(G))
+    else:
+        ident = unit_error(KroneckerMatrix([sp.identity(f.shape[1], format="csr") for f in A.factors]), W, p)
+    return float(E / ident) if math.isfinite(ident) and ident > 0 and math.isfinite(E) else None

@@ -482,3 +482,18 @@ def test_a_solver_given_to_a_closed_form_method_is_noted(caplog, monkeypatch):
 def test_from_matrix_refuses_a_spec_that_is_not_a_string():
     with pytest.raises(InputError, match="spec must be a string"):
         from_matrix(np.eye(2), spec=5)
+
+
+def test_strategies_record_their_ratio_to_the_identity_and_warn_when_far_worse(caplog, monkeypatch):
+    """E_p(identity) = trace(W^T W): n(n+1)/2 for prefix:n, its square for prefix:n*prefix:n (per factor, never formed)."""
+    log = logging.getLogger("strategy_opt")
+    monkeypatch.setattr(log, "handlers", [caplog.handler])
+    monkeypatch.setattr(log, "propagate", False)
+    with caplog.at_level(logging.WARNING, logger="strategy_opt"):
+        flat = so.solve("prefix:64", privacy="pure", method="fourier")
+        kron = so.solve("prefix:16*prefix:16", privacy="pure", method="hierarchical")
+        so.solve("prefix:64", privacy="pure", method="identity")
+    assert flat.meta["ratio_to_identity"] == pytest.approx(flat.meta["unit_total_squared_error"] / (64 * 65 / 2), rel=1e-12)
+    assert kron.meta["ratio_to_identity"] == pytest.approx(kron.meta["unit_total_squared_error"] / (16 * 17 / 2) ** 2, rel=1e-12)
+    warned = [r.getMessage() for r in caplog.records if "times the identity's" in r.getMessage()]
+    assert flat.meta["ratio_to_identity"] > 2 and len(warned) == 1 and warned[0].startswith("fourier: this strategy's E_1 is")
