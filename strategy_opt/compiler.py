@@ -32,6 +32,7 @@ from .defaults import EIG_RTOL, FILE_FORMAT_VERSION
 from .error import ErrorProfile, KroneckerMatrix, log_svd_bound, sensitivity, unit_error
 from .exceptions import InputError
 from .problem import Problem
+from .progress import PROGRESS_MIN_N
 from .pure_bound import compile_lower_bound
 from .strategy import Strategy
 
@@ -39,8 +40,6 @@ __all__ = ["compile_strategy", "strategy_from_gram", "finite_or_none"]
 
 log = logging.getLogger("strategy_opt")
 
-#: `compile_strategy` says what it is doing from this many cells on (its dense checks take seconds there).
-PROGRESS_MIN_N = 1024
 #: A strategy this many times worse than the identity is warned about (the identity answers every workload).
 IDENTITY_WARNING_RATIO = 2.0
 

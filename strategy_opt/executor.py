@@ -40,6 +40,7 @@ from .certificates import gram_factor
 from .error import ErrorProfile, KroneckerMatrix, as_strategy_matrix, sensitivity
 from .exceptions import InputError, PrecisionError
 from .privacy import Privacy
+from .progress import PROGRESS_MIN_N
 from .resources import require_memory
 from .strategy import Strategy
 from .workload import IntervalWorkload, Kronecker, Union, Workload
@@ -553,6 +554,8 @@ def run(
     )
     sampler = release_sampler(sampler, rng)
     prof = None
+    if workload.n >= PROGRESS_MIN_N:
+        log.info("run: checking that the %d x %d strategy supports the workload", *A.shape)
     if workload.n <= MAX_DENSE_N:
         G = workload.gram()
         check_measured_cells(A, workload, np.diag(G))
@@ -562,6 +565,8 @@ def run(
         check_measured_cells(A, workload)
         log.warning("domain of %d cells: only measured cells are checked (not full support); intervals are omitted", workload.n)
     y, scale = measure(A, x, privacy, rng=rng, sampler=sampler)
+    if workload.n >= PROGRESS_MIN_N or estimator != "ls":
+        log.info("run: %d noisy strategy answers drawn; reconstructing %d cells (%s)", A.shape[0], workload.n, estimator)
     if estimator == "ls" and prof is not None:
         x_hat = prof.solve_normal(np.asarray(A.T @ y).ravel())
     else:

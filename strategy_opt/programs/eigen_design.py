@@ -769,6 +769,7 @@ def eigen_design(problem: Problem):
     design.eigen = design.gram = None  # the eigen-queries and the design Gram (n x n each) are not needed past here
     if want_cert:
         tc = time.perf_counter()
+        log.info("eigen-design: computing the dual certificate (a lower bound on every strategy's error)")
         lower, kind = _certificate(A_min, design.total_gram, factor), "dual-certificate"
         extra["certificate_seconds"] = time.perf_counter() - tc
     del factor

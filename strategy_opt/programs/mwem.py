@@ -46,6 +46,7 @@ import scipy.sparse as sp
 from ..exceptions import InputError
 from ..executor import Release, check_noise_resolution, measure, release_sampler
 from ..privacy import Privacy, PureDP
+from ..progress import Progress
 from ..registry import register_release
 from ..workload import ExplicitWorkload, IntervalWorkload, Kronecker, Union, Workload
 
@@ -194,7 +195,9 @@ def _mwem(x: np.ndarray, workload: Workload, epsilon: float, rng, sampler: str |
     true_answers = workload.matvec(x)
     measured: list[tuple[np.ndarray, np.ndarray, float]] = []
     scale = 0.0
-    for _ in range(rounds):
+    progress = Progress()
+    for t in range(rounds):
+        progress("mwem: round %d of %d", t + 1, rounds)
         score = np.abs(workload.matvec(A) - true_answers)
         i = _select(score, delta_w, share.epsilon, gen, sampler)
         idx, val = _row(workload, i)

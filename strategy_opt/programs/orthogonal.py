@@ -68,6 +68,7 @@ from ..compiler import compile_strategy
 from ..defaults import MAX_DENSE_N
 from ..exceptions import InputError, OptionError, SolverError
 from ..problem import Problem
+from ..progress import Progress
 from ..registry import register_method
 
 __all__ = ["orthogonal", "om_blocks", "independent_rows"]
@@ -109,9 +110,11 @@ def independent_rows(W: sp.csr_matrix, rng: np.random.Generator) -> np.ndarray:
     order = rng.permutation(m)
     basis = np.zeros((n, min(m, n)))
     kept: list[int] = []
+    progress = Progress()
     for start in range(0, m, _CHUNK):
         if len(kept) == n:
             break
+        progress("orthogonal: %d of %d queries visited, %d independent so far", start, m, len(kept))
         idx = order[start : start + _CHUNK]
         C = W[idx].toarray()
         norms = np.linalg.norm(C, axis=1)
@@ -273,6 +276,7 @@ def om_strategy(workload, seed: int = 0) -> tuple[sp.csr_matrix, dict]:
     W = _workload_matrix(workload)
     if W.nnz == 0:
         raise InputError("orthogonal: the workload matrix is all zeros")
+    log.info("orthogonal: choosing independent queries of the %d x %d workload (Algorithm 2)", *W.shape)
     blocks, r = om_blocks(W, np.random.default_rng(seed))
     residual = _check_decomposition(W, blocks)
     if residual > 1e-6:

@@ -204,6 +204,7 @@ def svd_approx(problem: Problem):
     if not isinstance(refine, (bool, np.bool_)):
         raise OptionError(f"option refine must be true or false, got {refine!r}")
     G = W.gram()
+    log.info("svd-approx: eigendecomposition of the %d x %d Gram matrix (Thm 3.8)%s", n, n, ", then the min-L1 rotation (Program 3.4.3)" if refine else "")
     # the strategy does not depend on G's scale; its search (smoothing, step sizes) is tuned for
     # mean diagonal 1 (on a workload scaled by 1e30 it ended 22% worse)
     A, lam, V = svd_factor(G / gram_unit(G))

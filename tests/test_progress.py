@@ -1,0 +1,48 @@
+"""Progress lines of long loops and phases (the brief: progress output on long solves)."""
+
+import logging
+
+import numpy as np
+import pytest
+
+import strategy_opt.progress as progress
+from strategy_opt.api import solve
+from strategy_opt.executor import run
+from strategy_opt.privacy import PureDP
+from strategy_opt.programs.mwem import mwem
+from strategy_opt.workload import prefix
+
+
+@pytest.fixture
+def lines(caplog, monkeypatch):
+    log = logging.getLogger("strategy_opt")  # a CLI call in an earlier test may have stopped its propagation
+    monkeypatch.setattr(log, "handlers", [caplog.handler])
+    monkeypatch.setattr(log, "propagate", False)
+    monkeypatch.setattr(progress, "PROGRESS_SECONDS", 0.0)  # every loop step is due
+    caplog.set_level(logging.INFO, logger="strategy_opt")
+    return lambda: [r.getMessage() for r in caplog.records]
+
+
+def test_progress_logs_only_when_due(lines):
+    ticks = progress.Progress(every=3600.0)
+    ticks("never %d", 1)
+    progress.Progress()("now %d", 2)
+    assert lines() == ["now 2"]
+
+
+def test_orthogonal_and_mwem_report_their_loops(lines):
+    solve("prefix:64", privacy="pure", method="orthogonal")
+    mwem(np.arange(16.0), prefix(16), PureDP(1.0), rng=0, rounds=3)
+    text = lines()
+    assert any(line.startswith("orthogonal: choosing independent queries of the 64 x 64 workload") for line in text)
+    assert any("queries visited" in line for line in text)
+    assert [line for line in text if line.startswith("mwem: round")] == ["mwem: round 1 of 3", "mwem: round 2 of 3", "mwem: round 3 of 3"]
+
+
+def test_compiler_and_run_name_their_phases_from_1024_cells(lines):
+    s = solve("prefix:1024", privacy="pure", method="identity")
+    run(s, np.ones(1024), prefix(1024), PureDP(1.0), rng=0)
+    text = lines()
+    assert "identity: checking the 1024 x 1024 strategy (completion, support, error, lower bound)" in text
+    assert "run: checking that the 1024 x 1024 strategy supports the workload" in text
+    assert "run: 1024 noisy strategy answers drawn; reconstructing 1024 cells (ls)" in text
