@@ -40,6 +40,7 @@ from .workload import ExplicitWorkload, Kronecker, Union, Workload, _check_dense
 
 __all__ = [
     "as_strategy_matrix",
+    "kronecker_factors",
     "sensitivity",
     "ErrorProfile",
     "unit_error",
@@ -90,15 +91,82 @@ class KroneckerMatrix:
 
     Error analysis on Kronecker (or unions of Kronecker) workloads with the
     same factor domains uses the factors and never forms the product.
+
+    Parameters
+    ----------
+    factors : sequence of ndarray or sparse matrix
+    product : sparse matrix, optional
+        The product as stored in a file, when the factors were read off it
+        (`kronecker_factors`): `tocsr` returns it as stored, bit for bit, while
+        the error analysis uses the factors (equal to it within rounding).
     """
 
-    def __init__(self, factors):
+    def __init__(self, factors, product=None):
         self.factors = list(factors)
         self.shape = (int(np.prod([f.shape[0] for f in self.factors])), int(np.prod([f.shape[1] for f in self.factors])))
+        self.product = product
 
     def tocsr(self) -> sp.csr_matrix:
         """The product as a sparse CSR matrix."""
+        if self.product is not None:
+            return sp.csr_matrix(self.product)
         return sp.csr_matrix(reduce(lambda a, b: sp.kron(a, b, format="csr"), [sp.csr_matrix(f) for f in self.factors]))
+
+
+#: `kronecker_factors`: largest entry difference from the stored product, relative to its largest entry.
+KRON_RTOL = 1e-12
+
+
+def kronecker_factors(A, shapes) -> KroneckerMatrix | None:
+    """The factors of a flat matrix that is their Kronecker product (within rounding), else None.
+
+    A strategy file stores a Kronecker strategy as its (sparse) product with
+    the factors' shapes in ``meta['kronecker_factor_shapes']``; reading it
+    back as factors keeps its error analysis per factor (256 x 256 cells would
+    otherwise need a dense 65536 x 65536 matrix). Each factor is read off one
+    block of the product; the product of the factors must have A's non-zero
+    pattern and its entries within `KRON_RTOL` of A's largest. The result
+    keeps A itself as its ``product`` (what `KroneckerMatrix.tocsr`, hashing,
+    writing and running use).
+
+    Examples
+    --------
+    >>> K = kronecker_factors(sp.kron(np.tril(np.ones((3, 3))), 2.0 * np.eye(2)), [[3, 3], [2, 2]])
+    >>> [f.shape for f in K.factors]
+    [(3, 3), (2, 2)]
+    >>> kronecker_factors(np.arange(1.0, 5.0).reshape(2, 2), [[1, 2], [2, 1]]) is None  # [[1, 2], [3, 4]]: not a product
+    True
+    """
+    if not isinstance(shapes, list) or len(shapes) < 2:
+        return None
+    if any(not isinstance(s, list) or len(s) != 2 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in s) for s in shapes):
+        return None
+    A = sp.csr_matrix(A)
+    if (math.prod(s[0] for s in shapes), math.prod(s[1] for s in shapes)) != A.shape or A.nnz == 0:
+        return None
+    factors, rest = [], A
+    for p1, n1 in shapes[:-1]:
+        p2, n2 = rest.shape[0] // p1, rest.shape[1] // n1
+        coo = rest.tocoo()
+        if coo.nnz == 0:
+            return None
+        i1, kr = divmod(int(coo.row[0]), p2)
+        j1, kc = divmod(int(coo.col[0]), n2)
+        block = sp.csr_matrix(rest[i1 * p2 : (i1 + 1) * p2, j1 * n2 : (j1 + 1) * n2])
+        factors.append(sp.csr_matrix(rest[kr::p2, kc::n2] / block[kr, kc]))
+        rest = block
+    factors.append(rest)
+    product = KroneckerMatrix(factors).tocsr()
+    product.eliminate_zeros()
+    product.sort_indices()
+    flat = A.copy()
+    flat.eliminate_zeros()
+    flat.sort_indices()
+    if not (np.array_equal(product.indptr, flat.indptr) and np.array_equal(product.indices, flat.indices)):
+        return None
+    if np.abs(product.data - flat.data).max() > KRON_RTOL * np.abs(flat.data).max():
+        return None
+    return KroneckerMatrix(factors, product=A)
 
 
 def _check_values(dtype, data, shape, what: str) -> None:

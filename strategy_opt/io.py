@@ -67,7 +67,7 @@ import scipy.io
 import scipy.sparse as sp
 
 from .defaults import DECIMAL_PATTERN, FILE_FORMAT_VERSION
-from .error import KroneckerMatrix
+from .error import KroneckerMatrix, kronecker_factors
 from .exceptions import InputError
 from .resources import require_memory
 from .strategy import Strategy
@@ -854,6 +854,8 @@ def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
             _check_seal(path, suffix, meta)
         _verify_hashes(A, meta, path)
     _check_claims(A, meta, path)
+    if "kronecker_factor_shapes" in meta:  # its error analysis per factor, as when it was solved
+        A = kronecker_factors(A, meta["kronecker_factor_shapes"]) or A
     return Strategy(A, meta)
 
 

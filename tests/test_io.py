@@ -339,3 +339,48 @@ def test_a_csv_strategy_does_not_take_another_csvs_metadata_file(tmp_path):
         sio.write_strategy(Strategy(2 * np.eye(3), {}), tmp_path / "s.CSV")
     assert sio.read_strategy(tmp_path / "s.csv").matrix.tolist() == np.eye(3).tolist()  # its seal still holds
     sio.write_strategy(s, tmp_path / "s.csv")  # rewriting the same file is fine
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".mtx", ".csv"])
+def test_a_kronecker_strategy_is_read_back_as_its_factors(tmp_path, suffix):
+    """Files store the product; reading takes the factors off it (error analysis per factor), the product stays bit for bit."""
+    from strategy_opt.error import KroneckerMatrix, unit_error
+    from strategy_opt.spec import parse_spec
+
+    for spec, method in (("prefix:8*prefix:4", "hierarchical"), ("all-range:8*prefix:8", "auto")):  # auto: p-identity's float factors
+        s = so.solve(spec, privacy="pure", method=method)
+        assert isinstance(s.matrix, KroneckerMatrix)
+        f = tmp_path / f"k{suffix}"
+        sio.write_strategy(s, f)
+        back = sio.read_strategy(f)
+        assert isinstance(back.matrix, KroneckerMatrix) and len(back.matrix.factors) == 2
+        assert sio.content_hash(back.matrix) == back.meta["content_sha256"]
+        assert unit_error(back.matrix, parse_spec(spec), 1) == pytest.approx(s.meta["unit_total_squared_error"], rel=1e-12)
+        sio.write_strategy(back, tmp_path / f"again{suffix}")  # export: the same bytes of matrix
+        assert sio.read_strategy(tmp_path / f"again{suffix}").meta["content_sha256"] == back.meta["content_sha256"]
+
+
+def test_factors_are_taken_only_off_a_true_product(tmp_path):
+    from strategy_opt.error import KroneckerMatrix
+
+    A = np.arange(1.0, 17.0).reshape(4, 4)  # not a Kronecker product of 2 x 2 factors
+    np.savez(tmp_path / "h.npz", A=A, meta=json.dumps({"kronecker_factor_shapes": [[2, 2], [2, 2]]}))
+    back = sio.read_strategy(tmp_path / "h.npz")
+    assert not isinstance(back.matrix, KroneckerMatrix) and np.array_equal(back.dense(), A)
+
+
+def test_error_of_a_2d_strategy_file_beyond_the_dense_limit(tmp_path, capsys):
+    """150 x 150 = 22500 cells: refused before (a dense 22500^2 matrix); per factor, E(H x H; P x P) = E(H; P)^2."""
+    from strategy_opt.cli import main
+    from strategy_opt.error import unit_error
+    from strategy_opt.workload import prefix
+
+    f = tmp_path / "h.npz"
+    assert main(["-q", "solve", "--workload", "prefix:150*prefix:150", "--privacy", "pure", "--method", "hierarchical", "--branching", "4", "--out", str(f)]) == 0
+    capsys.readouterr()
+    assert main(["error", str(f), "--workload", "prefix:150*prefix:150", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["unit_total_squared_error"]
+    from strategy_opt.bases import hierarchical_matrix
+
+    one = unit_error(hierarchical_matrix(150, 4), prefix(150), 1)
+    assert got == pytest.approx(one**2, rel=1e-10)
