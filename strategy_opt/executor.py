@@ -38,7 +38,7 @@ from scipy.sparse.linalg import lsmr
 from .defaults import BYTES_PER_QUERY, CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL, MAX_DENSE_N, NNLS_DENSE_MAX_N, NNLS_MAX_ITER, NOISE_RESOLUTION
 from .certificates import gram_factor
 from .error import ErrorProfile, KroneckerMatrix, as_strategy_matrix, sensitivity
-from .exceptions import InputError, PrecisionError
+from .exceptions import InputError, PrecisionError, setting
 from .privacy import Privacy
 from .progress import PROGRESS_MIN_N, Progress
 from .resources import require_memory
@@ -562,6 +562,11 @@ def run(
         raise InputError("data (histogram) has negative counts; counts must be >= 0")
     if not isinstance(estimator, str) or estimator not in ESTIMATORS:
         raise InputError(f"unknown estimator {estimator!r}; use one of {', '.join(ESTIMATORS)}")
+    if estimator == "hybrid" and workload.n > MAX_DENSE_N:
+        raise InputError(
+            f"the hybrid estimator factors the workload's dense {workload.n}x{workload.n} Gram matrix, beyond {MAX_DENSE_N} cells; "
+            f"use {setting('estimator', 'ls')} or 'nnls'"
+        )
     if not isinstance(intervals, (bool, np.bool_)):
         raise InputError(f"intervals must be True or False, got {intervals!r}")
     require_memory(  # before any noise is drawn (the CLI checks this when it parses the SPEC)

@@ -64,7 +64,7 @@ __all__ = [
 def _check_dense_n(n: int, what: str) -> None:
     if n > MAX_DENSE_N:
         raise InputError(
-            f"{what} needs a dense {n}x{n} matrix ({8 * n * n / 2**30:.1f} GiB); "
+            f"{what} needs a dense {n}x{n} matrix ({format_bytes(8.0 * n * n)}); "
             f"domains above {MAX_DENSE_N} cells are not supported for this operation"
         )
 

@@ -276,3 +276,14 @@ def test_large_nnls_by_lbfgsb_reaches_the_active_set_optimum(monkeypatch):
     assert got.min() >= 0
     assert objective(got) == pytest.approx(objective(direct), rel=1e-7)
     assert np.abs(got - direct).max() < 1e-3 * np.abs(direct).max()
+
+
+def test_hybrid_beyond_the_dense_limit_is_refused_naming_the_estimators_that_run():
+    from strategy_opt.error import KroneckerMatrix
+    from strategy_opt.spec import parse_spec
+
+    W = parse_spec("prefix:150*prefix:150")  # 22500 cells
+    A = KroneckerMatrix([sp.identity(150, format="csr"), sp.identity(150, format="csr")])
+    with pytest.raises(InputError, match=r"hybrid estimator factors the workload's dense 22500x22500 Gram matrix.*estimator='ls' \(--estimator ls\) or 'nnls'"):
+        run(A, np.ones(22500), W, PureDP(1.0), estimator="hybrid", rng=0)
+    assert run(A, np.ones(22500), W, PureDP(1e6), estimator="nnls", rng=0).answers.shape == (22500,)
