@@ -335,7 +335,8 @@ def _nonneg_ls(M, b: np.ndarray, *, reduced: bool = False) -> np.ndarray:
         return 0.5 * float(r @ r) / scale, (Mt @ r) / scale
 
     def report(x):
-        progress("nnls: L-BFGS-B on %d cells, objective %.8g", n, objective(x)[0] * scale)
+        if progress.due():  # the objective costs two sparse products: only when a line is due
+            log.info("nnls: L-BFGS-B on %d cells, objective %.8g", n, objective(x)[0] * scale)
 
     log.info("non-negative least squares on a %d x %d system (L-BFGS-B from the clipped least-squares estimate)", *M.shape)
     x0 = np.clip(_least_squares(M, b), 0.0, None)
