@@ -299,7 +299,7 @@ def _run_hint(args, data: dict, spec: str) -> str:
 
 
 def _options_overridden(args, data: dict, options: dict) -> str | None:
-    """Drop the problem file's options that belong to a method, objective or workload a flag replaced.
+    """Drop the problem file's options that belong to a method or objective a flag replaced.
 
     Flags override the file (CLI.md); the file's ``[options]`` were written for
     its own method (``branching`` for ``hierarchical``) and objective
