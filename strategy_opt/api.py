@@ -25,6 +25,9 @@ __all__ = ["solve", "error_report", "as_workload"]
 
 log = logging.getLogger("strategy_opt")
 
+#: `solve` warns about a strategy this many times worse than the identity (which answers every workload).
+IDENTITY_WARNING_RATIO = 2.0
+
 NOTIONS = ("pure", "approx")
 
 
@@ -164,14 +167,24 @@ def solve(
     strategy.meta.setdefault("total_seconds", time.perf_counter() - t0)
     if solver is not None and strategy.meta.get("solver") == "closed-form":
         log.info("method %r is a closed form: solver profile %r not used", method, profile.name)
+    ratio = strategy.meta.get("ratio_to_identity")
+    if ratio is not None and ratio >= IDENTITY_WARNING_RATIO and objective == "total" and strategy.meta.get("auto_choice", method) != "identity":
+        # here, for the strategy returned: not for each candidate auto compares and drops
+        log.warning(
+            "%s: this strategy's E_%d is %.3g times the identity's on %s; the identity (or method auto) does better here",
+            method, problem.p, ratio, workload.spec,
+        )
     strategy.fingerprint = matrix_fingerprint(strategy.matrix)  # write_strategy refuses a matrix changed since
     return strategy
 
 
-def _names_files(spec: str) -> bool:
-    """Whether a SPEC that may not parse has ``file:`` atoms (False for a malformed one)."""
+def _uncheckable(recorded: str) -> bool:
+    """Whether a recorded workload that does not parse may stand unchecked: it names ``file:`` atoms
+    (a moved file) or is a label, not SPEC syntax (``'matrix'``, which `solve` records for a matrix)."""
+    if ":" not in recorded:
+        return True
     try:
-        return bool(file_paths(spec))
+        return bool(file_paths(recorded))
     except InputError:
         return False
 
@@ -209,7 +222,7 @@ def checked_hand_written(strategy: Strategy, where) -> Strategy:
         try:
             workload = parse_spec(recorded, operation=None)
         except InputError as exc:
-            if not _names_files(recorded):  # not a moved workload file (whose claims stay unchecked): a bad SPEC
+            if not _uncheckable(recorded):  # SPEC syntax that does not parse
                 raise InputError(f"{where}: metadata records workload {recorded!r:.80}, which is not a SPEC ({exc})") from None
     if workload is not None:
         try:  # the recorded workload must be one this matrix answers

@@ -292,9 +292,9 @@ def _cmd_solve(args) -> int:
 def _run_hint(args, data: dict, spec: str) -> str:
     """The ``run`` command that answers the problem file's data at its budget (solve computes the strategy only)."""
     parts = ["strategy-opt run", shlex.quote(args.out or "STRATEGY"), "--data", shlex.quote(os.path.normpath(data["data"]) if "data" in data else "DATA"), "--workload", shlex.quote(spec)]
-    parts += ["--epsilon", f"{data['epsilon']:g}" if "epsilon" in data else "EPSILON"]
+    parts += ["--epsilon", repr(float(data["epsilon"])) if "epsilon" in data else "EPSILON"]  # every digit: the file's budget, not a rounded one
     if "delta" in data:
-        parts += ["--delta", f"{data['delta']:g}"]
+        parts += ["--delta", repr(float(data["delta"]))]
     return f"problem file {args.problem}: its data/epsilon/delta are for answering; run: {' '.join(parts)} --out ANSWERS.csv"
 
 

@@ -40,9 +40,6 @@ __all__ = ["compile_strategy", "strategy_from_gram", "finite_or_none"]
 
 log = logging.getLogger("strategy_opt")
 
-#: A strategy this many times worse than the identity is warned about (the identity answers every workload).
-IDENTITY_WARNING_RATIO = 2.0
-
 #: Product domains up to this many cells also try completing a Kronecker strategy's product (`_completed_l1`).
 FLAT_COMPLETION_MAX_N = 1024
 #: Identity shares tried when a strategy misses directions the workload needs (`supported_strategy`).
@@ -302,11 +299,6 @@ def compile_strategy(
     ratio = _ratio_to_identity(A, W, problem.p, G, E)
     if ratio is not None:
         meta["ratio_to_identity"] = ratio
-        if ratio >= IDENTITY_WARNING_RATIO and method != "identity":
-            log.warning(
-                "%s: this strategy's E_%d is %.3g times the identity's on %s; the identity (or method auto) does better here",
-                method, problem.p, ratio, W.spec,
-            )
     if extra:
         meta.update(extra)
     meta["compile_seconds"] = time.perf_counter() - t0

@@ -141,7 +141,9 @@ def kronecker_factors(A, shapes) -> KroneckerMatrix | None:
         return None
     if any(not isinstance(s, list) or len(s) != 2 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in s) for s in shapes):
         return None
-    A = sp.csr_matrix(A)
+    stored = A
+    A = sp.csr_matrix(A, copy=True)
+    A.eliminate_zeros()  # a stored zero is no pivot
     if (math.prod(s[0] for s in shapes), math.prod(s[1] for s in shapes)) != A.shape or A.nnz == 0:
         return None
     factors, rest = [], A
@@ -159,14 +161,12 @@ def kronecker_factors(A, shapes) -> KroneckerMatrix | None:
     product = KroneckerMatrix(factors).tocsr()
     product.eliminate_zeros()
     product.sort_indices()
-    flat = A.copy()
-    flat.eliminate_zeros()
-    flat.sort_indices()
-    if not (np.array_equal(product.indptr, flat.indptr) and np.array_equal(product.indices, flat.indices)):
+    A.sort_indices()
+    if not (np.array_equal(product.indptr, A.indptr) and np.array_equal(product.indices, A.indices)):
         return None
-    if np.abs(product.data - flat.data).max() > KRON_RTOL * np.abs(flat.data).max():
+    if np.abs(product.data - A.data).max() > KRON_RTOL * np.abs(A.data).max():
         return None
-    return KroneckerMatrix(factors, product=A)
+    return KroneckerMatrix(factors, product=stored)
 
 
 def _check_values(dtype, data, shape, what: str) -> None:

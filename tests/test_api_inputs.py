@@ -497,3 +497,8 @@ def test_strategies_record_their_ratio_to_the_identity_and_warn_when_far_worse(c
     assert kron.meta["ratio_to_identity"] == pytest.approx(kron.meta["unit_total_squared_error"] / (16 * 17 / 2) ** 2, rel=1e-12)
     warned = [r.getMessage() for r in caplog.records if "times the identity's" in r.getMessage()]
     assert flat.meta["ratio_to_identity"] > 2 and len(warned) == 1 and warned[0].startswith("fourier: this strategy's E_1 is")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="strategy_opt"):  # candidates auto compares and drops are not warned about
+        for privacy in ("pure", "approx"):
+            assert so.solve("identity:64", privacy=privacy, method="auto").meta["ratio_to_identity"] == pytest.approx(1.0)
+    assert not [r for r in caplog.records if "times the identity's" in r.getMessage()]

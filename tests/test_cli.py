@@ -294,12 +294,14 @@ def test_solve_prints_the_run_command_for_a_problem_files_data(tmp_path, capsys,
 
     (tmp_path / "probs").mkdir()
     np.save(tmp_path / "probs" / "x.npy", np.arange(8.0))
-    (tmp_path / "probs" / "p.toml").write_text('workload = "prefix:8"\nprivacy = "approx"\nmethod = "identity"\ndata = "x.npy"\nepsilon = 1e6\ndelta = 1e-9\n')
+    (tmp_path / "probs" / "p.toml").write_text('workload = "prefix:8"\nprivacy = "approx"\nmethod = "identity"\ndata = "x.npy"\nepsilon = 1234567.891\ndelta = 1.23456789e-9\n')
     monkeypatch.chdir(tmp_path)
     assert cli("solve", "probs/p.toml", "--out", "s.npz") == 0
     hint = next(line for line in capsys.readouterr().err.splitlines() if "are for answering" in line)
     command = shlex.split(hint.split("; run: ")[1])
-    assert command[:2] == ["strategy-opt", "run"] and "--delta" in command and Path(command[command.index("--data") + 1]).resolve() == tmp_path / "probs" / "x.npy"
+    assert command[:2] == ["strategy-opt", "run"] and Path(command[command.index("--data") + 1]).resolve() == tmp_path / "probs" / "x.npy"
+    # every digit of the file's budget (6 significant digits would spend more than it allows)
+    assert command[command.index("--epsilon") + 1] == "1234567.891" and command[command.index("--delta") + 1] == "1.23456789e-09"
     assert cli(*command[1:-2], "--seed", "0", "--out", "a.npy") == 0
     assert np.allclose(np.load(tmp_path / "a.npy"), np.cumsum(np.arange(8.0)), atol=1e-2)
 

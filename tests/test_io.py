@@ -1,6 +1,7 @@
 """Strategy files: layouts of CLI.md, round trips, atomic writes, corruption, no pickles."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -384,3 +385,21 @@ def test_error_of_a_2d_strategy_file_beyond_the_dense_limit(tmp_path, capsys):
 
     one = unit_error(hierarchical_matrix(150, 4), prefix(150), 1)
     assert got == pytest.approx(one**2, rel=1e-10)
+
+
+def test_a_stored_zero_is_no_pivot_for_the_factors():
+    from strategy_opt.error import KroneckerMatrix, kronecker_factors
+
+    A = sp.coo_matrix(sp.kron(np.array([[0.0, 1.0], [1.0, 1.0]]), np.array([[1.0, 2.0], [0.0, 3.0]])))
+    stored = sp.coo_matrix((np.append(0.0, A.data), (np.append(0, A.row), np.append(0, A.col))), shape=A.shape)  # an explicit 0 at (0, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no division by the stored zero
+        K = kronecker_factors(stored, [[2, 2], [2, 2]])
+    assert isinstance(K, KroneckerMatrix) and np.allclose(sp.kron(*K.factors).toarray(), A.toarray())
+
+
+def test_a_workload_label_in_hand_written_metadata_stays_unchecked(tmp_path):
+    """solve records 'matrix' for a workload given as a matrix: a label, not SPEC syntax."""
+    s = Strategy(np.eye(6), {"privacy": "pure", "workload": "matrix", "unit_total_squared_error": 21.0})
+    sio.write_strategy(s, tmp_path / "m.npz")
+    assert sio.read_strategy(tmp_path / "m.npz").meta["unchecked_fields"] == ["unit_total_squared_error"]

@@ -267,11 +267,12 @@ def test_cli_online_names_the_flag_of_an_impossible_requirement(tmp_path, capsys
     [
         ("\ufeffhalf_width,confidence\n10,0.9\n20,0.8\n", None),  # a byte-order mark is read
         ("confidence,half_width\n0.9,10\n0.8,20\n", None),  # columns in either order
-        ("half_width,confidence\n10,0.9\n20\n", "row 3 has 1 fields, not 2"),
-        ("half_width,confidence\n10,0.9\n20,0.8,5\n", "row 3 has 3 fields, not 2"),
-        ("half_width,confidence\n1_0,0.9\n20,0.8\n", "row 2: half_width must be a decimal number, got '1_0'"),
+        ("half_width,confidence\n10,0.9\n20\n", "line 3 has 1 fields, not 2"),
+        ("half_width,confidence\n10,0.9\n20,0.8,5\n", "line 3 has 3 fields, not 2"),
+        ("half_width,confidence\n1_0,0.9\n20,0.8\n", "line 2: half_width must be a decimal number, got '1_0'"),
         ("hw,conf\n10,0.9\n20,0.8\n", "expected the header 'half_width,confidence', got 'hw,conf'"),
-        ("half_width,confidence\n10,0.9\n20,1.5\n", "row 3: confidence must be in (0, 1), got 1.5"),
+        ("half_width,confidence\n10,0.9\n20,1.5\n", "line 3: confidence must be in (0, 1), got 1.5"),
+        ("confidence,half_width\n0.9,50\n\n0.95,1e400\n", "line 4: half_width must be a positive finite number, got inf"),  # a blank line counts
     ],
 )
 def test_cli_online_requirements_file_rows(tmp_path, capsys, text, message):

@@ -95,8 +95,8 @@ def _float(text):
 DECIMAL_NUMBER = re.compile(DECIMAL_PATTERN)
 
 
-def _requirement_rows(path: Path, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(half_width, confidence)`` per query from a CSV with header ``half_width,confidence``, one row per query."""
+def _requirement_rows(path: Path, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(half_width, confidence, line)`` per query from a CSV with header ``half_width,confidence``, one row per query."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:  # a byte-order mark is not part of the header
             rows = list(csv.reader(fh))
@@ -104,21 +104,21 @@ def _requirement_rows(path: Path, m: int) -> tuple[np.ndarray, np.ndarray]:
         raise InputError(f"requirements file not found: {path}") from None
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise InputError(f"cannot read {path}: {exc}") from None
-    rows = [r for r in rows if r]  # blank lines
-    header = [c.strip() for c in rows[0]] if rows else []
+    numbered = [(line, r) for line, r in enumerate(rows, start=1) if r]  # blank lines skipped, line numbers kept
+    header = [c.strip() for c in numbered[0][1]] if numbered else []
     if sorted(header) != ["confidence", "half_width"]:
-        raise InputError(f"{path}: expected the header 'half_width,confidence', got {','.join(rows[0]) if rows else 'an empty file'!r:.80}")
-    if len(rows) - 1 != m:
-        raise InputError(f"{path}: {len(rows) - 1} requirement rows for {m} queries; give one row per query")
-    values = np.empty((m, 2))
-    for i, row in enumerate(rows[1:]):
+        raise InputError(f"{path}: expected the header 'half_width,confidence', got {','.join(numbered[0][1]) if numbered else 'an empty file'!r:.80}")
+    if len(numbered) - 1 != m:
+        raise InputError(f"{path}: {len(numbered) - 1} requirement rows for {m} queries; give one row per query")
+    values, lines = np.empty((m, 2)), np.array([line for line, _ in numbered[1:]], dtype=int)
+    for i, (line, row) in enumerate(numbered[1:]):
         if len(row) != 2:
-            raise InputError(f"{path}: row {i + 2} has {len(row)} fields, not 2 ({','.join(header)})")
+            raise InputError(f"{path}: line {line} has {len(row)} fields, not 2 ({','.join(header)})")
         for j, text in enumerate(row):
             if not DECIMAL_NUMBER.fullmatch(text.strip()):
-                raise InputError(f"{path}: row {i + 2}: {header[j]} must be a decimal number, got {text.strip()!r:.40}")
+                raise InputError(f"{path}: line {line}: {header[j]} must be a decimal number, got {text.strip()!r:.40}")
             values[i, j] = float(text)
-    return values[:, header.index("half_width")], values[:, header.index("confidence")]
+    return values[:, header.index("half_width")], values[:, header.index("confidence")], lines
 
 
 def _requirements(args, m: int, scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -135,10 +135,10 @@ def _requirements(args, m: int, scales: np.ndarray) -> tuple[np.ndarray, np.ndar
     if args.requirements and args.confidence is not None:
         raise InputError("--confidence goes with --half-width; with --requirements each row gives its confidence")
     if args.requirements:
-        hw, conf = _requirement_rows(Path(args.requirements), m)
+        hw, conf, lines = _requirement_rows(Path(args.requirements), m)
 
         def where(i: int) -> str:
-            return f"{args.requirements}: row {i + 2}:"
+            return f"{args.requirements}: line {lines[i]}:"
     elif args.half_width is not None:
         confidence = 0.95 if args.confidence is None else args.confidence
         if not (math.isfinite(args.half_width) and args.half_width > 0):
