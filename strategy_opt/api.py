@@ -225,15 +225,17 @@ def checked_hand_written(strategy: Strategy, where) -> Strategy:
             if not _uncheckable(recorded):  # SPEC syntax that does not parse
                 raise InputError(f"{where}: metadata records workload {recorded!r:.80}, which is not a SPEC ({exc})") from None
     if workload is not None:
-        try:  # the recorded workload must be one this matrix answers
+        check_claims = bool(claims) and privacy in ("pure", "approx")
+        try:  # the recorded workload must be one this matrix answers (error_report checks its support too)
             if workload.n != strategy.shape[1]:
                 raise InputError(f"it has {workload.n} cells and the matrix {strategy.shape[1]} columns")
-            if workload.n <= MAX_DENSE_N and not supports(strategy.matrix, workload):
+            if check_claims:
+                error = error_report(strategy, workload, privacy)["unit_total_squared_error"]
+            elif workload.n <= MAX_DENSE_N and not supports(strategy.matrix, workload):
                 raise InputError("the matrix does not support it (W A+ A != W)")
         except InputError as exc:
             raise InputError(f"{where}: metadata records workload {recorded!r}, but {exc}") from None
-        if claims and privacy in ("pure", "approx"):
-            error = error_report(strategy, workload, privacy)["unit_total_squared_error"]
+        if check_claims:
             stated = claims.get("unit_total_squared_error")
             if stated is not None and error is not None and not math.isclose(stated, error, rel_tol=1e-6):
                 raise InputError(f"{where}: metadata states unit_total_squared_error {stated!r} but the matrix gives {error:.10g} on {recorded!r} ({privacy})")
@@ -279,7 +281,7 @@ def error_report(strategy: Strategy, workload, privacy: str | None = None) -> di
         A bad strategy, workload or privacy; a strategy whose columns are not
         the workload's cells, or that does not support the workload.
     """
-    from .error import ErrorProfile, KroneckerMatrix, _kron_parts, log_svd_bound, sensitivity
+    from .error import ErrorProfile, KroneckerMatrix, _kron_parts, check_columns, log_svd_bound, sensitivity
 
     if not isinstance(strategy, Strategy):
         strategy = Strategy(strategy)
@@ -290,8 +292,7 @@ def error_report(strategy: Strategy, workload, privacy: str | None = None) -> di
     privacy = _check_notion(privacy)
     p = 1 if privacy == "pure" else 2
     A = strategy.matrix
-    if A.shape[1] != W.n:
-        raise InputError(f"strategy has {A.shape[1]} columns but the workload has {W.n} cells")
+    check_columns(A, W)
     sens = sensitivity(A, p)
     max_var = None
     kparts = _kron_parts(A, W)

@@ -40,6 +40,7 @@ from .workload import ExplicitWorkload, Kronecker, Union, Workload, _check_dense
 
 __all__ = [
     "as_strategy_matrix",
+    "check_columns",
     "kronecker_factors",
     "sensitivity",
     "ErrorProfile",
@@ -415,7 +416,7 @@ class ErrorProfile:
             raise InputError(f"{what} does not support the workload (W A+ A != W: {gap}{_CUTOFF}); {hint}")
 
 
-def _check_columns(A, workload: Workload) -> None:
+def check_columns(A, workload: Workload) -> None:
     """Refuse a strategy whose number of columns is not the workload's number of cells."""
     if A.shape[1] != workload.n:
         raise InputError(f"strategy has {A.shape[1]} columns but the workload has {workload.n} cells")
@@ -462,7 +463,7 @@ def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = Non
         If A does not support W or the shapes do not match.
     """
     A, workload = as_strategy_matrix(A), _check_workload(workload)
-    _check_columns(A, workload)
+    check_columns(A, workload)
     kparts = _kron_parts(A, workload)
     if kparts is not None:
         profiles = [ErrorProfile(f) for f in A.factors]
@@ -497,7 +498,7 @@ def per_query_variances(A, workload: Workload, p: int, noise_variance_factor: fl
     (they sum to `unit_error`).
     """
     A, workload = as_strategy_matrix(A), _check_workload(workload)
-    _check_columns(A, workload)
+    check_columns(A, workload)
     if isinstance(A, KroneckerMatrix):
         A = A.tocsr()
     prof = ErrorProfile(A)
@@ -526,7 +527,7 @@ def supports(A, workload: Workload) -> bool:
     False
     """
     A, workload = as_strategy_matrix(A), _check_workload(workload)
-    _check_columns(A, workload)
+    check_columns(A, workload)
     if isinstance(A, KroneckerMatrix):
         A = A.tocsr()
     return ErrorProfile(A).support_gap(workload.gram(), workload) is None

@@ -37,7 +37,7 @@ from scipy.sparse.linalg import lsmr
 
 from .defaults import BYTES_PER_QUERY, CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL, MAX_DENSE_N, NNLS_DENSE_MAX_N, NNLS_MAX_ITER, NOISE_RESOLUTION
 from .certificates import gram_factor
-from .error import ErrorProfile, KroneckerMatrix, as_strategy_matrix, sensitivity
+from .error import ErrorProfile, KroneckerMatrix, as_strategy_matrix, check_columns, sensitivity
 from .exceptions import InputError, PrecisionError, setting
 from .privacy import Privacy
 from .progress import PROGRESS_MIN_N, Progress
@@ -101,15 +101,11 @@ def _as_operator_matrix(A):
     return A.tocsr() if isinstance(A, KroneckerMatrix) else A
 
 
-#: What fixes the length of each vector `_check_vector` checks.
-_EXPECTED = {"data": "the strategy's columns number", "noisy answers y": "the strategy's rows number", "answers": "the workload's queries number"}
-
-
-def _check_vector(v, size: int, what: str) -> np.ndarray:
-    """``v`` as a finite float vector of ``size`` entries (a column or row of that size is flattened)."""
-    v = _as_histogram(v) if what == "data" else _as_real(v, what).ravel()
+def _check_vector(v, size: int, what: str, sized_by: str) -> np.ndarray:
+    """``v`` as a finite float vector of ``size`` entries (a column or row of that size is flattened); ``sized_by`` says what fixes the size."""
+    v = _as_real(v, what).ravel()
     if v.size != size:
-        raise InputError(f"{what} has {v.size} entries but {_EXPECTED[what]} {size}")
+        raise InputError(f"{what} has {v.size} entries but {sized_by} {size}")
     if not np.all(np.isfinite(v)):
         raise InputError(f"{what} contains NaN or infinite values")
     return v
@@ -258,7 +254,7 @@ def measure(
     A = _as_operator_matrix(A)
     if not isinstance(privacy, Privacy):
         raise InputError(f"privacy must be PureDP(epsilon) or ApproxDP(epsilon, delta), got {privacy!r}")
-    x = _check_vector(x, A.shape[1], "data")
+    x = _check_vector(_as_histogram(x), A.shape[1], "data", "the strategy's columns number")
     sampler = resolve_sampler(sampler, rng)
     delta_A = sensitivity(A, privacy.p)
     if not math.isfinite(delta_A):
@@ -362,7 +358,7 @@ def reconstruct(A, y: np.ndarray, estimator: str = "ls", workload: Workload | No
         Required for ``hybrid``.
     """
     A = _as_operator_matrix(A)
-    y = _check_vector(y, A.shape[0], "noisy answers y")
+    y = _check_vector(y, A.shape[0], "noisy answers y", "the strategy's rows number")
     if estimator == "ls":
         return _least_squares(A, y)
     if estimator == "nnls":
@@ -392,9 +388,8 @@ def answer_intervals(A, workload: Workload, privacy: Privacy, answers: np.ndarra
     for a dense error profile.
     """
     A = _as_operator_matrix(A)
-    if A.shape[1] != workload.n:
-        raise InputError(f"strategy has {A.shape[1]} columns but the workload has {workload.n} cells")
-    answers = _check_vector(answers, workload.m, "answers")
+    check_columns(A, workload)
+    answers = _check_vector(answers, workload.m, "answers", "the workload's queries number")
     prof = profile
     if prof is None:
         try:
@@ -553,8 +548,7 @@ def run(
         strategy = Strategy(strategy)  # checks the matrix: 2-D, real, finite
     A = _as_operator_matrix(strategy)
     x = _as_histogram(x, workload.domain)
-    if A.shape[1] != workload.n:
-        raise InputError(f"strategy has {A.shape[1]} columns but the workload has {workload.n} cells")
+    check_columns(A, workload)
     if x.size != workload.n:
         raise InputError(f"data has {x.size} cells but the workload has {workload.n}")
     if not np.all(np.isfinite(x)):

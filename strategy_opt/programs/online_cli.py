@@ -45,6 +45,7 @@ import numpy as np
 
 from ..defaults import DECIMAL_PATTERN
 from ..exceptions import InputError
+from ..progress import Progress
 from ..registry import register_subcommand
 
 __all__ = ["register"]
@@ -52,8 +53,6 @@ __all__ = ["register"]
 log = logging.getLogger("strategy_opt")
 
 _MATRIX_SUFFIXES = (".npy", ".npz", ".mtx", ".csv")
-#: Seconds between progress messages.
-_PROGRESS_SECONDS = 5.0
 
 EPILOG = """
 output (.csv): query,answer,lower,upper,source,alpha,spent -- source is history (free), fresh
@@ -91,10 +90,6 @@ def _float(text):
     return number(text)
 
 
-#: A number in a requirements file: ASCII decimal or exponent notation (``float`` also reads ``1_0`` as 10).
-DECIMAL_NUMBER = re.compile(DECIMAL_PATTERN)
-
-
 def _requirement_rows(path: Path, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(half_width, confidence, line)`` per query from a CSV with header ``half_width,confidence``, one row per query."""
     try:
@@ -115,7 +110,7 @@ def _requirement_rows(path: Path, m: int) -> tuple[np.ndarray, np.ndarray, np.nd
         if len(row) != 2:
             raise InputError(f"{path}: line {line} has {len(row)} fields, not 2 ({','.join(header)})")
         for j, text in enumerate(row):
-            if not DECIMAL_NUMBER.fullmatch(text.strip()):
+            if not re.fullmatch(DECIMAL_PATTERN, text.strip()):  # ASCII decimals (float also reads 1_0 as 10)
                 raise InputError(f"{path}: line {line}: {header[j]} must be a decimal number, got {text.strip()!r:.40}")
             values[i, j] = float(text)
     return values[:, header.index("half_width")], values[:, header.index("confidence")], lines
@@ -185,7 +180,7 @@ def _write(path: Path, results, provenance: dict) -> None:
 
 
 def _cmd_online(args) -> int:
-    from ..cli import naming_data
+    from ..cli import _sampler, naming_data
     from ..io import check_answers_path, read_histogram
     from ..online import OnlineAnswerer
     from ..spec import file_paths
@@ -206,19 +201,15 @@ def _cmd_online(args) -> int:
     if args.fuse and args.inference != "wls":
         raise InputError(f"--fuse needs --inference wls (got --inference {args.inference})")
     hw, conf = _requirements(args, Q.shape[0], np.asarray(abs(Q).max(axis=1).todense()).ravel())
-    sampler = args.sampler or ("simulate" if args.seed is not None else "opendp")
-    if sampler == "opendp" and args.seed is not None:
-        raise InputError("--seed cannot be used with --sampler opendp (its noise is not seedable); use --sampler simulate")
+    sampler, _ = _sampler(args)
     answerer = OnlineAnswerer(x, args.budget, inference=args.inference, fuse=args.fuse, rng=args.seed, sampler=sampler)
     results = []
-    t0 = last = time.perf_counter()
+    t0 = time.perf_counter()
+    progress = Progress()
     with naming_data(args.data):
         for i in range(Q.shape[0]):
             results.append(answerer.answer(Q[i].toarray().ravel(), hw[i], conf[i]))
-            now = time.perf_counter()
-            if now - last >= _PROGRESS_SECONDS:
-                log.info("query %d/%d: spent %.6g of %.6g; %s", i + 1, Q.shape[0], answerer.spent, answerer.budget, answerer.counts)
-                last = now
+            progress("query %d/%d: spent %.6g of %.6g; %s", i + 1, Q.shape[0], answerer.spent, answerer.budget, answerer.counts)
     c = answerer.counts
     provenance = {
         "command": "online",
