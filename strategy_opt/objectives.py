@@ -96,11 +96,16 @@ def _relative_weights(u, weights):
     return np.asarray(weights, dtype=float)
 
 
-def _builtin():
-    import cvxpy as cp
+def _cvxpy():
+    """cvxpy, imported when a convex program first needs it (not at CLI start-up)."""
+    import cvxpy
 
-    _add_builtin(Objective("total", "sum of per-query variances (total squared error)", lambda u, w=None: float(np.sum(u)), lambda u, w=None: cp.sum(u)))
-    _add_builtin(Objective("max", "largest per-query variance (min-max strategy)", lambda u, w=None: float(np.max(u)), lambda u, w=None: cp.max(u)))
+    return cvxpy
+
+
+def _builtin():
+    _add_builtin(Objective("total", "sum of per-query variances (total squared error)", lambda u, w=None: float(np.sum(u)), lambda u, w=None: _cvxpy().sum(u)))
+    _add_builtin(Objective("max", "largest per-query variance (min-max strategy)", lambda u, w=None: float(np.max(u)), lambda u, w=None: _cvxpy().max(u)))
     _add_builtin(
         Objective(
             "weighted",

@@ -36,7 +36,9 @@ def test_loss_matches_the_strategy_and_finite_differences():
         assert g[i] == pytest.approx(fd, rel=1e-5, abs=1e-6 * abs(f))
 
 
-def test_support_loss_matches_the_dense_loss():
+@pytest.mark.parametrize("share", [0.0, 2.0], ids=["dense-array", "sparse-array"])
+def test_support_loss_matches_the_dense_loss(share, monkeypatch):
+    monkeypatch.setattr("strategy_opt.programs.pidentity.DENSE_SUPPORT_SHARE", share)
     n = 48
     G = prefix(n).gram()
     T0 = np.vstack([hat_rows(n, 6), hat_rows(n, 24)])
@@ -263,7 +265,7 @@ def test_what_stopped_each_start_is_recorded_and_a_cut_best_start_warned_once(ca
     assert all(v["stopped_by"] in ("converged", "time", "iterations", "lbfgsb") for d in starts.values() for v in d.values())
     with caplog.at_level(logging.WARNING, logger="strategy_opt"):
         # p-identity itself: under auto-pure a loaded machine can leave the cut p-identity behind the hierarchy
-        cut = solve("prefix:256", privacy="pure", method="p-identity", solver=replace(load_profile("native"), time_limit=1.0))
+        cut = solve("prefix:256", privacy="pure", method="p-identity", solver=replace(load_profile("native"), time_limit=0.2))
     best = cut.meta["starts"][cut.meta["start"]]
     warned = [r.getMessage() for r in caplog.records if "time budget stopped the best start" in r.getMessage()]
     assert best["stopped_by"] == "time"  # its starts need seconds: 0.1 s cuts both hat starts
