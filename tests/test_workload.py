@@ -529,3 +529,13 @@ def test_a_query_whose_squares_underflow_is_named_in_a_warning(sparse):
         log.setLevel(saved[1])
     assert tiny == ["workload 'tiny': 2 queries (row 2 first) with entries too small for float64 (squared norm 0) count as zero queries; rescale them if they matter"]
     np.testing.assert_array_equal(G, np.delete(W, [2, 4], axis=0).T @ np.delete(W, [2, 4], axis=0))
+
+
+def test_interval_gram_is_computed_once_read_only_and_equals_w_transpose_w():
+    W = random_range(90, 40, seed=5)
+    G = W.gram()
+    M = W.matrix().toarray()
+    np.testing.assert_array_equal(G, M.T @ M)  # integer counts: exact
+    assert W.gram() is G and not G.flags.writeable
+    with pytest.raises(ValueError):
+        G[0, 0] = 1.0
