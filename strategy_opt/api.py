@@ -308,11 +308,12 @@ def error_report(strategy: Strategy, workload, privacy: str | None = None) -> di
         if isinstance(A, KroneckerMatrix):
             A = A.tocsr()
         prof = ErrorProfile(A)
-        G = W.gram()
-        prof.check_support(G, workload=W)
-        E = sens**2 * prof.trace_with(G)
+        G = None if prof.full_rank else W.gram()  # full column rank supports every workload
+        if G is not None:
+            prof.check_support(G, workload=W)
+        E = sens**2 * prof.workload_trace(W, G)  # from diag(W^T W) alone when A^T A is diagonal
         try:  # rows are the true queries even where the Gram is rescaled (all-predicate)
-            max_var = float(W.query_variances(prof.pinv()).max()) * sens**2
+            max_var = float(prof.query_variances(W).max()) * sens**2
         except InputError:  # too many queries to enumerate; the total is still exact
             max_var = None
     log_E = math.log(E) + W.log_scale if E > 0 else -math.inf

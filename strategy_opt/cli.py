@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
-from .defaults import CONFIDENCE, DECIMAL_PATTERN, DEFAULT_DELTA
+from .defaults import CONFIDENCE, DECIMAL_PATTERN, DEFAULT_DELTA, DIAGONAL_METHODS
 from .exceptions import InputError, PrecisionError, SolverError
 
 log = logging.getLogger("strategy_opt")
@@ -257,7 +257,8 @@ def _cmd_solve(args) -> int:
     if not workload:
         raise InputError("no workload: give --workload SPEC or a PROBLEM.toml with a 'workload'")
     spec = absolute_file_paths(workload)  # recorded: valid from any directory
-    workload = parse_spec(spec, operation="solve")
+    method = args.method or data.get("method", "auto")
+    workload = parse_spec(spec, operation="solve-diagonal" if method in DIAGONAL_METHODS else "solve")
     options = dict(data.get("options", {}))
     _refuse_reserved(options, _SOLVE_ARGUMENTS, f"problem file {args.problem}: [options]")
     unused = _options_overridden(args, data, options)
@@ -270,7 +271,7 @@ def _cmd_solve(args) -> int:
     strategy = solve(
         workload,
         privacy=args.privacy or data.get("privacy", "approx"),
-        method=args.method or data.get("method", "auto"),
+        method=method,
         objective=args.objective or data.get("objective", "total"),
         solver=args.solver if args.solver is not None else data.get("solver"),  # "" is refused, not the default
         **options,
@@ -418,11 +419,13 @@ def _warn_unverified(strategy, args, notion: str) -> None:
 
 def _cmd_error(args) -> int:
     from .api import error_report
+    from .error import diagonal_inverse
     from .io import read_strategy
     from .spec import parse_spec
 
-    workload = parse_spec(args.workload, operation="error")
     strategy = read_strategy(args.strategy)
+    diagonal = diagonal_inverse(strategy.matrix) is not None  # the identity's analysis needs no n x n matrix
+    workload = parse_spec(args.workload, operation="error-diagonal" if diagonal else "error")
     equivalent = _check_recorded_workload(strategy, workload, args.workload, args.force)
     privacy = _privacy_notion(strategy, args)
     t0 = time.perf_counter()
@@ -578,7 +581,8 @@ def _cmd_release(args) -> int:
     info = get_release(args.method)
     strategy_method = args.method in methods() and info.func is methods()[args.method].func
     # a strategy method solves (dense n x n work); a data-dependent one needs the workload and its queries
-    workload = parse_spec(args.workload, operation="release" if strategy_method else "release-data")
+    operation = "release-data" if not strategy_method else "release-diagonal" if args.method in DIAGONAL_METHODS else "release"
+    workload = parse_spec(args.workload, operation=operation)
     if not strategy_method:
         workload = _grid_from_data(args, workload)
     notion = args.privacy or ("approx" if args.delta is not None else "pure")

@@ -149,7 +149,7 @@ def supported_strategy(A, workload, p: int, profile: ErrorProfile | None, what: 
     as it is, or is a Kronecker strategy, whose support is checked per factor).
     Raises the support check's `InputError` (naming ``what``) when no share helps.
     """
-    if profile is None:
+    if profile is None or profile.full_rank:  # a full-column-rank strategy supports every workload
         return A, profile, None
     G = workload.gram()
     try:
@@ -243,7 +243,9 @@ def compile_strategy(
         log.info("%s: checking the %d x %d strategy (completion, support, error, lower bound)", method, *A.shape)
     A, completed, profile = final_strategy(A, problem.p, W)
     A, profile, repair = supported_strategy(A, W, problem.p, profile, what=f"the {method} strategy")
-    G = None if isinstance(A, KroneckerMatrix) else W.gram()  # Kronecker strategies are analysed per factor
+    # Kronecker strategies are analysed per factor, strategies with diagonal A^T A from diag(W^T W): no Gram matrix
+    diagonal = profile is not None and profile.inverse_diagonal is not None
+    G = None if isinstance(A, KroneckerMatrix) or diagonal else W.gram()
     E = unit_error(A, W, problem.p, profile=profile)
     log_scale = W.log_scale
     log_E = (math.log(E) + log_scale) if E > 0 else -math.inf
@@ -311,8 +313,8 @@ def _ratio_to_identity(A, W, p: int, G, E: float) -> float | None:
     For a Kronecker strategy the identity is taken per factor (the workload's
     Gram matrix is never formed); None when the identity's error is 0 or not finite.
     """
-    if G is not None:
-        ident = float(np.trace(G))
+    if not isinstance(A, KroneckerMatrix):
+        ident = float(np.trace(G)) if G is not None else float(W.gram_diagonal().sum())
     else:
         ident = unit_error(KroneckerMatrix([sp.identity(f.shape[1], format="csr") for f in A.factors]), W, p)
     return float(E / ident) if math.isfinite(ident) and ident > 0 and math.isfinite(E) else None

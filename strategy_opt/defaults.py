@@ -17,6 +17,9 @@ MAX_MATRIX_ENTRIES = 50_000_000
 
 #: Largest domain size n for which an n x n dense Gram matrix is formed.
 MAX_DENSE_N = 20_000
+#: Methods whose strategy has a diagonal A^T A (no row touches two cells): solved, analysed and
+#: run on flat domains of any size, with no n x n matrix (`strategy_opt.error.diagonal_inverse`).
+DIAGONAL_METHODS = frozenset({"identity"})
 
 #: Strategies with at most this many entries are reconstructed with dense lstsq;
 #: larger or sparse strategies use LSMR.

@@ -44,6 +44,7 @@ __all__ = [
     "kronecker_factors",
     "sensitivity",
     "ErrorProfile",
+    "diagonal_inverse",
     "unit_error",
     "expected_total_error",
     "per_query_variances",
@@ -229,6 +230,42 @@ def as_strategy_matrix(M, what: str = "strategy matrix"):
     return A if A.dtype == np.float64 else A.astype(np.float64)
 
 
+def diagonal_inverse(A) -> np.ndarray | None:
+    """``1 / diag(A^T A)`` when no row of A has two non-zeros and every column is measured, else None.
+
+    Then ``A^T A`` is diagonal and positive, A has full column rank and
+    ``(A^T A)^+ = diag(1 / d)``: seen from A's rows in O(nnz), so the identity
+    on a million cells needs no n x n matrix. None too when a squared column
+    norm leaves float64's range (`ErrorProfile` says why).
+
+    Examples
+    --------
+    >>> diagonal_inverse(np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 0.0]])).tolist()
+    [0.2, 1.0]
+    >>> diagonal_inverse(np.array([[1.0, 1.0], [0.0, 1.0]])) is None
+    True
+    """
+    A = as_strategy_matrix(A)
+    if isinstance(A, KroneckerMatrix):
+        A = A.tocsr()
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):
+        if sp.issparse(A):
+            A = sp.csr_matrix(A, copy=True)
+            A.sum_duplicates()
+            A.eliminate_zeros()
+            if A.nnz == 0 or np.diff(A.indptr).max() > 1:
+                return None
+            d = np.asarray(A.multiply(A).sum(axis=0)).ravel()
+        else:
+            if A.size == 0 or np.count_nonzero(A, axis=1).max() > 1:
+                return None
+            d = np.einsum("ij,ij->j", A, A)
+        inv = 1.0 / d
+    if d.min() > 0 and d.max() >= TINY_GRAM and np.all(np.isfinite(d)) and np.all(np.isfinite(inv)):
+        return inv
+    return None
+
+
 def _gram_of(A) -> np.ndarray:
     """``A^T A`` (dense); an overflow shows as infinite entries, which `ErrorProfile` reports."""
     with np.errstate(over="ignore", invalid="ignore"):
@@ -273,7 +310,9 @@ class ErrorProfile:
     Notes
     -----
     ``A^T A`` is factored once: not at all when it is diagonal and positive
-    (strategies with disjoint column supports: identity, bucket strategies),
+    (strategies with disjoint column supports: identity, bucket strategies;
+    when every row of A has at most one non-zero this is seen without forming
+    ``A^T A``, so on any number of cells),
     by Cholesky when it is positive definite (then A supports every workload),
     otherwise by an eigendecomposition whose numerically zero directions
     (``lambda <= EIG_RTOL * lambda_max``: singular values of A below
@@ -284,6 +323,12 @@ class ErrorProfile:
     def __init__(self, A):
         A = as_strategy_matrix(A)
         n = A.shape[1]
+        self.n = n
+        self._chol = self._inv_diag = None
+        self._V = self._inv_eig = self._null = self._pinv = None
+        self._inv_diag = diagonal_inverse(A)
+        if self._inv_diag is not None:
+            return
         _check_dense_n(n, "error analysis of this strategy")
         AtA = _gram_of(A)
         if not np.all(np.isfinite(AtA)):
@@ -292,9 +337,6 @@ class ErrorProfile:
                 "strategy matrix contains NaN or infinite entries" if not finite
                 else "strategy entries are too large for error analysis in float64 (A^T A overflows); rescale the strategy (its error does not depend on scale)"
             )
-        self.n = n
-        self._chol = self._inv_diag = None
-        self._V = self._inv_eig = self._null = self._pinv = None
         d = np.diag(AtA)
         if d.max() < TINY_GRAM and (A.count_nonzero() if sp.issparse(A) else np.count_nonzero(A)):
             raise InputError(f"strategy entries are too small for error analysis in float64 (largest column norm^2 {d.max():.3g}); rescale the strategy (its error does not depend on scale)")
@@ -316,6 +358,23 @@ class ErrorProfile:
             self._V = V[:, keep]
             self._inv_eig = 1.0 / lam[keep]
             self._null = V[:, ~keep]
+
+    @property
+    def inverse_diagonal(self) -> np.ndarray | None:
+        """``1 / diag(A^T A)`` when ``A^T A`` is diagonal (then ``(A^T A)^+ = diag(1 / d)``), else None."""
+        return self._inv_diag
+
+    def query_variances(self, workload: Workload) -> np.ndarray:
+        """``w_i (A^T A)^+ w_i^T`` for every query (no n x n matrix when ``A^T A`` is diagonal)."""
+        if self._inv_diag is not None:
+            return workload.diagonal_query_variances(self._inv_diag)
+        return workload.query_variances(self.pinv())
+
+    def workload_trace(self, workload: Workload, G: np.ndarray | None = None) -> float:
+        """``trace(W^T W (A^T A)^+)``; from ``diag(W^T W)`` alone when ``A^T A`` is diagonal, else from G (default ``workload.gram()``)."""
+        if self._inv_diag is not None:
+            return float(workload.gram_diagonal() @ self._inv_diag)
+        return self.trace_with(workload.gram() if G is None else G)
 
     @property
     def null_space(self) -> np.ndarray:
@@ -478,8 +537,10 @@ def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = Non
         return sensitivity(A, p) ** 2 * total
     if isinstance(A, KroneckerMatrix):
         A = A.tocsr()
-    G = workload.gram()
     prof = profile if profile is not None else ErrorProfile(A)
+    if prof.inverse_diagonal is not None:  # full column rank: supports W, and only diag(W^T W) enters
+        return sensitivity(A, p) ** 2 * prof.workload_trace(workload)
+    G = workload.gram()
     prof.check_support(G, workload=workload)
     return sensitivity(A, p) ** 2 * prof.trace_with(G)
 
@@ -502,8 +563,9 @@ def per_query_variances(A, workload: Workload, p: int, noise_variance_factor: fl
     if isinstance(A, KroneckerMatrix):
         A = A.tocsr()
     prof = ErrorProfile(A)
-    prof.check_support(workload.gram(), workload=workload)
-    return noise_variance_factor * sensitivity(A, p) ** 2 * workload.query_variances(prof.pinv())
+    if not prof.full_rank:
+        prof.check_support(workload.gram(), workload=workload)
+    return noise_variance_factor * sensitivity(A, p) ** 2 * prof.query_variances(workload)
 
 
 def supports(A, workload: Workload) -> bool:
@@ -530,7 +592,8 @@ def supports(A, workload: Workload) -> bool:
     check_columns(A, workload)
     if isinstance(A, KroneckerMatrix):
         A = A.tocsr()
-    return ErrorProfile(A).support_gap(workload.gram(), workload) is None
+    prof = ErrorProfile(A)
+    return prof.full_rank or prof.support_gap(workload.gram(), workload) is None
 
 
 def _log_nuclear(workload: Workload) -> float:

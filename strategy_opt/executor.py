@@ -37,13 +37,13 @@ from scipy.sparse.linalg import lsmr
 
 from .defaults import BYTES_PER_QUERY, CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL, MAX_DENSE_N, NNLS_DENSE_MAX_N, NNLS_MAX_ITER, NOISE_RESOLUTION
 from .certificates import gram_factor
-from .error import ErrorProfile, KroneckerMatrix, as_strategy_matrix, check_columns, sensitivity
+from .error import ErrorProfile, KroneckerMatrix, as_strategy_matrix, check_columns, diagonal_inverse, sensitivity
 from .exceptions import InputError, PrecisionError, setting
 from .privacy import Privacy
 from .progress import PROGRESS_MIN_N, Progress
 from .resources import require_memory
 from .strategy import Strategy
-from .workload import IntervalWorkload, Kronecker, Union, Workload
+from .workload import Workload
 
 __all__ = [
     "Release",
@@ -397,31 +397,12 @@ def answer_intervals(A, workload: Workload, privacy: Privacy, answers: np.ndarra
         except InputError:
             log.warning("domain too large for per-query intervals; intervals omitted")
             return None, None
-    var = privacy.noise_variance(sensitivity(A, privacy.p)) * workload.query_variances(prof.pinv())
+    var = privacy.noise_variance(sensitivity(A, privacy.p)) * prof.query_variances(workload)
     z = NormalDist().inv_cdf(0.5 + level / 2)
     if privacy.p == 1:
         z = max(z, -math.log1p(-level) / math.sqrt(2.0))
     half = z * np.sqrt(np.clip(var, 0, None))
     return answers - half, answers + half
-
-
-def _cell_weights(workload: Workload) -> np.ndarray:
-    """Squared column norms of W (``diag(W^T W)``) without forming W or its Gram matrix."""
-    if isinstance(workload, IntervalWorkload):
-        lo, hi = workload.intervals
-        d = np.zeros(workload.n + 1)
-        np.add.at(d, lo, 1.0)
-        np.add.at(d, hi + 1, -1.0)
-        return np.cumsum(d)[: workload.n]
-    if isinstance(workload, Kronecker):
-        out = np.ones(1)
-        for f in workload.factors:
-            out = np.kron(out, _cell_weights(f))
-        return out
-    if isinstance(workload, Union):
-        return sum(w**2 * _cell_weights(p) for w, p in zip(workload.weights, workload.parts))
-    M = workload.matrix()
-    return np.asarray(M.multiply(M).sum(axis=0)).ravel()
 
 
 def check_measured_cells(A, workload: Workload, cell_weights: np.ndarray | None = None) -> None:
@@ -445,7 +426,7 @@ def check_measured_cells(A, workload: Workload, cell_weights: np.ndarray | None 
         return
     if cell_weights is None:
         try:
-            cell_weights = _cell_weights(workload)
+            cell_weights = workload.gram_diagonal()
         except InputError:  # a workload too large to build whose structure is not known here
             log.warning("strategy has %d all-zero columns; could not check that the workload never queries them", unmeasured.size)
             return
@@ -571,7 +552,9 @@ def run(
     prof = None
     if workload.n >= PROGRESS_MIN_N:
         log.info("run: checking that the %d x %d strategy supports the workload", *A.shape)
-    if workload.n <= MAX_DENSE_N:
+    if diagonal_inverse(A) is not None:  # A^T A diagonal and positive (the identity): full support, no n x n matrix
+        prof = ErrorProfile(A)
+    elif workload.n <= MAX_DENSE_N:
         G = workload.gram()
         check_measured_cells(A, workload, np.diag(G))
         prof = ErrorProfile(A)

@@ -37,7 +37,11 @@ from .exceptions import InputError
 __all__ = ["available_memory", "format_bytes", "require_memory", "psd_solver_bytes", "WorkloadSize", "operation_bytes", "OPERATIONS"]
 
 #: Operations whose memory `operation_bytes` estimates (``None``: building only).
-OPERATIONS = (None, "solve", "error", "run", "release", "release-data")
+OPERATIONS = (None, "solve", "error", "run", "release", "release-data", "solve-diagonal", "error-diagonal", "release-diagonal")
+
+#: Bytes per cell of the work on a strategy with diagonal ``A^T A`` (the identity as a
+#: sparse matrix, its checked copies, ``diag(W^T W)`` and the inverse diagonal).
+DIAGONAL_BYTES_PER_CELL = 256
 
 _SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
 
@@ -251,9 +255,11 @@ def operation_bytes(size: WorkloadSize, operation: str | None) -> tuple[float, s
     Parameters
     ----------
     size : WorkloadSize
-    operation : {None, 'solve', 'error', 'run', 'release', 'release-data'}
+    operation : {None, 'solve', 'error', 'run', 'release', 'release-data', 'solve-diagonal', 'error-diagonal', 'release-diagonal'}
         ``None`` counts only building the workload; ``release-data`` is a
-        data-dependent release (no dense n x n work).
+        data-dependent release (no dense n x n work); the ``-diagonal``
+        operations concern a strategy with diagonal ``A^T A`` (the identity),
+        analysed in O(n) memory (`DIAGONAL_BYTES_PER_CELL`).
 
     Returns
     -------
@@ -272,7 +278,12 @@ def operation_bytes(size: WorkloadSize, operation: str | None) -> tuple[float, s
     terms = [(size.build_bytes, "building the workload")]
     if operation is not None:
         n = size.n
-        dense = operation != "release-data"  # dawa, mwem: sparse or structured work (GreedyH's dense Gram only to 4096 cells)
+        diagonal = operation.endswith("-diagonal")
+        if diagonal:
+            terms.append((DIAGONAL_BYTES_PER_CELL * float(n), f"the {n:,}-cell diagonal strategy ({DIAGONAL_BYTES_PER_CELL} bytes per cell)"))
+            operation = operation.removesuffix("-diagonal")
+        # dawa, mwem: sparse or structured work (GreedyH's dense Gram only to 4096 cells); a diagonal strategy: O(n)
+        dense = operation != "release-data" and not diagonal
         if dense and (n <= MAX_DENSE_N or (operation != "run" and not size.kron_blocks)):
             # run skips the dense support check above MAX_DENSE_N; solve/error need it
             terms.append((_dense_bytes(n), f"{DENSE_WORK_COPIES} dense {n}x{n} matrices ({format_bytes(8.0 * n * n)} each)"))

@@ -1,6 +1,7 @@
 """The command line: contract of CLI.md, exit codes, one-line errors, no partial output."""
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -334,3 +335,41 @@ def test_a_profile_name_is_looked_up_even_beside_a_directory_of_that_name(tmp_pa
     (tmp_path / "scs").mkdir()
     assert cli("-q", "solve", "--workload", "prefix:8", "--method", "minerror-l2", "--solver", "scs", "--json") == 0
     assert json.loads(capsys.readouterr().out)["solver_profile"]["name"] == "scs"
+
+
+def test_identity_on_flat_domains_beyond_the_dense_limit(tmp_path, capsys):
+    """solve, error, run and release with the identity on a 2-D file workload of 160 x 160 = 25600 cells
+    (above the 20000-cell dense limit; it was refused as needing 6 dense 25600 x 25600 matrices):
+    E_1 = ||W||_F^2, answers and Laplace intervals (half-width 2.118 * sqrt(2) / eps * ||w_i||) by hand."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(7)
+    side, m = 160, 40
+    rows, cols = [], []
+    for i in range(m):
+        r0, c0 = rng.integers(0, side, 2)
+        r1, c1 = min(side, r0 + rng.integers(1, 30)), min(side, c0 + rng.integers(1, 30))
+        rr, cc = np.meshgrid(np.arange(r0, r1), np.arange(c0, c1), indexing="ij")
+        rows += [i] * rr.size
+        cols += list((rr * side + cc).ravel())
+    W = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(m, side * side))
+    sp.save_npz(tmp_path / "w.npz", W)
+    x = rng.poisson(4.0, (side, side)).astype(float)
+    np.save(tmp_path / "x.npy", x)
+    spec = f"file:{tmp_path / 'w.npz'}"
+    norms = np.asarray(W.sum(axis=1)).ravel()  # 0/1 rows: ||w_i||^2 = row sum
+    assert cli("-q", "solve", "--workload", spec, "--privacy", "pure", "--method", "identity", "--out", tmp_path / "i.npz") == 0
+    capsys.readouterr()
+    assert cli("error", tmp_path / "i.npz", "--workload", spec, "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["unit_total_squared_error"] == norms.sum()
+    assert report["max_query_variance"] == norms.max()
+    eps = 1e4
+    for args in (("run", tmp_path / "i.npz"), ("release", "--method", "identity")):
+        out = tmp_path / f"{args[0]}.csv"
+        assert cli("-q", *args, "--workload", spec, "--data", tmp_path / "x.npy", "--epsilon", eps, "--seed", 1, "--out", out) == 0
+        got = np.genfromtxt(out, delimiter=",", names=True)
+        np.testing.assert_allclose(got["answer"], W @ x.ravel(), atol=1.0)  # noise sd sqrt(2 * 841) / 1e4 < 0.01
+        half = 0.5 * (got["upper"] - got["lower"])
+        # (upper - lower) / 2 of answers ~1e3 keeps ~1e-11 of a half-width ~5e-3
+        np.testing.assert_allclose(half, math.log(20.0) / math.sqrt(2.0) * math.sqrt(2.0) / eps * np.sqrt(norms), rtol=1e-9)

@@ -3,12 +3,14 @@
 import math
 
 import numpy as np
+import scipy.sparse as sp
 import pytest
 
 from strategy_opt.bases import hierarchical_matrix, wavelet_matrix
 from strategy_opt.error import (
     ErrorProfile,
     KroneckerMatrix,
+    diagonal_inverse,
     log_svd_bound,
     per_query_variances,
     sensitivity,
@@ -246,3 +248,37 @@ def test_cholesky_profile_pinv_is_the_symmetric_inverse(n):
     assert prof.full_rank
     assert np.array_equal(P, P.T)
     np.testing.assert_allclose(P, np.linalg.inv(A.T @ A), rtol=1e-9, atol=1e-12)
+
+
+def test_diagonal_inverse_sees_single_entry_rows_only():
+    A = np.array([[2.0, 0.0, 0.0], [0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 3.0]])
+    np.testing.assert_array_equal(diagonal_inverse(A), [1 / 5, 1.0, 1 / 9])
+    np.testing.assert_array_equal(diagonal_inverse(sp.csr_matrix(A)), [1 / 5, 1.0, 1 / 9])
+    assert diagonal_inverse(hierarchical_matrix(4, 2)) is None  # rows over several cells
+    assert diagonal_inverse(np.array([[1.0, 0.0], [1.0, 0.0]])) is None  # cell 1 never measured
+    # an explicit stored zero is no second entry
+    assert diagonal_inverse(sp.csr_matrix((np.array([1.0, 0.0, 1.0]), np.array([0, 1, 1]), np.array([0, 2, 3])), shape=(2, 2))) is not None
+
+
+def test_diagonal_strategies_are_analysed_beyond_the_dense_limit():
+    """Weighted identity diag(w) on 50000 cells (a dense A^T A would be 20 GB): E_1 = max(w)^2 sum_j G_jj / w_j^2,
+    with G_jj from the closed forms (prefix: n - j; all ranges: (j + 1)(n - j)) and, for a file workload, by hand."""
+    n = 50_000
+    j = np.arange(n, dtype=float)
+    w = 1.0 + (np.arange(n) % 3)
+    A = sp.diags(w, format="csr")
+    assert unit_error(A, prefix(n), 1) == pytest.approx(9.0 * np.sum((n - j) / w**2), rel=1e-12)
+    assert unit_error(A, all_range(n), 2) == pytest.approx(9.0 * np.sum((j + 1) * (n - j) / w**2), rel=1e-12)
+    rng = np.random.default_rng(4)
+    rows, cols = rng.integers(0, 30, 400), rng.integers(0, n, 400)
+    vals = rng.normal(size=400)
+    Wm = sp.csr_matrix((vals, (rows, cols)), shape=(30, n))
+    dense_rows = {}
+    for r, c, v in zip(rows, cols, vals):  # duplicates add up, as in the sparse matrix
+        dense_rows.setdefault(r, {}).setdefault(c, 0.0)
+        dense_rows[r][c] += v
+    by_hand = np.array([sum(v * v / w[c] ** 2 for c, v in dense_rows.get(r, {}).items()) for r in range(30)])
+    W = from_matrix(Wm)
+    np.testing.assert_allclose(per_query_variances(A, W, 1), 9.0 * by_hand, rtol=1e-12)
+    assert unit_error(A, W, 1) == pytest.approx(9.0 * by_hand.sum(), rel=1e-12)
+    assert supports(A, W)

@@ -282,7 +282,7 @@ def test_epsilon_delta_messages_show_the_value_as_typed(files, capsys, flag, val
 def test_huge_specs_are_refused_with_an_estimate(files, capsys, command, spec):
     d = files
     if command == "solve":
-        args = ("solve", "--workload", spec, "--method", "identity", "--out", d / "o.npz")
+        args = ("solve", "--workload", spec, "--method", "hierarchical", "--out", d / "o.npz")  # the identity needs O(n): see test_identity_on_flat_domains_beyond_the_dense_limit
     elif command == "error":
         args = ("error", d / "s.npz", "--workload", spec)
     else:
@@ -296,8 +296,11 @@ def test_huge_specs_are_refused_with_an_estimate(files, capsys, command, spec):
 def test_memory_cap_from_environment(files, capsys, monkeypatch):
     d = files
     monkeypatch.setenv("STRATEGY_OPT_MEMORY", "50M")
-    err = refused(capsys, d, "solve", "--workload", "all-range:2000", "--method", "identity", "--out", d / "o.npz", match="needs about", out=d / "o.npz")
+    err = refused(capsys, d, "solve", "--workload", "all-range:2000", "--method", "hierarchical", "--out", d / "o.npz", match="needs about", out=d / "o.npz")
     assert "192 MB" in err and "50 MB is available" in err  # 6 dense 2000x2000 float64 matrices
+    # the identity's analysis is O(n) (256 bytes per cell), not n x n: its own estimate refuses it
+    err = refused(capsys, d, "solve", "--workload", "prefix:1000000", "--method", "identity", "--out", d / "o.npz", match="needs about", out=d / "o.npz")
+    assert "272 MB" in err and "1,000,000-cell diagonal strategy" in err  # 256 MB and building prefix:1000000 (16 MB)
     monkeypatch.setenv("STRATEGY_OPT_MEMORY", "lots")
     refused(capsys, d, "solve", "--workload", "prefix:8", "--method", "identity", "--out", d / "o.npz", match="STRATEGY_OPT_MEMORY")
 

@@ -539,3 +539,24 @@ def test_interval_gram_is_computed_once_read_only_and_equals_w_transpose_w():
     assert W.gram() is G and not G.flags.writeable
     with pytest.raises(ValueError):
         G[0, 0] = 1.0
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["prefix:7", "all-range:6", "random-range:9:5:1", "identity:4", "total:5", "prefix:3*all-range:4", "marginals:2x3x2:1", "all-predicate:4", "prefix:6+all-range:6"],
+)
+def test_gram_diagonal_and_diagonal_query_variances_match_the_dense_gram(spec):
+    from strategy_opt.spec import parse_spec
+
+    W = parse_spec(spec)
+    d = np.random.default_rng(0).random(W.n)
+    np.testing.assert_allclose(W.gram_diagonal(), np.diag(W.gram()), rtol=1e-13)
+    np.testing.assert_allclose(W.diagonal_query_variances(d), W.query_variances(np.diag(d)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_explicit_gram_diagonal_is_the_squared_column_norms(sparse):
+    M = np.array([[1.0, -2.0, 0.0], [0.5, 0.0, 3.0]])
+    W = from_matrix(sp.csr_matrix(M) if sparse else M)
+    np.testing.assert_array_equal(W.gram_diagonal(), [1.25, 4.0, 9.0])
+    np.testing.assert_array_equal(W.diagonal_query_variances(np.array([1.0, 2.0, 3.0])), [1.0 + 8.0, 0.25 + 27.0])
