@@ -197,7 +197,7 @@ def check_noise_resolution(values, scale, what: str = "the exact strategy answer
     >>> check_noise_resolution([1e17], 1.0)
     Traceback (most recent call last):
     ...
-    strategy_opt.exceptions.PrecisionError: the exact strategy answers: a value reaches 2^49 = 5.6295e+14, where float64 values are 0.125 apart, too coarse for noise of scale 1 (the spacing must be at most the scale / 16): the noise would be lost in rounding; rescale the data (count in larger units) or split it into parts with smaller counts
+    strategy_opt.exceptions.PrecisionError: the exact strategy answers: a value reaches 2^49 = 5.6295e+14, where float64 values are 0.125 apart, too coarse for noise of scale 1 (the spacing must be at most the scale / 16): the noise would be lost in rounding; rescale the data (count in larger units), split it into parts with smaller counts, or spend a smaller epsilon (larger noise)
     """
     v = np.abs(np.asarray(values, dtype=float)).ravel()
     if v.size == 0:
@@ -214,7 +214,7 @@ def check_noise_resolution(values, scale, what: str = "the exact strategy answer
         raise PrecisionError(
             f"{what}: a value reaches 2^{e} = {2.0**e:.5g}, where float64 values are {np.spacing(2.0**e):.3g} apart, too coarse for noise of scale "
             f"{scale_k:.3g} (the spacing must be at most the scale / {NOISE_RESOLUTION}): the noise would be lost in rounding; "
-            "rescale the data (count in larger units) or split it into parts with smaller counts"
+            "rescale the data (count in larger units), split it into parts with smaller counts, or spend a smaller epsilon (larger noise)"
         )
 
 

@@ -156,7 +156,7 @@ class ApproxDP(Privacy):
 
         OpenDP's calibration (zCDP converted to (epsilon, delta) at the optimal
         conversion) where OpenDP's search succeeds; where it fails (epsilon
-        beyond about 1e4, or tiny epsilon with tiny delta) the analytic
+        beyond about 1e4, or epsilon and delta both about 1e-16 or below) the analytic
         Gaussian mechanism's sigma (Balle & Wang 2018), which the
         ``simulate`` sampler uses and the ``opendp`` sampler refuses to release.
         """
@@ -215,7 +215,7 @@ def _opendp_gaussian_sigma(eps: float, delta: float) -> float:
         return float(dp.binary_search_param(make, d_in=1.0, d_out=(eps, delta)))
     except dp.OpenDPException:
         # OpenDP's search fails for very large epsilon (its map overflows from ~1e5) and for
-        # very small epsilon with small delta (~1e-14); the exact analytic Gaussian
+        # epsilon and delta both ~1e-16 or below (1e-15 with 1e-15 still calibrates); the exact analytic Gaussian
         # calibration, evaluated at high precision, is used there.
         return analytic_gaussian_sigma(eps, delta)
 

@@ -106,3 +106,14 @@ def test_privacy_objects_refuse_negative_sensitivities_and_strings(make, words):
     """A negative sensitivity used to give a negative Laplace scale; numeric strings were read silently."""
     with pytest.raises(InputError, match=re.escape(words)):
         make()
+
+
+def test_where_opendp_calibrates_as_the_readme_says():
+    """README: OpenDP's calibration fails for epsilon beyond ~1e4 or epsilon and delta both ~1e-16 or below
+    (then the analytic Gaussian sigma stands in); epsilon 1e-8 with delta 1e-300 still calibrates."""
+    from strategy_opt.privacy import _opendp_gaussian_sigma, analytic_gaussian_sigma
+
+    for eps, delta in ((1e-8, 1e-300), (1e-15, 1e-15), (1.0, 1e-6)):
+        assert _opendp_gaussian_sigma(eps, delta) > analytic_gaussian_sigma(eps, delta)  # zCDP conversion: more noise
+    for eps, delta in ((1e-20, 1e-20), (1e5, 1e-9)):
+        assert _opendp_gaussian_sigma(eps, delta) == analytic_gaussian_sigma(eps, delta)
