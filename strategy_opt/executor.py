@@ -397,7 +397,12 @@ def answer_intervals(A, workload: Workload, privacy: Privacy, answers: np.ndarra
         except InputError:
             log.warning("domain too large for per-query intervals; intervals omitted")
             return None, None
-    var = privacy.noise_variance(sensitivity(A, privacy.p)) * prof.query_variances(workload)
+    try:
+        qv = prof.query_variances(workload)
+    except InputError as exc:  # queries too many to enumerate (the answers come from the implicit operator)
+        log.warning("per-query intervals omitted: %s", exc)
+        return None, None
+    var = privacy.noise_variance(sensitivity(A, privacy.p)) * qv
     z = NormalDist().inv_cdf(0.5 + level / 2)
     if privacy.p == 1:
         z = max(z, -math.log1p(-level) / math.sqrt(2.0))

@@ -804,6 +804,14 @@ class Kronecker(Workload):
     def gram_diagonal(self) -> np.ndarray:
         return reduce(np.kron, [f.gram_diagonal() for f in self.factors])
 
+    def diagonal_query_variances(self, d: np.ndarray) -> np.ndarray:
+        """Per factor when ``d`` is a Kronecker product of factor vectors (the identity's ``d = 1``):
+        ``sum_j w_ij^2 d_j = prod_k sum_j w_kj^2 d_kj``; else through the matrix."""
+        parts = _kron_vector_factors(np.asarray(d, dtype=float), [f.n for f in self.factors])
+        if parts is None:
+            return super().diagonal_query_variances(d)
+        return reduce(np.kron, [f.diagonal_query_variances(dk) for f, dk in zip(self.factors, parts)])
+
     def gram_eigh(self):
         _require_dense(self.n, "the Gram eigenvectors", 3, self.spec)
         parts = [f.gram_eigh() for f in self.factors]
@@ -858,6 +866,35 @@ def union_domain(domains: Sequence[Sequence[int]]) -> tuple[int, ...]:
     if len(shaped) > 1:
         raise InputError(f"union terms have different domains {list(shaped[0])} and {list(shaped[1])}")
     return shaped[0] if shaped else domains[0]
+
+
+def _kron_vector_factors(d: np.ndarray, sizes: list[int], rtol: float = 1e-12) -> list[np.ndarray] | None:
+    """Vectors ``d_k`` of the given sizes with ``d = d_1 kron d_2 kron ...`` (to ``rtol``), or None.
+
+    Read off the fibres through d's largest entry; the product is then
+    checked against d, so a d of any other form gives None.
+
+    Examples
+    --------
+    >>> [v.tolist() for v in _kron_vector_factors(np.kron([1.0, 2.0], [3.0, 4.0, 5.0]), [2, 3])]
+    [[0.5, 1.0], [6.0, 8.0, 10.0]]
+    >>> _kron_vector_factors(np.array([1.0, 0.0, 0.0, 1.0]), [2, 2]) is None
+    True
+    """
+    T = d.reshape(sizes)
+    pivot = np.unravel_index(int(np.argmax(np.abs(T))), T.shape)
+    top = T[pivot]
+    if top == 0:
+        return None
+    parts = []
+    for k in range(len(sizes)):
+        index = list(pivot)
+        index[k] = slice(None)
+        parts.append(T[tuple(index)] / top)
+    parts[-1] = parts[-1] * top  # the fibres each carry the pivot value once; keep it once
+    if not np.allclose(reduce(np.kron, parts), d, rtol=rtol, atol=0.0):
+        return None
+    return parts
 
 
 class Union(Workload):

@@ -560,3 +560,13 @@ def test_explicit_gram_diagonal_is_the_squared_column_norms(sparse):
     W = from_matrix(sp.csr_matrix(M) if sparse else M)
     np.testing.assert_array_equal(W.gram_diagonal(), [1.25, 4.0, 9.0])
     np.testing.assert_array_equal(W.diagonal_query_variances(np.array([1.0, 2.0, 3.0])), [1.0 + 8.0, 0.25 + 27.0])
+
+
+def test_kronecker_diagonal_query_variances_per_factor():
+    """A Kronecker d (the identity's, a weighted one) is handled per factor; any other d through the matrix."""
+    from strategy_opt.spec import parse_spec
+
+    W = parse_spec("prefix:5*all-range:4")
+    rng = np.random.default_rng(1)
+    for d in (np.ones(20), np.kron(rng.random(5) + 0.5, rng.random(4) + 0.5), rng.random(20)):
+        np.testing.assert_allclose(W.diagonal_query_variances(d), W.query_variances(np.diag(d)), rtol=1e-12)
