@@ -373,3 +373,17 @@ def test_identity_on_flat_domains_beyond_the_dense_limit(tmp_path, capsys):
         half = 0.5 * (got["upper"] - got["lower"])
         # (upper - lower) / 2 of answers ~1e3 keeps ~1e-11 of a half-width ~5e-3
         np.testing.assert_allclose(half, math.log(20.0) / math.sqrt(2.0) * math.sqrt(2.0) / eps * np.sqrt(norms), rtol=1e-9)
+
+
+def test_identity_release_on_a_large_kronecker_workload_has_intervals(tmp_path):
+    """prefix:160*prefix:160 (25600 cells; its matrix would hold 1.7e8 non-zeros): Laplace intervals of the
+    identity are 2.118 * sqrt(2) / eps * sqrt((i + 1)(j + 1)) wide for query (i, j), per factor, by hand."""
+    x = np.random.default_rng(2).poisson(3.0, (160, 160)).astype(float)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "r.csv"
+    assert cli("-q", "release", "--method", "identity", "--workload", "prefix:160*prefix:160", "--data", tmp_path / "x.npy", "--epsilon", 2, "--seed", 3, "--out", out) == 0
+    got = np.genfromtxt(out, delimiter=",", names=True)
+    i, j = np.divmod(np.arange(160 * 160), 160)
+    half = 0.5 * (got["upper"] - got["lower"])
+    np.testing.assert_allclose(half, math.log(20.0) / 2.0 * np.sqrt((i + 1.0) * (j + 1.0)), rtol=1e-9)
+    np.testing.assert_allclose(got["answer"], x.cumsum(0).cumsum(1).ravel(), atol=40 * math.sqrt(2 * 160 * 160) / 2)
