@@ -147,6 +147,8 @@ LOG_EVERY = 2.0
 MARGINALS_MAX_ATTRIBUTES = 16
 #: L-BFGS-B iterations per start of the marginals template.
 MARGINALS_MAX_ITERS = 2000
+#: p-Identity loss evaluations of at most this many ``p n^2`` run on one BLAS thread (`optimise_theta`).
+THREADED_LOSS_FLOPS = 1e9
 #: A support pattern covering at least this share of Theta is handled as a dense array
 #: (measured, one BLAS thread: dense 2.3x faster at 256 cells, share 0.37; even at
 #: 1024 cells, share 0.11-0.13; sparse 1.2-2.2x faster at 4096 cells, share 0.03-0.06).
@@ -294,13 +296,17 @@ def optimise_theta(
     SciPy's L-BFGS-B (C, since 1.15) calls BLAS on vectors of length p n; with
     OpenBLAS threads on a shared 2-core machine each such call costs
     milliseconds (measured: 19 s instead of 1.0 s for 510 iterations at
-    p n = 70). The optimiser's own steps therefore run on one BLAS thread and
-    the loss evaluations on the caller's thread count.
+    p n = 70). The optimiser's own steps therefore run on one BLAS thread, and
+    so do loss evaluations of at most `THREADED_LOSS_FLOPS` (``p n^2``): two
+    threads made them slower at every size measured (idle machine, prefix
+    templates: 0.36 vs 13.6 ms at 256 cells, 9.1 vs 20.4 ms at 1024, 239 vs
+    250 ms at 4096; auto-pure on prefix:256 took 61 s instead of 2.8 s).
+    Larger evaluations use the caller's thread count.
     """
     p, n = T0.shape
     state = {"last": time.perf_counter(), "it": 0, "f": math.inf, "stop": "lbfgsb"}
     history = collections.deque(maxlen=STALL_WINDOW + 1)  # best E_1 after each of the last iterations
-    outer = blas_threads()
+    outer = blas_threads() if p * n * n > THREADED_LOSS_FLOPS else 1
 
     if support is None:
         x0 = T0.ravel()
