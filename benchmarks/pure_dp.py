@@ -300,8 +300,8 @@ def findings(cache: dict) -> str:
         "optimum, is 3.9x below on all-range:256 (276927): it does not decide whether 5% is reachable, but no "
         "method we have gets there.",
         "",
-        "Provenance: the OPT_0 table (both columns, same run) for n = 256 and 1024 at commit 4e495c7 (after the "
-        "O(n^2) tree search of H_b and the Gram normalisation in p-identity), for n = 4096 at 8ebc75f (after the "
+        "Provenance: the OPT_0 table (both columns, same run) for n = 256 and 1024 at commit b360d3e (after the "
+        "dense-array support loss and the one-thread loss evaluations in p-identity), for n = 4096 at 8ebc75f (after the "
         "windowed convergence test and the faster support gradient in p-identity); the auto-pure column of the method tables at "
         "ac91737, before GreedyH, merged cells, the random-start fallback and those two changes joined auto-pure "
         "(on ranges and prefixes they move E_1 by at most 0.1%); the minerror-l1 table after its p-identity "
