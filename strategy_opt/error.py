@@ -324,7 +324,7 @@ class ErrorProfile:
         A = as_strategy_matrix(A)
         n = A.shape[1]
         self.n = n
-        self._chol = self._inv_diag = None
+        self._chol = None
         self._V = self._inv_eig = self._null = self._pinv = None
         self._inv_diag = diagonal_inverse(A)
         if self._inv_diag is not None:
