@@ -9,13 +9,14 @@ import time
 
 import scipy.sparse as sp
 
-from .defaults import MAX_DENSE_N
+from .defaults import BYTES_PER_QUERY, MAX_DENSE_N
 from .error import supports, unit_error
 from .exceptions import InputError
 from .io import matrix_fingerprint
 from .objectives import get_objective
 from .problem import Problem
 from .registry import get_method
+from .resources import require_memory
 from .solvers import load_profile
 from .spec import file_paths, parse_spec
 from .strategy import Strategy
@@ -313,6 +314,7 @@ def error_report(strategy: Strategy, workload, privacy: str | None = None) -> di
             prof.check_support(G, workload=W)
         E = sens**2 * prof.workload_trace(W, G)  # from diag(W^T W) alone when A^T A is diagonal
         try:  # rows are the true queries even where the Gram is rescaled (all-predicate)
+            require_memory(float(min(BYTES_PER_QUERY * W.m, 10**300)), f"the variances of the {W.m:,} queries")
             max_var = float(prof.query_variances(W).max()) * sens**2
         except InputError:  # too many queries to enumerate; the total is still exact
             max_var = None

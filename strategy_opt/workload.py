@@ -480,11 +480,15 @@ class ExplicitWorkload(Workload):
             return float(np.dot(data.ravel(), data.ravel()))
 
     def gram_diagonal(self) -> np.ndarray:
+        """The squared column norms, checked as `gram` checks the Gram matrix (overflow, entries too small)."""
         W = self._W
-        with np.errstate(over="ignore", under="ignore"):  # inf says the Gram overflows, which gram() reports
-            if sp.issparse(W):
-                return np.asarray(W.multiply(W).sum(axis=0)).ravel()
-            return np.einsum("ij,ij->j", W, W)
+        with np.errstate(over="ignore", under="ignore"):
+            d = np.asarray(W.multiply(W).sum(axis=0)).ravel() if sp.issparse(W) else np.einsum("ij,ij->j", W, W)
+        _finite_gram(d, self.spec, "diagonal of the Gram matrix W^T W")
+        if self.nnz() and d.max() < TINY_GRAM:
+            raise _entry_scale_error(self.spec, "small", f"largest squared column norm {d.max():.3g}")
+        self._warn_vanishing_rows()
+        return d
 
     def diagonal_query_variances(self, d: np.ndarray) -> np.ndarray:
         W, d = self._W, np.asarray(d, dtype=float)
@@ -611,9 +615,34 @@ class IntervalWorkload(Workload):
         return np.cumsum(steps)[: self.n]
 
     def diagonal_query_variances(self, d: np.ndarray) -> np.ndarray:
+        """Interval sums of d over dyadic blocks (no differences of prefix sums: no cancellation), O((m + n) log n).
+
+        Prefix sums lose every digit of a query's sum when a huge d_j precedes
+        it (d = 1e18 in one cell, 1 elsewhere: the other queries came out 0).
+        Each interval is split into at most 2 log2(n) aligned blocks of 2^k
+        cells, whose sums of the non-negative d are formed by pairwise addition.
+        """
+        d = np.asarray(d, dtype=float)
         lo, hi = self.intervals
-        c = np.concatenate([[0.0], np.cumsum(np.asarray(d, dtype=float))])
-        return c[hi + 1] - c[lo]
+        levels, offsets, block = [d], [0], d
+        while block.size > 1:  # level k: sums of the aligned blocks of 2^k cells
+            offsets.append(offsets[-1] + block.size)
+            block = block[: block.size // 2 * 2].reshape(-1, 2).sum(axis=1)
+            levels.append(block)
+        sums = np.concatenate(levels)
+        pos, end = lo.astype(np.int64), hi.astype(np.int64) + 1
+        out = np.zeros(pos.size)
+        offsets = np.asarray(offsets)
+        while True:
+            todo = pos < end
+            if not np.any(todo):
+                return out
+            p, e = pos[todo], end[todo]
+            align = np.where(p == 0, 62, np.frexp(np.maximum(p & -p, 1))[1] - 1)  # trailing zeros of p (exact: frexp)
+            fit = np.frexp(e - p)[1] - 1  # floor(log2(e - p))
+            k = np.minimum(np.minimum(align, fit), len(levels) - 1)
+            out[todo] += sums[offsets[k] + (p >> k)]
+            pos[todo] = p + (np.int64(1) << k)
 
     def query_variances(self, M):
         n = self.n

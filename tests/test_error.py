@@ -282,3 +282,17 @@ def test_diagonal_strategies_are_analysed_beyond_the_dense_limit():
     np.testing.assert_allclose(per_query_variances(A, W, 1), 9.0 * by_hand, rtol=1e-12)
     assert unit_error(A, W, 1) == pytest.approx(9.0 * by_hand.sum(), rel=1e-12)
     assert supports(A, W)
+
+
+def test_diagonal_strategy_on_a_kronecker_workload_keeps_every_digit():
+    """diag(1e-9, 1, 1, 1) per factor pair: the queries not touching the tiny column keep their variances
+    (2 and 4 exactly; they came out 0 from differences of prefix sums)."""
+    from strategy_opt.workload import IntervalWorkload
+
+    A = np.diag(np.kron([1.0, 1.0], [1e-9, 1.0, 1.0, 1.0]))
+    W = kronecker([prefix(2), IntervalWorkload(4, [0, 1, 2], [3, 2, 3])])
+    got = per_query_variances(A, W, 2)
+    M = W.matrix().toarray()
+    expected = np.einsum("ij,ij->i", M @ np.linalg.inv(A.T @ A), M)  # exact here; pinv would cut the 1e-18 eigenvalue
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+    np.testing.assert_allclose(got[[1, 2, 4, 5]], [2.0, 2.0, 4.0, 4.0], rtol=1e-14)

@@ -298,9 +298,9 @@ def test_memory_cap_from_environment(files, capsys, monkeypatch):
     monkeypatch.setenv("STRATEGY_OPT_MEMORY", "50M")
     err = refused(capsys, d, "solve", "--workload", "all-range:2000", "--method", "hierarchical", "--out", d / "o.npz", match="needs about", out=d / "o.npz")
     assert "192 MB" in err and "50 MB is available" in err  # 6 dense 2000x2000 float64 matrices
-    # the identity's analysis is O(n) (256 bytes per cell), not n x n: its own estimate refuses it
+    # the identity's analysis is O(n) (128 bytes per cell), not n x n: its own estimate refuses it
     err = refused(capsys, d, "solve", "--workload", "prefix:1000000", "--method", "identity", "--out", d / "o.npz", match="needs about", out=d / "o.npz")
-    assert "272 MB" in err and "1,000,000-cell diagonal strategy" in err  # 256 MB and building prefix:1000000 (16 MB)
+    assert "144 MB" in err and "1,000,000-cell diagonal strategy" in err  # 128 MB and building prefix:1000000 (16 MB)
     monkeypatch.setenv("STRATEGY_OPT_MEMORY", "lots")
     refused(capsys, d, "solve", "--workload", "prefix:8", "--method", "identity", "--out", d / "o.npz", match="STRATEGY_OPT_MEMORY")
 
@@ -858,3 +858,30 @@ def test_out_never_overwrites_a_workload_file(files, capsys):
     finally:
         (d / "W.csv").unlink()
         (d / "W.npz").unlink()
+
+
+def test_identity_estimates_per_cell_on_flat_domains_only():
+    """A Kronecker SPEC keeps the identity per factor (prefix:10000*prefix:10000 solved in 3.6 GB): no per-cell term;
+    a flat domain is charged DIAGONAL_BYTES_PER_CELL per cell instead of dense n x n matrices."""
+    from strategy_opt.resources import DIAGONAL_BYTES_PER_CELL, WorkloadSize, operation_bytes
+
+    kron = WorkloadSize(n=10**8, m=10**8, build_bytes=1e6, kron_blocks=[10**4, 10**4])
+    for op in ("solve", "error", "release"):
+        assert operation_bytes(kron, f"{op}-diagonal") == operation_bytes(kron, op)
+    flat = WorkloadSize(n=10**6, m=10**6, build_bytes=0.0)
+    nbytes, why = operation_bytes(flat, "solve-diagonal")
+    assert nbytes == DIAGONAL_BYTES_PER_CELL * 10**6 and "diagonal strategy" in why
+    assert operation_bytes(flat, "solve")[0] > 1e12  # the dense route: 6 dense 10^6 x 10^6 matrices
+
+
+def test_error_report_leaves_out_the_largest_variance_when_the_queries_do_not_fit(monkeypatch):
+    import scipy.sparse as sp
+
+    from strategy_opt.api import error_report
+    from strategy_opt.strategy import Strategy
+
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", "100M")
+    n = 30000  # 450 million queries: 21 GB of variances
+    report = error_report(Strategy(sp.identity(n, format="csr")), f"all-range:{n}", privacy="approx")
+    assert report["max_query_variance"] is None
+    assert report["unit_total_squared_error"] == n * (n + 1) * (n + 2) // 6

@@ -570,3 +570,23 @@ def test_kronecker_diagonal_query_variances_per_factor():
     rng = np.random.default_rng(1)
     for d in (np.ones(20), np.kron(rng.random(5) + 0.5, rng.random(4) + 0.5), rng.random(20)):
         np.testing.assert_allclose(W.diagonal_query_variances(d), W.query_variances(np.diag(d)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 8, 9, 257, 1000])
+def test_interval_diagonal_query_variances_are_exact_block_sums(n):
+    """Sums over dyadic blocks, against direct slices; a huge d_j elsewhere costs the other queries no digit
+    (prefix-sum differences returned 0 for them)."""
+    from strategy_opt.workload import IntervalWorkload
+
+    W = random_range(n, 200, 3) if n > 1 else IntervalWorkload(1, [0], [0])
+    d = np.random.default_rng(n).random(n)
+    lo, hi = W.intervals
+    np.testing.assert_allclose(W.diagonal_query_variances(d), [d[a : b + 1].sum() for a, b in zip(lo, hi)], rtol=1e-14)
+    W = IntervalWorkload(4, [0, 1, 2], [3, 2, 3])
+    np.testing.assert_array_equal(W.diagonal_query_variances(np.array([1e18, 1.0, 1.0, 1.0])), [1e18 + 3.0, 2.0, 2.0])
+
+
+def test_explicit_gram_diagonal_refuses_entries_out_of_float64_range():
+    for scale, word in ((1e200, "overflows"), (1e-170, "too small")):
+        with pytest.raises(InputError, match=word):
+            from_matrix(np.array([[scale, 0.0], [0.0, scale]])).gram_diagonal()
