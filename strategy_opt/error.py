@@ -277,6 +277,11 @@ def _gram_of(A) -> np.ndarray:
 
 
 
+#: `ErrorProfile` answers a workload of at most this share of n queries (and at most
+#: `FEW_QUERIES_MAX_ENTRIES` entries in W) by triangular solves instead of the inverse.
+FEW_QUERIES_SHARE = 0.5
+FEW_QUERIES_MAX_ENTRIES = 50_000_000
+
 #: How the support check draws the numerical row space (part of its refusal).
 _CUTOFF = f", directions of singular value below {math.sqrt(EIG_RTOL):.0e} of A's largest counting as missing"
 
@@ -365,16 +370,38 @@ class ErrorProfile:
         return self._inv_diag
 
     def query_variances(self, workload: Workload) -> np.ndarray:
-        """``w_i (A^T A)^+ w_i^T`` for every query (no n x n matrix when ``A^T A`` is diagonal)."""
+        """``w_i (A^T A)^+ w_i^T`` for every query (no n x n matrix when ``A^T A`` is diagonal; no inverse for a few queries)."""
         if self._inv_diag is not None:
             return workload.diagonal_query_variances(self._inv_diag)
-        return workload.query_variances(self.pinv())
+        few = self._few_query_variances(workload)
+        return few if few is not None else workload.query_variances(self.pinv())
 
     def workload_trace(self, workload: Workload, G: np.ndarray | None = None) -> float:
-        """``trace(W^T W (A^T A)^+)``; from ``diag(W^T W)`` alone when ``A^T A`` is diagonal, else from G (default ``workload.gram()``)."""
+        """``trace(W^T W (A^T A)^+)``: from ``diag(W^T W)`` alone when ``A^T A`` is diagonal, as the sum of
+        `query_variances` for a few queries, else from G (default ``workload.gram()``)."""
         if self._inv_diag is not None:
             return float(workload.gram_diagonal() @ self._inv_diag)
+        few = self._few_query_variances(workload) if workload.log_scale == 0 else None  # rows are the unscaled queries
+        if few is not None:
+            return float(few.sum())
         return self.trace_with(workload.gram() if G is None else G)
+
+    def _few_query_variances(self, workload: Workload) -> np.ndarray | None:
+        """``||L^{-1} w_i^T||^2`` per query from the Cholesky factor L by one triangular solve, or None.
+
+        Taken while the inverse is not yet formed, for at most `FEW_QUERIES_SHARE` n queries and
+        `FEW_QUERIES_MAX_ENTRIES` entries of W: ``n^2 m`` flops against ``2 n^3 / 3`` for the inverse
+        (a release with 100 queries on 8192 cells spent 7.7 s in each of two inverses).
+        """
+        if self._chol is None or self._pinv is not None or workload.m > FEW_QUERIES_SHARE * self.n or workload.m * self.n > FEW_QUERIES_MAX_ENTRIES:
+            return None
+        try:
+            Wt = workload.matrix().T.toarray()
+        except InputError:  # too many non-zeros to build
+            return None
+        with factorization_threads():
+            Y = la.solve_triangular(self._chol[0], Wt, lower=True, check_finite=False)
+        return np.einsum("ij,ij->j", Y, Y)
 
     @property
     def null_space(self) -> np.ndarray:
@@ -542,7 +569,7 @@ def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = Non
         return sensitivity(A, p) ** 2 * prof.workload_trace(workload)
     G = workload.gram()
     prof.check_support(G, workload=workload)
-    return sensitivity(A, p) ** 2 * prof.trace_with(G)
+    return sensitivity(A, p) ** 2 * prof.workload_trace(workload, G)
 
 
 def expected_total_error(A, workload: Workload, privacy) -> float:

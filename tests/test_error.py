@@ -296,3 +296,20 @@ def test_diagonal_strategy_on_a_kronecker_workload_keeps_every_digit():
     expected = np.einsum("ij,ij->i", M @ np.linalg.inv(A.T @ A), M)  # exact here; pinv would cut the 1e-18 eigenvalue
     np.testing.assert_allclose(got, expected, rtol=1e-12)
     np.testing.assert_allclose(got[[1, 2, 4, 5]], [2.0, 2.0, 4.0, 4.0], rtol=1e-14)
+
+
+@pytest.mark.parametrize("m", [10, 45])
+def test_few_queries_are_answered_by_triangular_solves(m):
+    """m <= n / 2 queries: E and the per-query variances from ||L^{-1} w_i||^2, no inverse formed; more queries:
+    through the inverse. Both against numpy's pinv by the definition."""
+    rng = np.random.default_rng(m)
+    n = 60
+    A = rng.normal(size=(80, n))
+    Wm = rng.normal(size=(m, n)) * (rng.random((m, n)) < 0.3)
+    for W in (from_matrix(Wm), random_range(n, m, 2)):
+        M = W.matrix().toarray()
+        P = np.linalg.pinv(A.T @ A)
+        prof = ErrorProfile(A)
+        np.testing.assert_allclose(prof.query_variances(W), np.einsum("ij,ij->i", M @ P, M), rtol=1e-10)
+        assert (prof._pinv is None) == (m <= n // 2)
+        assert unit_error(A, W, 1) == pytest.approx(direct_error(A, W, 1), rel=1e-10)
