@@ -567,8 +567,9 @@ def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = Non
     prof = profile if profile is not None else ErrorProfile(A)
     if prof.inverse_diagonal is not None:  # full column rank: supports W, and only diag(W^T W) enters
         return sensitivity(A, p) ** 2 * prof.workload_trace(workload)
-    G = workload.gram()
-    prof.check_support(G, workload=workload)
+    G = None if prof.full_rank else workload.gram()  # full column rank supports every workload
+    if G is not None:
+        prof.check_support(G, workload=workload)
     return sensitivity(A, p) ** 2 * prof.workload_trace(workload, G)
 
 
