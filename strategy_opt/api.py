@@ -309,9 +309,7 @@ def error_report(strategy: Strategy, workload, privacy: str | None = None) -> di
         if isinstance(A, KroneckerMatrix):
             A = A.tocsr()
         prof = ErrorProfile(A)
-        G = None if prof.full_rank else W.gram()  # full column rank supports every workload
-        if G is not None:
-            prof.check_support(G, workload=W)
+        G = prof.check_workload(W)
         E = sens**2 * prof.workload_trace(W, G)  # from diag(W^T W) alone when A^T A is diagonal
         try:  # rows are the true queries even where the Gram is rescaled (all-predicate)
             require_memory(float(min(BYTES_PER_QUERY * W.m, 10**300)), f"the variances of the {W.m:,} queries")

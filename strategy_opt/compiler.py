@@ -243,16 +243,13 @@ def compile_strategy(
         log.info("%s: checking the %d x %d strategy (completion, support, error, lower bound)", method, *A.shape)
     A, completed, profile = final_strategy(A, problem.p, W)
     A, profile, repair = supported_strategy(A, W, problem.p, profile, what=f"the {method} strategy")
-    # Kronecker strategies are analysed per factor, strategies with diagonal A^T A from diag(W^T W): no Gram matrix
-    diagonal = profile is not None and profile.inverse_diagonal is not None
-    G = None if isinstance(A, KroneckerMatrix) or diagonal else W.gram()
     E = unit_error(A, W, problem.p, profile=profile)
     log_scale = W.log_scale
     log_E = (math.log(E) + log_scale) if E > 0 else -math.inf
     # exact value when no rescaling is involved; through logs only when it could overflow
     true_E = E if log_scale == 0 else (math.exp(log_E) if log_E < 709 else None)
     if problem.p == 1 and lower_bound is None:
-        lower_bound, lower_bound_kind = compile_lower_bound(W, G)
+        lower_bound, lower_bound_kind = compile_lower_bound(W)
     log_svdb = log_svd_bound(W)
     lb_log, lb_kind = log_svdb, "svd-bound"
     if lower_bound is not None and lower_bound > 0 and math.log(lower_bound) + log_scale > log_svdb - BOUND_TIE_RTOL:
@@ -298,7 +295,7 @@ def compile_strategy(
         meta["support_repair"] = repair
     if isinstance(A, KroneckerMatrix):
         meta["kronecker_factor_shapes"] = [[int(s) for s in f.shape] for f in A.factors]
-    ratio = _ratio_to_identity(A, W, problem.p, G, E)
+    ratio = _ratio_to_identity(A, W, problem.p, E)
     if ratio is not None:
         meta["ratio_to_identity"] = ratio
     if extra:
@@ -307,14 +304,15 @@ def compile_strategy(
     return Strategy(A, meta)
 
 
-def _ratio_to_identity(A, W, p: int, G, E: float) -> float | None:
+def _ratio_to_identity(A, W, p: int, E: float) -> float | None:
     """``E_p(A) / E_p(identity)``: the identity answers every workload, with ``E_p = trace(W^T W)``.
 
-    For a Kronecker strategy the identity is taken per factor (the workload's
-    Gram matrix is never formed); None when the identity's error is 0 or not finite.
+    ``trace(W^T W)`` is summed from the cells' squared norms (`Workload.gram_diagonal`), for a
+    Kronecker strategy per factor; the workload's Gram matrix is never formed. None when the
+    identity's error is 0 or not finite.
     """
     if not isinstance(A, KroneckerMatrix):
-        ident = float(np.trace(G)) if G is not None else float(W.gram_diagonal().sum())
+        ident = float(W.gram_diagonal().sum())
     else:
         ident = unit_error(KroneckerMatrix([sp.identity(f.shape[1], format="csr") for f in A.factors]), W, p)
     return float(E / ident) if math.isfinite(ident) and ident > 0 and math.isfinite(E) else None

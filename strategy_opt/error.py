@@ -245,7 +245,11 @@ def diagonal_inverse(A) -> np.ndarray | None:
     >>> diagonal_inverse(np.array([[1.0, 1.0], [0.0, 1.0]])) is None
     True
     """
-    A = as_strategy_matrix(A)
+    return _diagonal_inverse(as_strategy_matrix(A))
+
+
+def _diagonal_inverse(A) -> np.ndarray | None:
+    """`diagonal_inverse` of an A that `as_strategy_matrix` has checked."""
     if isinstance(A, KroneckerMatrix):
         A = A.tocsr()
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
@@ -331,7 +335,7 @@ class ErrorProfile:
         self.n = n
         self._chol = None
         self._V = self._inv_eig = self._null = self._pinv = None
-        self._inv_diag = diagonal_inverse(A)
+        self._inv_diag = _diagonal_inverse(A)
         if self._inv_diag is not None:
             return
         _check_dense_n(n, "error analysis of this strategy")
@@ -495,6 +499,18 @@ class ErrorProfile:
             return f"{share:.3g} of query {i}'s squared norm lies outside the strategy's numerical row space"
         return None
 
+    def check_workload(self, workload: Workload, what: str = "strategy") -> np.ndarray | None:
+        """`check_support` against ``workload``, forming its Gram only for a rank-deficient A.
+
+        Returns the Gram matrix it formed (for `workload_trace`), or None: a
+        strategy of full column rank supports every workload.
+        """
+        if self.full_rank:
+            return None
+        G = workload.gram()
+        self.check_support(G, what=what, workload=workload)
+        return G
+
     def check_support(self, G: np.ndarray, what: str = "strategy", workload: Workload | None = None, hint: str = ADD_ROWS) -> None:
         """Raise `InputError` unless A supports the workload with Gram G (the test of `support_gap`)."""
         gap = self.support_gap(G, workload)
@@ -565,11 +581,7 @@ def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = Non
     if isinstance(A, KroneckerMatrix):
         A = A.tocsr()
     prof = profile if profile is not None else ErrorProfile(A)
-    if prof.inverse_diagonal is not None:  # full column rank: supports W, and only diag(W^T W) enters
-        return sensitivity(A, p) ** 2 * prof.workload_trace(workload)
-    G = None if prof.full_rank else workload.gram()  # full column rank supports every workload
-    if G is not None:
-        prof.check_support(G, workload=workload)
+    G = prof.check_workload(workload)
     return sensitivity(A, p) ** 2 * prof.workload_trace(workload, G)
 
 
@@ -591,8 +603,7 @@ def per_query_variances(A, workload: Workload, p: int, noise_variance_factor: fl
     if isinstance(A, KroneckerMatrix):
         A = A.tocsr()
     prof = ErrorProfile(A)
-    if not prof.full_rank:
-        prof.check_support(workload.gram(), workload=workload)
+    prof.check_workload(workload)
     return noise_variance_factor * sensitivity(A, p) ** 2 * prof.query_variances(workload)
 
 

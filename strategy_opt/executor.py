@@ -557,13 +557,12 @@ def run(
     prof = None
     if workload.n >= PROGRESS_MIN_N:
         log.info("run: checking that the %d x %d strategy supports the workload", *A.shape)
-    if diagonal_inverse(A) is not None:  # A^T A diagonal and positive (the identity): full support, no n x n matrix
+    if workload.n <= MAX_DENSE_N or diagonal_inverse(A) is not None:  # a diagonal A^T A (the identity) needs no n x n matrix
         prof = ErrorProfile(A)
-    elif workload.n <= MAX_DENSE_N:
-        G = workload.gram()
-        check_measured_cells(A, workload, np.diag(G))
-        prof = ErrorProfile(A)
-        prof.check_support(G, workload=workload)
+        if not prof.full_rank:  # full column rank measures every cell and supports every workload
+            G = workload.gram()
+            check_measured_cells(A, workload, np.diag(G))
+            prof.check_support(G, workload=workload)
     else:
         check_measured_cells(A, workload)
         log.warning("domain of %d cells: only measured cells are checked (not full support); intervals are omitted", workload.n)

@@ -491,10 +491,9 @@ class ExplicitWorkload(Workload):
         return d
 
     def diagonal_query_variances(self, d: np.ndarray) -> np.ndarray:
-        W, d = self._W, np.asarray(d, dtype=float)
-        if sp.issparse(W):
-            return np.asarray(W.multiply(W) @ d).ravel()
-        return np.einsum("ij,ij,j->i", W, W, d)
+        if sp.issparse(self._W):
+            return super().diagonal_query_variances(d)
+        return np.einsum("ij,ij,j->i", self._W, self._W, np.asarray(d, dtype=float))
 
     def dense(self) -> np.ndarray:
         """The workload matrix as a dense array (read-only when the matrix is stored dense)."""
@@ -535,6 +534,7 @@ class IntervalWorkload(Workload):
     def __init__(self, n: int, lo=None, hi=None, spec: str = ""):
         self.domain = (int(n),)
         self.spec = spec
+        self._gram_cache: np.ndarray | None = None
         if lo is not None:
             self._lo = np.asarray(lo, dtype=np.int64)
             self._hi = np.asarray(hi, dtype=np.int64)
@@ -554,9 +554,8 @@ class IntervalWorkload(Workload):
         Two cumulative sums over (n+1)^2 entries cost ~0.5 s at 4096 cells, and
         a release asks for the Gram four times (support, error, bound, run).
         """
-        cached = getattr(self, "_gram_cache", None)
-        if cached is not None:
-            return cached
+        if self._gram_cache is not None:
+            return self._gram_cache
         n = self.n
         _require_dense(n, "the Gram matrix", 3, self.spec)
         lo, hi = self.intervals
