@@ -9,10 +9,12 @@ Sections (each cached in ``results/pure_dp.json``; ``--sections`` picks some):
     `SKIP`; the table says why).
 ``opt0``
     Our ``auto-pure`` against HDMM's OPT_0 (McKenna et al., PVLDB 2018), re-implemented here from
-    the paper (p-Identity, p = n/16, Theta uniform on [0, 1), L-BFGS-B with SciPy's default
-    tolerances, bounds Theta >= 0), on all-range and prefix, n = 256 and 1024 (4096 with a cap),
-    under 1 and then 2 BLAS threads (threadpoolctl), in the same run; ratios of errors and times
-    and the issue's reference values. Both optimisers run SciPy's L-BFGS-B internals on one BLAS
+    the paper (p-Identity, p = n/16, Theta uniform on [0, 1), bounds Theta >= 0) with the published
+    code's stopping rule (L-BFGS-B with ``ftol = 1e-4``, `OPT0_FTOL`; median of `OPT0_SEEDS` seeds),
+    and the same start run to SciPy's default tolerances (how far the template goes), on all-range
+    and prefix, n = 256 and 1024 (4096 with a cap, one seed), under 1 and then 2 BLAS threads
+    (threadpoolctl), in the same run; ratios of errors and times, and the issue's reference values
+    and times (HDMM's own code on these machines). Both optimisers run SciPy's L-BFGS-B internals on one BLAS
     thread (see `strategy_opt.programs.pidentity.optimise_theta`: OpenBLAS threads make its
     vector operations ~20x slower on this shared machine); the loss evaluations use the setting.
 ``weighting``
@@ -89,6 +91,12 @@ OPT0_CASES = [("all-range", 256), ("prefix", 256), ("all-range", 1024), ("prefix
 OPT0_REFERENCE = {("all-range", 256): (1075312.0, 0.27), ("all-range", 1024): (32721311.0, 10.4), ("prefix", 256): (6918.30, 0.64), ("prefix", 1024): (47391.48, 14.2), ("all-range", 64): (32299.68, 0.02), ("prefix", 64): (916.88, None)}
 #: OPT_0 at n = 4096 is stopped after this many seconds (the issue: it did not finish in 300 s).
 OPT0_CAP_4096 = 300.0
+#: L-BFGS-B's ftol in HDMM's published OPT_0 (``TemplateStrategy.optimize`` passes ``options={'ftol': 1e-4}``):
+#: with it our re-implementation lands on the issue's reference values (all-range:1024: 3.23e7-3.26e7 over
+#: three seeds against 3.27e7), where SciPy's default 2.2e-9 runs ~40x more iterations to 3.19e7.
+OPT0_FTOL = 1e-4
+#: Seeds of the OPT_0 runs (random starts): the table gives their medians.
+OPT0_SEEDS = (0, 1, 2)
 #: Dissertation factors (Li 2013, Sec. 5.1.5).
 DISSERTATION_FACTORS = {"wavelet, all ranges": 1.2, "wavelet, random ranges": 2.3, "Fourier, low-order marginals": 2.7}
 _THREADPOOLS = ThreadpoolController()
@@ -119,8 +127,8 @@ def opt0_loss(x: np.ndarray, G: np.ndarray, p: int, threads: int):
         return f, (grad_T + grad_s[None, :]).ravel()
 
 
-def opt0(G: np.ndarray, seed: int, threads: int, cap: float | None = None):
-    """OPT_0: random p-Identity start (p = n/16), L-BFGS-B with SciPy defaults; returns (E_1, seconds, iterations)."""
+def opt0(G: np.ndarray, seed: int, threads: int, cap: float | None = None, ftol: float | None = OPT0_FTOL):
+    """OPT_0: random p-Identity start (p = n/16), L-BFGS-B (``ftol``; None: SciPy's defaults); returns (E_1, seconds, iterations)."""
     n = G.shape[0]
     p = max(1, n // 16)
     x0 = np.random.default_rng(seed).random(p * n)
@@ -131,7 +139,8 @@ def opt0(G: np.ndarray, seed: int, threads: int, cap: float | None = None):
             raise StopIteration
 
     with _THREADPOOLS.limit(limits=1, user_api="blas"):
-        res = so.minimize(opt0_loss, x0, args=(G, p, threads), jac=True, method="L-BFGS-B", bounds=so.Bounds(0.0, np.inf), callback=stop)
+        res = so.minimize(opt0_loss, x0, args=(G, p, threads), jac=True, method="L-BFGS-B", bounds=so.Bounds(0.0, np.inf), callback=stop,
+                          options={} if ftol is None else {"ftol": ftol})
     seconds = time.perf_counter() - t0
     T = res.x.reshape(p, n)
     A = np.vstack([np.eye(n), T]) / (1.0 + T.sum(axis=0))
@@ -191,15 +200,21 @@ def section_opt0(cache: dict, cases) -> None:
                     continue
                 spec = WORKLOADS[wname](n)
                 G = parse_spec(spec).gram()
-                E0, t_opt0, it0 = opt0(G, seed=0, threads=threads, cap=OPT0_CAP_4096 if n >= 4096 else None)
+                cap = OPT0_CAP_4096 if n >= 4096 else None
+                runs = [opt0(G, seed=seed, threads=threads, cap=cap) for seed in (OPT0_SEEDS[:1] if n >= 4096 else OPT0_SEEDS)]
+                E0, t_opt0 = float(np.median([r[0] for r in runs])), float(np.median([r[1] for r in runs]))
+                Ec, t_conv, itc = opt0(G, seed=OPT0_SEEDS[0], threads=threads, cap=cap, ftol=None)
                 s, t_auto = _run(spec, "auto-pure", {}, 1)
                 E = s.meta["unit_total_squared_error"]
                 ref = OPT0_REFERENCE.get((wname, n))
                 cache[key] = {
-                    "opt0_E1": E0, "opt0_seconds": t_opt0, "opt0_iterations": it0, "opt0_capped": bool(n >= 4096 and t_opt0 >= OPT0_CAP_4096),
+                    "opt0_E1": E0, "opt0_seconds": t_opt0, "opt0_E1_seeds": [r[0] for r in runs], "opt0_seconds_seeds": [r[1] for r in runs],
+                    "opt0_iterations": [r[2] for r in runs], "opt0_capped": bool(cap is not None and max(r[1] for r in runs) >= cap),
+                    "converged_E1": Ec, "converged_seconds": t_conv, "converged_iterations": itc, "converged_capped": bool(cap is not None and t_conv >= cap),
                     "auto_E1": E, "auto_seconds": t_auto, "auto_choice": s.meta["auto_pure_choice"],
                     "error_ratio": E / E0, "time_ratio": t_auto / t_opt0,
                     "reference_E1": ref[0] if ref else None, "ratio_to_reference": E / ref[0] if ref else None,
+                    "reference_seconds": ref[1] if ref else None, "time_ratio_to_reference": t_auto / ref[1] if ref and ref[1] else None,
                     "lower_bound": s.meta["lower_bound"], "lower_bound_kind": s.meta["lower_bound_kind"],
                     "threads": thread_settings(),
                 }
@@ -272,10 +287,11 @@ def findings(cache: dict) -> str:
         ref = r["ratio_to_reference"]
         target = "meets" if ref is not None and ref <= 0.95 else "misses"
         ref_txt = f"{ref:.4f} x the issue's OPT_0 reference ({target} the 0.95 target)" if ref is not None else "no reference value"
+        ref_time = f"; {r['time_ratio_to_reference']:.2f} x the issue's reference time {r['reference_seconds']:.3g} s" if r.get("time_ratio_to_reference") else ""
         lines.append(
             f"- {case}: auto-pure E_1 {r['auto_E1']:.7g} = {ref_txt}; {r['error_ratio']:.4f} x our OPT_0 re-implementation "
             f"({r['opt0_E1']:.7g}{', capped at ' + format(r['opt0_seconds'], '.0f') + ' s' if r['opt0_capped'] else ''}); "
-            f"time {r['auto_seconds']:.3g} s vs {r['opt0_seconds']:.3g} s (ratio {r['time_ratio']:.2f}, target <= 2)."
+            f"time {r['auto_seconds']:.3g} s vs {r['opt0_seconds']:.3g} s (ratio {r['time_ratio']:.2f}, target <= 2){ref_time}."
         )
     below = {key.split("|")[1]: 100 * (1 - cache[key]["ratio_to_reference"]) for key in cache
              if key.startswith("opt0|") and key.endswith("threads=1") and cache[key]["ratio_to_reference"] is not None}
@@ -300,14 +316,29 @@ def findings(cache: dict) -> str:
         "optimum, is 3.9x below on all-range:256 (276927): it does not decide whether 5% is reachable, but no "
         "method we have gets there.",
         "",
-        "Provenance: the OPT_0 table (both columns, same run) for n = 256 and 1024 at commit b360d3e (after the "
-        "dense-array support loss and the one-thread loss evaluations in p-identity), for n = 4096 at 8ebc75f (after the "
-        "windowed convergence test and the faster support gradient in p-identity); the auto-pure column of the method tables at "
-        "ac91737, before GreedyH, merged cells, the random-start fallback and those two changes joined auto-pure "
-        "(on ranges and prefixes they move E_1 by at most 0.1%); the minerror-l1 table after its p-identity "
-        "candidate gained the n/16 start.",
+        _time_finding(cache),
+        "",
+        "Provenance: the OPT_0 table and the auto-pure and p-identity columns of the method tables after commit 1dfd878 "
+        "(p-identity races its hat templates; auto-pure stops p-identity at tol 1e-6), with OPT_0 under its published "
+        "stopping rule; until then OPT_0 ran to SciPy's default tolerances (its 'to SciPy defaults' column), ~40x more "
+        "iterations than the published code at 1024 cells, which made auto-pure look faster than OPT_0. The other "
+        "columns of the method tables at ac91737; the minerror-l1 table after its p-identity candidate gained the n/16 start.",
     ]
     return "\n".join(lines)
+
+
+def _time_finding(cache: dict) -> str:
+    """The time criterion (auto-pure within twice OPT_0's single-threaded time) in one paragraph."""
+    rows = {k.split("|")[1]: cache[k] for k in sorted(cache) if k.startswith("opt0|") and k.endswith("threads=1")}
+    ours = [f"{case} {r['time_ratio']:.2g}" for case, r in rows.items()]
+    theirs = [f"{case} {r['time_ratio_to_reference']:.2g}" for case, r in rows.items() if r.get("time_ratio_to_reference")]
+    fast = all(r["time_ratio"] <= 2 for r in rows.values())
+    return (
+        "Time (one BLAS thread): auto-pure's seconds over our OPT_0's (published stopping rule, same run): " + ", ".join(ours)
+        + (" -- within the target of 2." if fast else " -- the target of 2 is missed: OPT_0 stops after 50-300 iterations, "
+           "while auto-pure also runs the baselines, a 4-template race and the certified lower bound.")
+        + " Over the issue's reference times (HDMM's own code on these machines): " + ", ".join(theirs) + "."
+    )
 
 
 def render(cache: dict) -> None:
@@ -339,8 +370,17 @@ def render(cache: dict) -> None:
     for key in sorted(k for k in cache if k.startswith("opt0|")):
         r = cache[key]
         _, case, thr = key.split("|")
-        rows.append([case, thr.split("=")[1], _fmt(r["opt0_E1"]), f"{r['opt0_seconds']:.3g}" + (" (capped)" if r["opt0_capped"] else ""), r["opt0_iterations"], _fmt(r["auto_E1"]), f"{r['auto_seconds']:.3g}", r["auto_choice"], f"{r['error_ratio']:.4f}", f"{r['time_ratio']:.3g}", _fmt(r["reference_E1"]), _fmt(r["ratio_to_reference"], 4), _fmt(r["lower_bound"])])
-    parts.append("### auto-pure vs HDMM's OPT_0 (re-implemented), same run and thread setting\n\n" + markdown_table(["workload", "BLAS threads", "OPT_0 E_1", "OPT_0 s", "OPT_0 iters", "auto E_1", "auto s", "auto choice", "E ratio auto/OPT_0", "time ratio", "issue reference E_1", "auto / reference", "lower bound (l2-optimum)"], rows))
+        rows.append([case, thr.split("=")[1], _fmt(r["opt0_E1"]), f"{r['opt0_seconds']:.3g}" + (" (capped)" if r["opt0_capped"] else ""), "/".join(map(str, r["opt0_iterations"])),
+                     f"{_fmt(r['converged_E1'])} ({r['converged_seconds']:.3g} s{', capped' if r['converged_capped'] else ''})",
+                     _fmt(r["auto_E1"]), f"{r['auto_seconds']:.3g}", r["auto_choice"], f"{r['error_ratio']:.4f}", f"{r['time_ratio']:.3g}",
+                     _fmt(r["reference_E1"]), _fmt(r["ratio_to_reference"], 4), _fmt(r["reference_seconds"]), _fmt(r["time_ratio_to_reference"], 3), _fmt(r["lower_bound"])])
+    parts.append(
+        "### auto-pure vs HDMM's OPT_0 (re-implemented), same run and thread setting\n\n"
+        f"OPT_0: the published stopping rule (L-BFGS-B, ftol {OPT0_FTOL:g}), median E_1 and seconds over seeds {', '.join(map(str, OPT0_SEEDS))} "
+        "(one seed at 4096 cells); 'to SciPy defaults': seed 0 run to SciPy's default tolerances. Time ratios are auto-pure's "
+        "seconds over OPT_0's median, and over the issue's reference time (HDMM's own code).\n\n"
+        + markdown_table(["workload", "BLAS threads", "OPT_0 E_1", "OPT_0 s", "OPT_0 iters", "OPT_0 start to SciPy defaults", "auto E_1", "auto s", "auto choice",
+                          "E ratio auto/OPT_0", "time ratio auto/OPT_0", "issue reference E_1", "auto / reference", "issue reference s", "auto s / reference s", "lower bound (l2-optimum)"], rows))
     # weighting
     rows = [[r["label"], k.split("|")[1], _fmt(r["plain_E1"]), _fmt(r["weighted_E1"]), f"{r['factor']:.3f}", f"{np.sqrt(r['factor']):.3f}", r["dissertation"], f"{r['gap']:.1e}", f"{r['seconds']:.3g}"] for k, r in sorted(cache.items()) if k.startswith("weighting|")]
     parts.append("### L1 weighting (Program 5.1.3) improvement factors\n\nFactor = E_1(plain basis) / E_1(re-weighted), total squared error; its square root is the factor in workload error sqrt(total). The dissertation does not say which of the two it reports.\n\n" + markdown_table(["case", "workload", "plain E_1", "weighted E_1", "factor (total sq.)", "factor (sqrt)", "dissertation", "certified gap", "seconds"], rows))

@@ -23,10 +23,13 @@ n/6), two at n = 1024. We therefore start from explicit multi-level hat
 templates -- identity plus levels with hat spacings ``h_1 < h_2 < ...``
 (`hat_templates`: finest spacing in `BASE_SPACINGS`, geometric ratio in
 `LEVEL_RATIOS`, weight 1 per level) -- ranked by direct evaluation of E_1 (one
-O(p n^2) evaluation each), then refine Theta by L-BFGS-B from the best
-`REFINED_STARTS` templates, keeping the best result; the identity (Theta = 0)
-and, in ``p-identity``, a random OPT_0-style start are tried too. The hat
-templates also bring p down to what the structure needs.
+O(p n^2) evaluation each). The `RACED_STARTS` best templates then race: each
+runs `RACE_ROUNDS` L-BFGS-B iterations, the better half goes on to the next
+round, and the last one left runs to convergence (the order at the start is
+a poor guide: on prefix:256 the fourth template converges to the best E_1,
+and after 50 iterations it is already among the best two). The identity
+(Theta = 0) and, in ``p-identity``, a random OPT_0-style start are tried too.
+The hat templates also bring p down to what the structure needs.
 
 Lower cost: a hat start is refined on its rows' supports widened by
 `SUPPORT_MARGIN` times the row width on each side (the optima keep their rows
@@ -36,12 +39,15 @@ support only: O(nnz n + p^2 n) per evaluation instead of O(p n^2)
 (`pidentity_loss_on_support`); with p ~ n/14 and nnz ~ 6n at n = 4096 about
 ten times cheaper.
 
-Measured here (one BLAS thread, same run as our re-implementation of OPT_0;
-benchmarks/results/pure_dp.md has the table): all ranges n = 256: E_1 1067782
-in 0.6 s against OPT_0's 1066912 in 1.9 s; n = 1024: 31767940 in 35 s against
-31919622 in 61 s (the issue's reference OPT_0 values are 1075312 and 32721311:
-0.7% and 2.9% below them); prefix n = 256: 6914.6 (OPT_0 6980.7, reference
-6918.3), n = 1024: 46456 (OPT_0 46499, reference 47391). The local optima of
+Measured here (auto-pure, one BLAS thread, same run as our re-implementation
+of OPT_0 with its published stopping rule, L-BFGS-B ftol 1e-4, median of three
+seeds; benchmarks/results/pure_dp.md has the table): all ranges n = 256: E_1
+1067782 in 0.28 s against OPT_0's 1078205 in 0.03 s; n = 1024: 31781357 in
+6.2 s against 32403811 in 1.8 s (the issue's reference OPT_0 values are
+1075312 and 32721311: 0.7% and 2.9% below them); prefix n = 256: 6875.2 in
+0.63 s (OPT_0 6985.2 in 0.05 s, reference 6918.3), n = 1024: 46465 in 9.5 s
+(OPT_0 47149 in 2.3 s, reference 47391); all ranges n = 4096: 8.516e8 in
+149 s (OPT_0 8.752e8 in 166 s). The local optima of
 this template lie within about 1% of each other: on all ranges n = 256 every
 start we tried (one- and two-level hats, quadratic B-splines, shifted
 duplicate levels, random starts with p = 16 ... 128, uniform or sparse) ends at
@@ -86,7 +92,8 @@ Options: ``p`` (rows of Theta for the random starts, default n/16),
 their time), ``seed`` (default 0). Budget: the solver profile's ``max_iters``
 (L-BFGS-B iterations per start), ``tol`` (a start has converged when E_1's
 mean relative decrease per iteration over `STALL_WINDOW` iterations falls
-below it) and ``time_limit`` (shared among the starts).
+below it; in auto-pure `AUTO_PURE_TOL` = 1e-6 unless the profile's is looser,
+or its option ``tol``) and ``time_limit`` (shared among the starts).
 """
 
 from __future__ import annotations
