@@ -492,6 +492,10 @@ def solve_pidentity(
             for name, _, _ in ranked[max(1, len(ranked) // 2) :]:
                 record[name]["stopped_by"] = "race"
             alive = ranked[: max(1, len(ranked) // 2)] or alive[:1]
+            log.info(
+                "p-identity: race round of %d iterations: %s; %s go on",
+                rnd, ", ".join(f"{e[0]} E_1 {record[e[0]]['unit_error']:.7g}" for e in ranked), ", ".join(e[0] for e in alive),
+            )
         name, T0, support = alive[0]
         left = max(1, max_iters - record.get(name, {}).get("iterations", 0))
         refine(name, thetas.get(name, T0), support, left, max(until, time.perf_counter()), final=True)
