@@ -264,14 +264,14 @@ def test_what_stopped_each_start_is_recorded_and_a_cut_best_start_warned_once(ca
     s = solve("prefix:24*prefix:16", privacy="pure", method="p-identity")
     starts = s.meta["starts"]
     assert set(starts) == {"attribute 0", "attribute 1"}
-    assert all(v["stopped_by"] in ("converged", "time", "iterations", "lbfgsb") for d in starts.values() for v in d.values())
+    assert all(v["stopped_by"] in ("converged", "time", "iterations", "lbfgsb", "race") for d in starts.values() for v in d.values())
     with caplog.at_level(logging.WARNING, logger="strategy_opt"):
         # p-identity itself: under auto-pure a loaded machine can leave the cut p-identity behind the hierarchy
         # on a clock that advances 10 ms per reading, a 1 s budget gives each start ~30 iterations: the
         # hat starts (hundreds of iterations to converge) are cut whatever this machine's speed
         clock = iter(itertools.count(step=0.01))
         monkeypatch.setattr("strategy_opt.programs.pidentity.time", SimpleNamespace(perf_counter=lambda: next(clock)))
-        cut = solve("prefix:256", privacy="pure", method="p-identity", solver=replace(load_profile("native"), time_limit=1.0))
+        cut = solve("prefix:256", privacy="pure", method="p-identity", random_starts=0, solver=replace(load_profile("native"), time_limit=1.0))
     best = cut.meta["starts"][cut.meta["start"]]
     warned = [r.getMessage() for r in caplog.records if "time budget stopped the best start" in r.getMessage()]
     assert cut.meta["start"].startswith("hats") and best["stopped_by"] == "time"
@@ -291,22 +291,24 @@ def test_a_racing_round_reports_the_loss_at_its_iterate():
     assert f == pytest.approx(_e1(pidentity_matrix(T), G), rel=1e-9)
 
 
-def test_hat_templates_race_and_the_winner_runs_to_convergence():
+def test_hat_templates_race_and_the_finalists_run_to_convergence():
     # prefix:256: refined alone to convergence, the 4 best templates by their starting E_1 end at about
-    # 6992, 6914, 7459 and 6871 (measured); the race keeps the 6871 one (two starts only reached 6914)
-    from strategy_opt.programs.pidentity import RACE_ROUNDS, RACED_STARTS
+    # 6992, 6914, 7459 and 6871 (measured); after 50 iterations the 6871 and 6914 ones lead (two starts
+    # refined from the outset only reached 6914)
+    from strategy_opt.programs.pidentity import FINALISTS, RACE_ITERATIONS, RACED_STARTS
 
     W = prefix(256)
     s = solve(W, privacy="pure", method="p-identity", random_starts=0)
     starts = s.meta["starts"]
     hats = {k: v for k, v in starts.items() if k.startswith("hats")}
     assert len(hats) == RACED_STARTS
-    first, second = RACE_ROUNDS
-    lost = sorted(v["iterations"] for v in hats.values() if v["stopped_by"] == "race")
-    assert lost == [first, first, first + second]
+    lost = [v for v in hats.values() if v["stopped_by"] == "race"]
+    finalists = [v for v in hats.values() if v["stopped_by"] != "race"]
+    assert len(finalists) == FINALISTS and all(v["iterations"] == RACE_ITERATIONS for v in lost)
+    assert all(v["stopped_by"] == "converged" and v["iterations"] > RACE_ITERATIONS for v in finalists)
+    assert min(f["unit_error"] for f in finalists) <= min(v["unit_error"] for v in lost)
     winner = starts[s.meta["start"]]
-    assert s.meta["start"] in hats and winner["stopped_by"] == "converged" and winner["iterations"] > first + second
-    assert winner["unit_error"] == min(v["unit_error"] for v in starts.values())
+    assert s.meta["start"] in hats and winner["unit_error"] == min(v["unit_error"] for v in starts.values())
     E = s.meta["unit_total_squared_error"]
     assert E == pytest.approx(_e1(s.dense(), W.gram()), rel=1e-9)
     assert E < 6880  # the two-start search ended at 6914.6

@@ -24,10 +24,10 @@ templates -- identity plus levels with hat spacings ``h_1 < h_2 < ...``
 (`hat_templates`: finest spacing in `BASE_SPACINGS`, geometric ratio in
 `LEVEL_RATIOS`, weight 1 per level) -- ranked by direct evaluation of E_1 (one
 O(p n^2) evaluation each). The `RACED_STARTS` best templates then race: each
-runs `RACE_ROUNDS` L-BFGS-B iterations, the better half goes on to the next
-round, and the last one left runs to convergence (the order at the start is
-a poor guide: on prefix:256 the fourth template converges to the best E_1,
-and after 50 iterations it is already among the best two). The identity
+runs `RACE_ITERATIONS` L-BFGS-B iterations and the `FINALISTS` best run on to
+convergence (the order at the start is a poor guide: on prefix:256 the fourth
+template converges to the best E_1, and after 50 iterations it is already
+among the best two). The identity
 (Theta = 0) and, in ``p-identity``, a random OPT_0-style start are tried too.
 The hat templates also bring p down to what the structure needs.
 
@@ -133,13 +133,17 @@ LEVEL_RATIOS = (6, 9, 12)
 COARSEST_DIVISOR = 2
 #: Hat templates raced (the best ones by E_1 at the start; `race`).
 RACED_STARTS = 4
-#: L-BFGS-B iterations of each racing round: after a round the better half of the
-#: starts go on, and the last one left runs to convergence. The order after 50
-#: iterations already picks the best converged start where the order at the start
-#: does not (prefix:256: 4 templates converge to 6992, 6914, 7459 and 6871; after
-#: 50 iterations the two best are the 6871 and 6914 ones; all-range:1024,
-#: prefix:1024: the same winner as after convergence).
-RACE_ROUNDS = (50, 150)
+#: L-BFGS-B iterations of each raced start; the `FINALISTS` best then run to convergence.
+#: The order at the start is a poor guide (prefix:256: the fourth template converges to
+#: the best E_1, 6871, and is among the best two after 50 iterations), and so is the
+#: order after a few hundred iterations: two-level templates descend slowly and
+#: overtake (prefix:450: a start second after 50 iterations and still behind after
+#: 200 ends 0.65% lower), hence two finalists (measured over 12 range workloads of
+#: 256-1024 cells under auto-pure: 0.3-0.65% lower E_1 on 4 of them for 20-40% more
+#: time than one finalist after rounds of 50 and 150 iterations).
+RACE_ITERATIONS = 50
+#: Raced starts that run to convergence.
+FINALISTS = 2
 #: Hat starts are optimised on their rows' supports widened by this multiple of the row width per side.
 SUPPORT_MARGIN = 1.0
 #: A later start must beat the best so far by this relative margin (ties keep the simpler, earlier start).
@@ -412,14 +416,14 @@ def solve_pidentity(
 
     Starts: the identity (Theta = 0; optimal for all ranges on up to ~16
     cells), the warm start (if any), a race of the `RACED_STARTS` best hat
-    templates (`RACE_ROUNDS`: the better half goes on after each round, the
-    winner runs to convergence), then ``random_starts`` random OPT_0-style
+    templates (`RACE_ITERATIONS` each; the `FINALISTS` best run to
+    convergence), then ``random_starts`` random OPT_0-style
     starts (uniform [0, 1), p_random rows); the race and each random start share
     the time left equally. If the best of these is still above
     `RANDOM_START_ABOVE` times the identity's error (the hat templates model
     range-like workloads), ``fallback_random_starts`` further random starts get
     the remaining time. Returns the best; ``starts`` records each start's E_1,
-    iterations, seconds and what stopped it (``'race'``: it lost a round).
+    iterations, seconds and what stopped it (``'race'``: it lost the race; its E_1 is where it stopped).
     """
     t0 = time.perf_counter()
     deadline = t0 + time_limit
@@ -475,30 +479,29 @@ def solve_pidentity(
                 refine(name, T0, support, max_iters, until, final=True)
 
     def race(entries, until: float) -> None:
-        """Rounds of `RACE_ROUNDS` iterations, the better half going on after each; the winner runs to convergence."""
+        """`RACE_ITERATIONS` iterations of each start; the `FINALISTS` best then run to convergence."""
         alive = list(entries)
-        for rnd in RACE_ROUNDS:
-            if len(alive) == 1:
-                break
+        if len(alive) > FINALISTS:
             for i, (name, T0, support) in enumerate(alive):
                 now = time.perf_counter()
                 if now >= until:
                     break
-                if record.get(name, {}).get("stopped_by") in ("converged", "lbfgsb"):
-                    continue  # its loss stays as it was
-                share = (until - now) / (len(alive) - i + 1)  # the winner's final run counts as one more
-                refine(name, thetas.get(name, T0), support, rnd, now + share, final=False)
+                share = (until - now) / (len(alive) - i + FINALISTS)  # the finalists' runs count too
+                refine(name, T0, support, RACE_ITERATIONS, now + share, final=False)
             ranked = sorted((e for e in alive if e[0] in record), key=lambda e: record[e[0]]["unit_error"])
-            for name, _, _ in ranked[max(1, len(ranked) // 2) :]:
+            for name, _, _ in ranked[FINALISTS:]:
                 record[name]["stopped_by"] = "race"
-            alive = ranked[: max(1, len(ranked) // 2)] or alive[:1]
+            alive = ranked[:FINALISTS] or alive[:1]
             log.info(
-                "p-identity: race round of %d iterations: %s; %s go on",
-                rnd, ", ".join(f"{e[0]} E_1 {record[e[0]]['unit_error']:.7g}" for e in ranked), ", ".join(e[0] for e in alive),
+                "p-identity: race of %d iterations: %s; %s go on",
+                RACE_ITERATIONS, ", ".join(f"{e[0]} E_1 {record[e[0]]['unit_error']:.7g}" for e in ranked), ", ".join(e[0] for e in alive),
             )
-        name, T0, support = alive[0]
-        left = max(1, max_iters - record.get(name, {}).get("iterations", 0))
-        refine(name, thetas.get(name, T0), support, left, max(until, time.perf_counter()), final=True)
+        for i, (name, T0, support) in enumerate(alive):
+            now = time.perf_counter()
+            if now >= until and best is not None:
+                break
+            left = max(1, max_iters - record.get(name, {}).get("iterations", 0))
+            refine(name, thetas.get(name, T0), support, left, now + max(until - now, 0.0) / (len(alive) - i), final=True)
 
     run(plain + [("race", None, None)] * bool(hats) + randoms)
     if fallback_random_starts and best.value > RANDOM_START_ABOVE * record["identity"]["unit_error"] and time.perf_counter() < deadline:
