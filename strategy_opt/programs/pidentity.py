@@ -911,7 +911,7 @@ def auto_pure(problem: Problem):
         from .orthogonal import om_strategy
 
         attempt("orthogonal", lambda: reported_error(om_strategy(W)[0], W, 1))  # may meet an ill-conditioned decomposition
-    default_starts = AUTO_RANDOM_STARTS_SMALL if n <= AUTO_SVD_MAX_N else 0
+    default_starts = AUTO_RANDOM_STARTS_SMALL if max(sizes) <= AUTO_SVD_MAX_N else 0  # per attribute on Kronecker workloads
     sub = problem.with_options(random_starts=problem.options.get("random_starts", default_starts))
     fallback = 0 if "random_starts" in problem.options else 1
     started = time.perf_counter()
