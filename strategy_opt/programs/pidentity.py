@@ -27,9 +27,9 @@ O(p n^2) evaluation each). The `RACED_STARTS` best templates then race: each
 runs `RACE_ITERATIONS` L-BFGS-B iterations and the `FINALISTS` best run on to
 convergence (the order at the start is a poor guide: on prefix:256 the fourth
 template converges to the best E_1, and after 50 iterations it is already
-among the best two). The identity
-(Theta = 0) and, in ``p-identity``, a random OPT_0-style start are tried too.
-The hat templates also bring p down to what the structure needs.
+among the best two). The identity (Theta = 0) and, in ``p-identity``, a
+random OPT_0-style start are tried too. The hat templates also bring p down
+to what the structure needs.
 
 Lower cost: a hat start is refined on its rows' supports widened by
 `SUPPORT_MARGIN` times the row width on each side (the optima keep their rows
@@ -42,12 +42,12 @@ ten times cheaper.
 Measured here (auto-pure, one BLAS thread, same run as our re-implementation
 of OPT_0 with its published stopping rule, L-BFGS-B ftol 1e-4, median of three
 seeds; benchmarks/results/pure_dp.md has the table): all ranges n = 256: E_1
-1067782 in 0.28 s against OPT_0's 1078205 in 0.03 s; n = 1024: 31781357 in
-6.2 s against 32403811 in 1.8 s (the issue's reference OPT_0 values are
-1075312 and 32721311: 0.7% and 2.9% below them); prefix n = 256: 6875.2 in
-0.63 s (OPT_0 6985.2 in 0.05 s, reference 6918.3), n = 1024: 46465 in 9.5 s
-(OPT_0 47149 in 2.3 s, reference 47391); all ranges n = 4096: 8.516e8 in
-149 s (OPT_0 8.752e8 in 166 s). The local optima of
+1067782 in 0.30 s against OPT_0's 1078205 in 0.03 s; n = 1024: 31781083 in
+8.3 s against 32403811 in 1.7 s (the issue's reference OPT_0 values are
+1075312 and 32721311: 0.7% and 2.9% below them); prefix n = 256: 6873.2 in
+0.87 s (OPT_0 6985.2 in 0.05 s, reference 6918.3), n = 1024: 46464 in 11.9 s
+(OPT_0 47149 in 2.5 s, reference 47391); all ranges n = 4096: 8.449e8 in
+286 s (OPT_0 8.752e8 in 167 s). The local optima of
 this template lie within about 1% of each other: on all ranges n = 256 every
 start we tried (one- and two-level hats, quadratic B-splines, shifted
 duplicate levels, random starts with p = 16 ... 128, uniform or sparse) ends at
@@ -423,7 +423,8 @@ def solve_pidentity(
     `RANDOM_START_ABOVE` times the identity's error (the hat templates model
     range-like workloads), ``fallback_random_starts`` further random starts get
     the remaining time. Returns the best; ``starts`` records each start's E_1,
-    iterations, seconds and what stopped it (``'race'``: it lost the race; its E_1 is where it stopped).
+    iterations, seconds and what stopped it (``'race'``: it lost the race, and
+    its E_1 is where it stopped).
     """
     t0 = time.perf_counter()
     deadline = t0 + time_limit
@@ -818,9 +819,9 @@ AUTO_MINERROR_L1_MAX_N = 8
 AUTO_RANDOM_STARTS_SMALL = 1
 #: p-identity's convergence tolerance inside auto-pure (option ``tol``; the solver profile's
 #: if looser): a start stops when E_1 falls by less than 1e-4 (relative) over `STALL_WINDOW`
-#: iterations. Against the native profile's 1e-8 (measured, one BLAS thread, auto-pure
-#: wall time and E_1): all-range:1024 21.9 -> 6.4 s for E_1 +0.05%, prefix:1024 15.4 -> 9.7 s
-#: for +0.02%, prefix:256 2.0 -> 0.65 s for +0.06%; the descent's long tail pays little.
+#: iterations. Against the native profile's 1e-8 (measured, one BLAS thread, auto-pure on
+#: prefix:256 ... prefix:800, random-range:1000:300:0, all-range:500): 2-4x faster, for E_1
+#: 0.01-0.09% higher on 7 of 9 workloads, 0.30% on prefix:800 and 0.54% on prefix:384.
 AUTO_PURE_TOL = 1e-6
 #: Branching factors auto-pure tries for H_b.
 AUTO_BRANCHINGS = tuple(range(2, 17))
