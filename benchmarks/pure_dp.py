@@ -318,8 +318,9 @@ def findings(cache: dict) -> str:
         "",
         _time_finding(cache),
         "",
-        "Provenance: the OPT_0 table and the auto-pure and p-identity columns of the method tables at commit cead07e "
-        "(p-identity races its 4 best hat templates for 50 iterations and runs the best 2 to convergence; auto-pure stops p-identity at tol 1e-6), with OPT_0 under its published "
+        "Provenance: the OPT_0 table and the auto-pure and p-identity columns of the method tables up to 1024 cells at commit 555c316 "
+        "(p-identity races its 4 best hat templates for 50 iterations and runs the best 2, and the best at the start, to convergence; "
+        "auto-pure stops p-identity at tol 1e-6), the 4096-cell rows at cead07e (without the best-at-start finalist), with OPT_0 under its published "
         "stopping rule; until then OPT_0 ran to SciPy's default tolerances (its 'to SciPy defaults' column), ~40x more "
         "iterations than the published code at 1024 cells, which made auto-pure look faster than OPT_0. The other "
         "columns of the method tables at ac91737; the minerror-l1 table after its p-identity candidate gained the n/16 start.",

@@ -43,11 +43,11 @@ ten times cheaper.
 Measured here (auto-pure, one BLAS thread, same run as our re-implementation
 of OPT_0 with its published stopping rule, L-BFGS-B ftol 1e-4, median of three
 seeds; benchmarks/results/pure_dp.md has the table): all ranges n = 256: E_1
-1067782 in 0.30 s against OPT_0's 1078205 in 0.03 s; n = 1024: 31781083 in
-8.3 s against 32403811 in 1.7 s (the issue's reference OPT_0 values are
+1067782 in 0.29 s against OPT_0's 1078205 in 0.03 s; n = 1024: 31781083 in
+7.5 s against 32403811 in 1.8 s (the issue's reference OPT_0 values are
 1075312 and 32721311: 0.7% and 2.9% below them); prefix n = 256: 6873.2 in
-0.87 s (OPT_0 6985.2 in 0.05 s, reference 6918.3), n = 1024: 46464 in 11.9 s
-(OPT_0 47149 in 2.5 s, reference 47391); all ranges n = 4096: 8.449e8 in
+1.0 s (OPT_0 6985.2 in 0.05 s, reference 6918.3), n = 1024: 46464 in 11.2 s
+(OPT_0 47149 in 2.2 s, reference 47391); all ranges n = 4096: 8.449e8 in
 286 s (OPT_0 8.752e8 in 167 s). The local optima of
 this template lie within about 1% of each other: on all ranges n = 256 every
 start we tried (one- and two-level hats, quadratic B-splines, shifted
