@@ -496,7 +496,7 @@ def solve_pidentity(
             for name, _, _ in ranked[FINALISTS:]:
                 record[name]["stopped_by"] = "race"
             alive = ranked[:FINALISTS] or alive[:1]
-            if entries[0] not in alive and entries[0][0] in record:  # the best start by its initial E_1 runs on too
+            if entries[0][0] not in {e[0] for e in alive} and entries[0][0] in record:  # the best start by its initial E_1 runs on too
                 record[entries[0][0]]["stopped_by"] = "iterations"
                 alive.append(entries[0])
             log.info(
