@@ -82,6 +82,22 @@ class Problem:
         """A copy with extra method options."""
         return replace(self, options={**self.options, **options})
 
+    def option(self, name: str, default, check, what: str, method: str | None = None):
+        """Method option ``name`` (``default`` when not given), refused with an `OptionError` unless ``check(value)``.
+
+        Examples
+        --------
+        >>> from strategy_opt.workload import prefix
+        >>> Problem(prefix(4), options={"g": 2.0}).option("g", 0.0, lambda v: v >= 0, "a number >= 0")
+        2.0
+        """
+        from .exceptions import OptionError
+
+        value = self.options.get(name, default)
+        if not check(value):
+            raise OptionError(f"{method + ': ' if method else ''}option {name} must be {what}, got {value!r}")
+        return value
+
 
 def problem_dir() -> Path:
     """The ``problems/`` folder of the installation."""

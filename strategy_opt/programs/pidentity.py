@@ -451,24 +451,24 @@ def solve_pidentity(
     randoms = [(f"random{i}", rng.random((p_random, n)), None) for i in range(random_starts)]
     best = None
     record: dict[str, dict] = {}
-    thetas: dict[str, np.ndarray] = {}
 
-    def refine(name: str, T0: np.ndarray, support, iters: int, until: float, final: bool) -> None:
-        """Run one start for at most ``iters`` more iterations (none if it has converged) and record it; a final run competes for the best."""
+    def refine(name: str, T0: np.ndarray, support, iters: int, until: float, final: bool) -> np.ndarray:
+        """Run one start for at most ``iters`` more iterations (none if it has converged) and record it; a final
+        run competes for the best. Returns the start's Theta."""
         nonlocal best
         now = time.perf_counter()
         done = record.get(name, {"iterations": 0, "seconds": 0.0, "stopped_by": None})
-        if done["stopped_by"] in ("converged", "lbfgsb"):  # converged in a racing round: its exact error only
+        if done["stopped_by"] in ("converged", "lbfgsb"):  # converged in the race: its exact error only
             T, f, it, stop = T0, exact_error(T0, G), 0, done["stopped_by"]
         else:
             T, f, it, stop = optimise_theta(G, T0, max_iters=iters, deadline=until, ftol=ftol, label=name, support=support, unit=unit, exact=final)
         f *= unit
-        thetas[name] = T
         record[name] = {"unit_error": f, "iterations": done["iterations"] + it, "seconds": done["seconds"] + time.perf_counter() - now, "stopped_by": stop}
         if final:
             log.info("p-identity: start %s -> E_1 %.10g after %d iterations", name, f, record[name]["iterations"])
             if best is None or f < best.value * (1 - TIE_RTOL):
                 best = PIdentityResult(T, f, name, record[name]["iterations"], record)
+        return T
 
     def run(starts) -> None:
         """The starts in turn, each with an equal share of the time left (``'race'``: the hat templates' race)."""
@@ -486,19 +486,20 @@ def solve_pidentity(
         """`RACE_ITERATIONS` iterations of each start; the `FINALISTS` best and ``entries[0]`` (the best at the start) then run to convergence."""
         alive = list(entries)
         if len(alive) > FINALISTS:
+            raced = []
             for i, (name, T0, support) in enumerate(alive):
                 now = time.perf_counter()
                 if now >= until:
                     break
                 share = (until - now) / (len(alive) - i + FINALISTS)  # the finalists' runs count too
-                refine(name, T0, support, RACE_ITERATIONS, now + share, final=False)
-            ranked = sorted((e for e in alive if e[0] in record), key=lambda e: record[e[0]]["unit_error"])
-            for name, _, _ in ranked[FINALISTS:]:
-                record[name]["stopped_by"] = "race"
-            alive = ranked[:FINALISTS] or alive[:1]
-            if entries[0][0] not in {e[0] for e in alive} and entries[0][0] in record:  # the best start by its initial E_1 runs on too
-                record[entries[0][0]]["stopped_by"] = "iterations"
-                alive.append(entries[0])
+                raced.append((name, refine(name, T0, support, RACE_ITERATIONS, now + share, final=False), support))
+            ranked = sorted(raced, key=lambda e: record[e[0]]["unit_error"])
+            leaders = {e[0] for e in ranked[:FINALISTS]}
+            alive = ranked[:FINALISTS] + [e for e in raced[:1] if e[0] not in leaders] or alive[:1]  # raced[0]: best at the start
+            going = {e[0] for e in alive}
+            for name, _, _ in ranked:
+                if name not in going:
+                    record[name]["stopped_by"] = "race"
             log.info(
                 "p-identity: race of %d iterations: %s; %s go on",
                 RACE_ITERATIONS, ", ".join(f"{e[0]} E_1 {record[e[0]]['unit_error']:.7g}" for e in ranked), ", ".join(e[0] for e in alive),
@@ -508,7 +509,7 @@ def solve_pidentity(
             if now >= until and best is not None:
                 break
             left = max(1, max_iters - record.get(name, {}).get("iterations", 0))
-            refine(name, thetas.get(name, T0), support, left, now + max(until - now, 0.0) / (len(alive) - i), final=True)
+            refine(name, T0, support, left, now + max(until - now, 0.0) / (len(alive) - i), final=True)
 
     run(plain + [("race", None, None)] * bool(hats) + randoms)
     if fallback_random_starts and best.value > RANDOM_START_ABOVE * record["identity"]["unit_error"] and time.perf_counter() < deadline:
@@ -833,6 +834,10 @@ AUTO_PURE_TOL = 1e-6
 AUTO_BRANCHINGS = tuple(range(2, 17))
 
 
+def _is_number(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float, np.integer, np.floating))
+
+
 def _per_dimension(domain, build):
     return build(domain[0]) if len(domain) == 1 else KroneckerMatrix([build(d) for d in domain])
 
@@ -870,12 +875,14 @@ def auto_pure(problem: Problem):
     # attribute of a Kronecker workload (256 x 256 cells: two 256-cell problems, not one of 65536)
     parts = _kron_parts(W)
     sizes = [f.n for f in parts[0][1]] if parts is not None else [n]
-    budget = problem.options.get("time_budget", min(problem.solver.time_limit, AUTO_BASE_SECONDS + AUTO_SCALE_SECONDS * sum((d / 4096) ** 2 for d in sizes)))
-    if isinstance(budget, bool) or not isinstance(budget, (int, float, np.integer, np.floating)) or not budget > 0:
-        raise OptionError(f"option time_budget must be a positive number of seconds, got {budget!r}")
-    tol = problem.options.get("tol", max(problem.solver.tol, AUTO_PURE_TOL))
-    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.integer, np.floating)) or not 0 < tol < 1:
-        raise OptionError(f"option tol must be a number in (0, 1) (the mean relative decrease of E_1 per iteration at which p-identity stops), got {tol!r}")
+    budget = problem.option(
+        "time_budget", min(problem.solver.time_limit, AUTO_BASE_SECONDS + AUTO_SCALE_SECONDS * sum((d / 4096) ** 2 for d in sizes)),
+        lambda v: _is_number(v) and v > 0, "a positive number of seconds",
+    )
+    tol = problem.option(
+        "tol", max(problem.solver.tol, AUTO_PURE_TOL),
+        lambda v: _is_number(v) and 0 < v < 1, "a number in (0, 1) (the mean relative decrease of E_1 per iteration at which p-identity stops)",
+    )
     cands: dict[str, tuple[object, float]] = {}
     skipped: dict[str, str] = {}
 

@@ -71,7 +71,7 @@ import scipy.sparse as sp
 
 from ..compiler import compile_strategy
 from ..error import sensitivity
-from ..exceptions import InputError, OptionError
+from ..exceptions import InputError
 from ..problem import Problem
 from ..registry import register_method
 
@@ -222,13 +222,6 @@ def division_strategy(W: sp.csr_matrix, parts: list[Part], shares) -> sp.csr_mat
     return sp.csr_matrix(sp.vstack(blocks, format="csr"))
 
 
-def _option(problem: Problem, name: str, default, check, what: str):
-    value = problem.options.get(name, default)
-    if not check(value):
-        raise OptionError(f"workload-division: option {name} must be {what}, got {value!r}")
-    return value
-
-
 @register_method(
     "workload-division",
     options=("g", "split", "metric", "seed"),
@@ -267,10 +260,10 @@ def workload_division(problem: Problem):
     def is_real(v):
         return not isinstance(v, bool) and isinstance(v, (int, float, np.integer, np.floating)) and math.isfinite(v)
 
-    g = float(_option(problem, "g", 0.0, is_real, "a finite number"))
-    split = _option(problem, "split", "optimal", lambda v: v in SPLITS, f"one of {', '.join(SPLITS)}")
-    metric = _option(problem, "metric", "l1", lambda v: v in METRICS, f"one of {', '.join(METRICS)}")
-    seed = _option(problem, "seed", 0, lambda v: is_real(v) and float(v).is_integer() and v >= 0, "a non-negative integer")
+    g = float(problem.option("g", 0.0, is_real, "a finite number", "workload-division"))
+    split = problem.option("split", "optimal", lambda v: v in SPLITS, f"one of {', '.join(SPLITS)}", "workload-division")
+    metric = problem.option("metric", "l1", lambda v: v in METRICS, f"one of {', '.join(METRICS)}", "workload-division")
+    seed = problem.option("seed", 0, lambda v: is_real(v) and float(v).is_integer() and v >= 0, "a non-negative integer", "workload-division")
     t0 = time.perf_counter()
     try:
         W = sp.csr_matrix(problem.workload.matrix(), dtype=float)
