@@ -242,37 +242,81 @@ def _check_seal(path: Path, suffix: str, meta: dict, json_text: str | None = Non
         raise InputError(f"strategy file {path} is corrupted: format version {version} requires a whole-file seal and it has none")
 
 
+def _anonymous_file(directory: Path) -> int | None:
+    """An unnamed file in ``directory`` (Linux ``O_TMPFILE``), or None where the OS or filesystem has none.
+
+    It has no name until `_publish` links it in, so a process killed at any
+    point of the write (SIGKILL included) leaves nothing behind.
+    """
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None or not Path("/proc/self/fd").is_dir():
+        return None
+    try:
+        return os.open(directory, flag | os.O_RDWR, 0o666)  # open(2) applies the umask
+    except OSError:  # EOPNOTSUPP, EISDIR, EINVAL ... : fall back to a named temporary file
+        return None
+
+
+def _publish(fd: int, directory: Path, path: Path) -> None:
+    """Give the unnamed file ``fd`` the name ``path`` (replacing it): link under a fresh hidden name, then rename."""
+    staged = directory / f".{path.name}.{os.urandom(8).hex()}.tmp"  # fresh: linkat refuses an existing name
+    fds = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY)
+    try:  # src_dir_fd makes os.link call linkat(AT_SYMLINK_FOLLOW), which links the file the /proc entry stands for
+        os.link(str(fd), staged, src_dir_fd=fds, follow_symlinks=True)
+    finally:
+        os.close(fds)
+    try:
+        os.replace(staged, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(staged)
+        raise
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike):
     """Yield a temporary path beside ``path``; rename it over ``path`` on success.
 
-    On any exception (``KeyboardInterrupt`` and the CLI's SIGTERM handler
-    included) the temporary file is removed and ``path`` is untouched. A
-    process killed outright (SIGKILL) cannot clean up: it leaves at most a
-    hidden ``.NAME.*.tmp`` file, never a partial ``path``.
+    Where the filesystem allows (Linux ``O_TMPFILE``) the temporary file has
+    no name until it is complete, so even a process killed outright (SIGKILL)
+    leaves no file behind; elsewhere it is a hidden ``.NAME.*.tmp`` file, which
+    any exception (``KeyboardInterrupt`` and the CLI's SIGTERM handler
+    included) removes, and which only SIGKILL can leave. Either way ``path`` is
+    never partial: it is untouched or complete.
     """
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise InputError(f"output directory does not exist: {directory}")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise InputError(f"cannot write in {directory}: {exc.strerror}") from None
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private (0600); the output gets the usual permissions
+    fd = _anonymous_file(directory)
+    if fd is None:
+        try:
+            named, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        except OSError as exc:
+            raise InputError(f"cannot write in {directory}: {exc.strerror}") from None
+        os.close(named)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private (0600); the output gets the usual permissions
+    else:
+        tmp = f"/proc/self/fd/{fd}"
     try:
         yield Path(tmp)
         try:
-            os.replace(tmp, path)
+            if fd is None:
+                os.replace(tmp, path)
+            else:
+                _publish(fd, directory, path)
         except OSError as exc:  # e.g. the target is a directory
             raise InputError(f"cannot write {path}: {exc.strerror}") from None
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        if fd is None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         raise
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def _check_format(path: Path) -> str:

@@ -1,6 +1,7 @@
 """Strategy files: layouts of CLI.md, round trips, atomic writes, corruption, no pickles."""
 
 import json
+import os
 import warnings
 
 import numpy as np
@@ -72,7 +73,15 @@ def test_round_trip_all_formats(tmp_path):
     assert e.meta["method"] == "test" and e.meta["workload"] == "identity:5"
 
 
-def test_failed_write_leaves_no_file(tmp_path, sparse_strategy, monkeypatch):
+@pytest.fixture(params=["unnamed", "named"])
+def temporary_files(request, monkeypatch):
+    """Both routes of `atomic_path`: unnamed O_TMPFILE files where the filesystem has them, named hidden ones elsewhere."""
+    if request.param == "named":
+        monkeypatch.setattr(sio, "_anonymous_file", lambda directory: None)
+    return request.param
+
+
+def test_failed_write_leaves_no_file(tmp_path, sparse_strategy, monkeypatch, temporary_files):
     def boom(*a, **k):
         raise OSError("disk full")
 
@@ -80,6 +89,19 @@ def test_failed_write_leaves_no_file(tmp_path, sparse_strategy, monkeypatch):
     with pytest.raises(OSError):
         sio.write_strategy(sparse_strategy, tmp_path / "s.npz")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_write_replaces_an_existing_file_and_leaves_nothing_else(tmp_path, dense_strategy, temporary_files):
+    f = tmp_path / "s.csv"
+    f.write_text("old\n")
+    (tmp_path / "s.json").write_text("{}\n")
+    sio.write_strategy(dense_strategy, f)
+    np.testing.assert_array_equal(sio.read_strategy(f).dense(), dense_strategy.dense())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.csv", "s.json"]
+    mode = f.stat().st_mode & 0o777
+    umask = os.umask(0)
+    os.umask(umask)
+    assert mode == 0o666 & ~umask  # the usual permissions, not a temporary file's private 0600
 
 
 def test_flipped_byte_is_detected(tmp_path, dense_strategy):
