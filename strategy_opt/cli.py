@@ -294,9 +294,10 @@ def _run_hint(args, data: dict, spec: str) -> str:
     """The ``run`` command that answers the problem file's data at its budget (solve computes the strategy only)."""
     parts = ["strategy-opt run", shlex.quote(args.out or "STRATEGY"), "--data", shlex.quote(os.path.normpath(data["data"]) if "data" in data else "DATA"), "--workload", shlex.quote(spec)]
     parts += ["--epsilon", repr(float(data["epsilon"])) if "epsilon" in data else "EPSILON"]  # every digit: the file's budget, not a rounded one
-    if "delta" in data:
+    if "delta" in data and (args.privacy or data.get("privacy", "approx")) == "approx":  # --privacy pure drops the file's delta
         parts += ["--delta", repr(float(data["delta"]))]
-    return f"problem file {args.problem}: its data/epsilon/delta are for answering; run: {' '.join(parts)} --out ANSWERS.csv"
+    missing = f" (its data file {data['data']} does not exist)" if "data" in data and not Path(data["data"]).is_file() else ""
+    return f"problem file {args.problem}: its data/epsilon/delta are for answering{missing}; run: {' '.join(parts)} --out ANSWERS.csv"
 
 
 def _options_overridden(args, data: dict, options: dict) -> str | None:
@@ -338,6 +339,40 @@ def _same_workload(recorded: str, given: str) -> bool:
         return recorded.strip() == given.strip()
 
 
+def _same_workload_files(recorded: str, files: dict, given: str) -> bool:
+    """Whether ``given`` reads the recorded workload's files (by content, under any path); refuses a recorded file changed since.
+
+    ``files`` maps the recorded SPEC's paths to their SHA-256 (``meta.workload_files``).
+    """
+    from .io import workload_file_hashes
+    from .problem import absolute_file_paths
+    from .spec import canonical_spec
+
+    spec = absolute_file_paths(given)
+    try:
+        given_files = workload_file_hashes(spec)
+        same = canonical_spec(recorded, lambda p: files.get(p, p)) == canonical_spec(spec, lambda p: given_files.get(p, p))
+    except (InputError, OSError):
+        return False
+    if not same and _same_workload(recorded, given):
+        changed = next(p for p, h in given_files.items() if files.get(p, h) != h)
+        raise InputError(
+            f"workload file {changed} has changed since the strategy was computed for it (its SHA-256 is not the recorded one); "
+            "pass --force to use it anyway"
+        )
+    return same
+
+
+def _files_unchanged(files: dict) -> bool:
+    """Whether every recorded workload file still has its recorded SHA-256 (so reading the recorded SPEC gives that workload)."""
+    from .io import file_sha256
+
+    try:
+        return all(file_sha256(path) == digest for path, digest in files.items())
+    except OSError:
+        return False
+
+
 def _same_gram(recorded: str, workload) -> bool:
     """Whether the recorded SPEC's workload has the given workload's Gram matrix (Def. 4.1: equivalent workloads).
 
@@ -352,7 +387,7 @@ def _same_gram(recorded: str, workload) -> bool:
         other = parse_spec(recorded, operation=None)
     except InputError:
         return False
-    if other.n != workload.n or other.domain != workload.domain:
+    if other.n != workload.n:  # the same cells in row-major order, whatever the domain's shape (a Kronecker SPEC or its flat file)
         return False
     if not math.isclose(other.log_scale, workload.log_scale, rel_tol=1e-12, abs_tol=1e-12):
         return False
@@ -378,12 +413,18 @@ def _check_recorded_workload(strategy, workload, given: str, force: bool) -> str
     if rec is not None:
         if not isinstance(rec, str):
             raise InputError(f"strategy was computed for workload {rec!r}, not {given!r}; pass --force to use it anyway")
-        if not _same_workload(rec, given):
-            if not _same_gram(rec, workload):
+        files = strategy.meta.get("workload_files")
+        if isinstance(files, dict) and files:
+            same = _same_workload_files(rec, files, given)
+        else:  # no file contents recorded (a SPEC without files, or a file written before they were)
+            same = _same_workload(rec, given)
+            files = {}
+        if not same:
+            if not (_files_unchanged(files) and _same_gram(rec, workload)):
                 raise InputError(f"strategy was computed for workload {rec!r}, not {given!r}; pass --force to use it anyway")
             note = f"workload {given!r} has the Gram matrix of the strategy's recorded workload {rec!r} (equivalent workloads)"
     domain = strategy.meta.get("domain")
-    if domain is not None and domain != [int(d) for d in workload.domain]:
+    if note is None and domain is not None and domain != [int(d) for d in workload.domain]:
         raise InputError(
             f"strategy was computed for domain {domain}, not {list(workload.domain)}; pass --force to use it anyway"
         )

@@ -85,6 +85,7 @@ __all__ = [
     "read_answers",
     "file_sha256",
     "atomic_path",
+    "workload_file_hashes",
     "STRATEGY_FORMATS",
 ]
 
@@ -166,6 +167,20 @@ def _meta_hash(meta: dict) -> str:
     body = {k: v for k, v in meta.items() if k != "meta_sha256"}
     text = json.dumps(body, sort_keys=True, allow_nan=False, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def workload_file_hashes(spec: str) -> dict[str, str]:
+    """SHA-256 of every ``file:`` atom's file in ``spec``, by path as written there (empty for none).
+
+    A strategy records them (``meta.workload_files``) so that a workload file
+    changed after the solve is told from the one the strategy was made for, and
+    the same file under another path is recognised.
+    """
+    from .spec import file_paths
+
+    if "file:" not in spec:
+        return {}
+    return {path: file_sha256(path) for path in file_paths(spec)}
 
 
 def file_sha256(path: str | os.PathLike, length: int | None = None) -> str:

@@ -222,6 +222,8 @@ def read_problem_file(path: str | Path) -> dict:
         v = data.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not lo < v < hi):
             raise InputError(f"problem file {p}: '{key}' must be a number in ({lo:g}, {hi:g}), got {v!r}")
+    if data.get("privacy") == "pure" and "delta" in data:
+        raise InputError(f"problem file {p}: delta = {data['delta']!r} applies only to privacy 'approx', but the file says privacy = 'pure'")
     return _rebase_paths(data, p.parent)
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .defaults import MAX_SPEC_DEPTH, MAX_SPEC_LENGTH, WORKLOAD_OBJECT_BYTES
@@ -288,25 +289,30 @@ def _build(node: _Node) -> Workload:
     return kronecker(*children) if kind == "kron" else union(*children)
 
 
-def _text(node: _Node) -> str:
+def _text(node: _Node, file_name=None) -> str:
     if node.kind == "union":
-        return "+".join(_text(c) for c in node.children)
+        return "+".join(_text(c, file_name) for c in node.children)
     if node.kind == "kron":
-        return "*".join(f"({_text(c)})" if c.kind == "union" else _text(c) for c in node.children)
+        return "*".join(f"({_text(c, file_name)})" if c.kind == "union" else _text(c, file_name) for c in node.children)
     if node.kind == "marginals":
         return f"marginals:{'x'.join(map(str, node.args[0]))}:{node.args[1]}"
     if node.kind == "file":
-        return file_spec(node.args[0])
+        return file_spec(node.args[0] if file_name is None else file_name(node.args[0]))
     return f"{node.kind}:{':'.join(map(str, node.args))}"
 
 
-def canonical_spec(spec: str) -> str:
+def canonical_spec(spec: str, file_name: Callable[[str], str] | None = None) -> str:
     """The SPEC in canonical form: no blanks or redundant parentheses, default seeds filled in.
 
     Two SPECs with the same canonical form denote the same workload. Nothing is
-    built or read.
+    built or read. ``file_name``, if given, maps each ``file:`` atom's path to
+    what stands for it in the result (for instance the file's content hash, so
+    that SPECs reading the same bytes under different paths compare equal).
+
+    >>> canonical_spec("( prefix:4 ) + file:w.npy", file_name=str.upper)
+    'prefix:4+file:W.NPY'
     """
-    return _text(_tree(spec))
+    return _text(_tree(spec), file_name)
 
 
 def file_paths(spec: str) -> list[str]:

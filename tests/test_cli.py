@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from strategy_opt.cli import main
+from strategy_opt.io import read_strategy
 
 
 def cli(*args):
@@ -287,6 +288,62 @@ def test_the_same_workload_file_by_a_relative_path_is_the_recorded_one(tmp_path,
     capsys.readouterr()
     assert cli("error", "s.npz", "--workload", "file:W.npy") == 0
     assert "equivalent workloads" not in capsys.readouterr().err
+
+
+def test_a_workload_file_is_known_by_its_content_not_its_path(tmp_path, capsys, monkeypatch):
+    """meta.workload_files holds the files' SHA-256: a file changed since the solve is refused, a copy elsewhere accepted."""
+    import hashlib
+
+    monkeypatch.chdir(tmp_path)
+    prefix = np.tril(np.ones((8, 8)))
+    np.save("Q.npy", prefix)
+    assert cli("-q", "solve", "--workload", "file:Q.npy", "--privacy", "approx", "--method", "minerror-l2", "--out", "q.npz", "--json") == 0
+    meta = json.loads(capsys.readouterr().out)
+    assert meta["workload_files"] == {str(tmp_path / "Q.npy"): hashlib.sha256((tmp_path / "Q.npy").read_bytes()).hexdigest()}
+    Path("copy").mkdir()
+    Path("copy/Q2.npy").write_bytes(Path("Q.npy").read_bytes())
+    assert cli("error", "q.npz", "--workload", "file:copy/Q2.npy") == 0  # the same bytes under another path
+    assert "equivalent workloads" not in capsys.readouterr().err
+    np.save("Q3.npy", prefix[::-1])  # the same queries in another order: the same Gram matrix
+    assert cli("error", "q.npz", "--workload", "file:Q3.npy") == 0
+    assert "equivalent workloads" in capsys.readouterr().err
+    np.save("Q.npy", np.eye(8)[[0]])  # other queries written over the recorded file
+    for args in (["error", "q.npz", "--workload", "file:Q.npy"],
+                 ["run", "q.npz", "--data", "copy/Q2.npy", "--workload", "file:Q.npy", "--epsilon", "1", "--out", "a.npy"]):
+        assert cli(*args) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f"strategy-opt: error: workload file {tmp_path / 'Q.npy'} has changed since the strategy was computed for it (its SHA-256 is not the recorded one); pass --force to use it anyway"
+    assert not Path("a.npy").exists()
+    assert cli("error", "q.npz", "--workload", "file:Q3.npy") == 2  # the recorded workload cannot be read any more to compare Grams
+    capsys.readouterr()
+    assert cli("-q", "error", "q.npz", "--workload", "file:Q.npy", "--force", "--json") == 0  # the new query e_0: E_2 = ||A||_2^2 [(A^T A)^-1]_00
+    A = read_strategy("q.npz").dense()
+    expected = np.max(np.sum(A**2, axis=0)) * np.linalg.inv(A.T @ A)[0, 0]
+    assert math.isclose(json.loads(capsys.readouterr().out)["unit_total_squared_error"], expected, rel_tol=1e-9)
+
+
+def test_a_kronecker_strategy_accepts_its_workload_as_a_flat_file(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli("-q", "solve", "--workload", "prefix:8*identity:2", "--privacy", "approx", "--method", "identity", "--out", "k.npz") == 0
+    np.save("flat.npy", np.kron(np.tril(np.ones((8, 8))), np.eye(2)))  # the same queries over the same cells, domain [16]
+    capsys.readouterr()
+    assert cli("-q", "error", "k.npz", "--workload", "file:flat.npy", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["unit_total_squared_error"] == 72.0  # trace(W^T W) of the identity
+    np.save("other.npy", np.kron(np.eye(2), np.tril(np.ones((8, 8)))))  # the factors swapped: another workload
+    assert cli("error", "k.npz", "--workload", "file:other.npy") == 2
+
+
+def test_a_problem_file_with_delta_under_pure_privacy_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("p.toml").write_text('workload = "prefix:8"\nprivacy = "pure"\ndelta = 1e-6\n')
+    assert cli("solve", "p.toml", "--out", "s.npz") == 2
+    assert capsys.readouterr().err.strip() == "strategy-opt: error: problem file p.toml: delta = 1e-06 applies only to privacy 'approx', but the file says privacy = 'pure'"
+    assert not Path("s.npz").exists()
+    # a file for approx overridden by --privacy pure: its run command leaves the delta out (run refuses it under pure)
+    Path("q.toml").write_text('workload = "prefix:8"\nprivacy = "approx"\nmethod = "identity"\ndelta = 1e-6\nepsilon = 1.0\ndata = "gone.npy"\n')
+    assert cli("solve", "q.toml", "--privacy", "pure", "--out", "s.npz") == 0
+    hint = next(line for line in capsys.readouterr().err.splitlines() if "are for answering" in line)
+    assert "--delta" not in hint and "(its data file gone.npy does not exist)" in hint
 
 
 def test_solve_prints_the_run_command_for_a_problem_files_data(tmp_path, capsys, monkeypatch):
