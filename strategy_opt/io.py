@@ -303,6 +303,8 @@ def atomic_path(path: str | os.PathLike):
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise InputError(f"output directory does not exist: {directory}")
+    if path.is_dir():  # refused before anything is written: a file and its sidecar are written together or not at all
+        raise InputError(f"cannot write {path}: Is a directory")
     fd = _anonymous_file(directory)
     if fd is None:
         try:

@@ -333,6 +333,20 @@ def test_a_kronecker_strategy_accepts_its_workload_as_a_flat_file(tmp_path, caps
     assert cli("error", "k.npz", "--workload", "file:other.npy") == 2
 
 
+def test_a_sidecar_that_cannot_be_written_leaves_no_output(tmp_path, capsys, monkeypatch):
+    """A .csv strategy and its .json, answers and their .json: both written or neither."""
+    monkeypatch.chdir(tmp_path)
+    Path("s.json").mkdir()
+    assert cli("solve", "--workload", "prefix:8", "--method", "identity", "--out", "s.csv") == 2
+    assert capsys.readouterr().err.strip() == "strategy-opt: error: cannot write s.json: Is a directory"
+    assert cli("-q", "solve", "--workload", "prefix:8", "--method", "identity", "--out", "h.npz") == 0
+    np.save("x.npy", np.arange(8.0))
+    Path("a.npy.json").mkdir()
+    assert cli("run", "h.npz", "--data", "x.npy", "--workload", "prefix:8", "--epsilon", "1", "--out", "a.npy") == 2
+    assert capsys.readouterr().err.strip().endswith("cannot write a.npy.json: Is a directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy.json", "h.npz", "s.json", "x.npy"]
+
+
 def test_a_problem_file_with_delta_under_pure_privacy_is_refused(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     Path("p.toml").write_text('workload = "prefix:8"\nprivacy = "pure"\ndelta = 1e-6\n')
