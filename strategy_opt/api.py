@@ -226,12 +226,13 @@ def checked_hand_written(strategy: Strategy, where) -> Strategy:
             if not _uncheckable(recorded):  # SPEC syntax that does not parse
                 raise InputError(f"{where}: metadata records workload {recorded!r:.80}, which is not a SPEC ({exc})") from None
     if workload is not None:
-        check_claims = bool(claims) and privacy in ("pure", "approx")
+        check_claims = privacy in ("pure", "approx")  # claims checked, missing ones computed
         try:  # the recorded workload must be one this matrix answers (error_report checks its support too)
             if workload.n != strategy.shape[1]:
                 raise InputError(f"it has {workload.n} cells and the matrix {strategy.shape[1]} columns")
             if check_claims:
-                error = error_report(strategy, workload, privacy)["unit_total_squared_error"]
+                report = error_report(strategy, workload, privacy)
+                error = report["unit_total_squared_error"]
             elif workload.n <= MAX_DENSE_N and not supports(strategy.matrix, workload):
                 raise InputError("the matrix does not support it (W A+ A != W)")
         except InputError as exc:
@@ -244,6 +245,10 @@ def checked_hand_written(strategy: Strategy, where) -> Strategy:
             if bound is not None and error is not None and bound > error * (1 + 1e-9):
                 raise InputError(f"{where}: metadata states lower_bound {bound!r}, above the matrix's error {error:.10g} on {recorded!r} ({privacy})")
             unchecked = ["lower_bound"] if "lower_bound" in claims else []
+            if meta.get("unit_total_squared_error") is None:  # computed here, so checked
+                meta["unit_total_squared_error"] = error
+            if meta.get("lower_bound") is None and report.get("svd_bound") is not None:
+                meta["lower_bound"], meta["lower_bound_kind"] = report["svd_bound"], "svd-bound"
     meta["metadata_origin"] = "hand-written"
     meta["unchecked_fields"] = unchecked
     return Strategy(strategy.matrix, meta)

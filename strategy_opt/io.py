@@ -392,12 +392,25 @@ def _json_ready(value, key: str):
     raise InputError(f"strategy metadata {key!r} holds a value of type {type(value).__name__}, which JSON cannot store; use numbers, strings, lists or dicts")
 
 
+#: The ``meta`` fields CLI.md promises in every strategy file; those not known (a bare or hand-written matrix) are null.
+CONTRACT_META_FIELDS = (
+    "format_version", "workload", "shape", "privacy", "sensitivity_norm", "method", "objective", "unit_total_squared_error",
+    "lower_bound", "lower_bound_kind", "solver", "solve_seconds", "strategy_opt_version", "created",
+)
+
+
 def _meta_for_write(strategy: Strategy, digest: str) -> dict:
     meta = {k: _json_ready(v, k) for k, v in strategy.meta.items() if k not in _FILE_KEYS}
     meta["format_version"] = FILE_FORMAT_VERSION
     meta["content_sha256"] = digest
     meta.setdefault("shape", list(strategy.shape))
     meta.setdefault("strategy_opt_version", _version())
+    if meta.get("sensitivity_norm") is None and meta.get("privacy") in ("pure", "approx"):
+        meta["sensitivity_norm"] = "l1" if meta["privacy"] == "pure" else "l2"
+    if meta.get("created") is None:  # a matrix from elsewhere: created as a strategy file now
+        meta["created"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    for key in CONTRACT_META_FIELDS:
+        meta.setdefault(key, None)
     meta["written_by_version"] = _version()
     meta["meta_sha256"] = _meta_hash(meta)
     return meta

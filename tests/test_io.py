@@ -323,10 +323,27 @@ def test_write_checks_and_marks_metadata_built_by_hand(tmp_path):
     assert "metadata_origin" not in sio.read_strategy(tmp_path / "s.npz").meta
 
 
+def test_every_written_file_holds_the_contract_fields(tmp_path):
+    """CLI.md's meta fields are in every file: computed from a recorded workload and privacy, null when unknown."""
+    A = np.vstack([np.eye(8), np.ones((1, 8))])
+    sio.write_strategy(A, tmp_path / "bare.npz")  # nothing known but the matrix
+    meta = json.loads(str(np.load(tmp_path / "bare.npz")["meta"]))
+    assert set(sio.CONTRACT_META_FIELDS) <= set(meta)
+    assert meta["shape"] == [9, 8] and meta["created"] and meta["workload"] is None and meta["sensitivity_norm"] is None
+    sio.write_strategy(Strategy(A, {"workload": "prefix:8", "privacy": "pure", "method": "mine"}), tmp_path / "hand.npz")
+    meta = json.loads(str(np.load(tmp_path / "hand.npz")["meta"]))
+    assert set(sio.CONTRACT_META_FIELDS) <= set(meta) and meta["sensitivity_norm"] == "l1" and meta["objective"] is None
+    G = np.tril(np.ones((8, 8))).T @ np.tril(np.ones((8, 8)))
+    expected = np.max(np.abs(A).sum(axis=0)) ** 2 * np.trace(G @ np.linalg.inv(A.T @ A))  # E_1, computed independently
+    assert meta["unit_total_squared_error"] == pytest.approx(expected, rel=1e-12) and meta["unchecked_fields"] == []
+    svd_bound = np.linalg.svd(np.tril(np.ones((8, 8))), compute_uv=False).sum() ** 2 / 8
+    assert meta["lower_bound_kind"] == "svd-bound" and meta["lower_bound"] == pytest.approx(svd_bound, rel=1e-9)
+
+
 def test_write_refuses_a_recorded_workload_or_privacy_the_matrix_contradicts(tmp_path):
     with pytest.raises(InputError, match=r"records workload 'prefix:9', but it has 9 cells and the matrix 8 columns"):
         sio.write_strategy(Strategy(np.eye(8), {"privacy": "pure", "workload": "prefix:9"}), tmp_path / "a.npz")
-    with pytest.raises(InputError, match=r"records workload 'prefix:8', but the matrix does not support it"):
+    with pytest.raises(InputError, match=r"records workload 'prefix:8', but strategy does not support the workload \(W A\+ A != W"):
         sio.write_strategy(Strategy(np.ones((1, 8)), {"privacy": "pure", "workload": "prefix:8"}), tmp_path / "a.npz")
     with pytest.raises(InputError, match="metadata states privacy 'renyi'; strategy files record 'pure' or 'approx'"):
         sio.write_strategy(Strategy(np.eye(3), {"privacy": "renyi"}), tmp_path / "a.npz")
