@@ -255,6 +255,21 @@ def test_auto_pure_is_no_worse_than_orthogonal_and_p_identity(spec):
     assert unit_error(auto.matrix, parse_spec(spec), 1) == pytest.approx(auto.meta["unit_total_squared_error"], rel=1e-9)
 
 
+def test_auto_pure_tries_svd_approx_on_workloads_of_fewer_queries_than_cells():
+    """Above 64 cells svd-approx runs when m < n: 5 Gaussian queries over 80 cells, where it is ~2x better than p-identity."""
+    from strategy_opt.programs.pidentity import AUTO_SVD_MAX_N
+
+    W = np.random.default_rng(5).standard_normal((5, 80))
+    assert W.shape[1] > AUTO_SVD_MAX_N
+    auto = solve(W, privacy="pure", method="auto")
+    svd = solve(W, privacy="pure", method="svd-approx").meta["unit_total_squared_error"]
+    pid = solve(W, privacy="pure", method="p-identity").meta["unit_total_squared_error"]
+    assert auto.meta["auto_pure_choice"] == "svd-approx" and svd < 0.7 * pid
+    A = auto.dense()
+    independent = np.max(np.abs(A).sum(axis=0)) ** 2 * np.trace(W.T @ W @ np.linalg.pinv(A.T @ A))
+    assert auto.meta["unit_total_squared_error"] == pytest.approx(independent, rel=1e-9) == pytest.approx(svd, rel=1e-9)
+
+
 def test_what_stopped_each_start_is_recorded_and_a_cut_best_start_warned_once(caplog, monkeypatch):
     import logging
 
