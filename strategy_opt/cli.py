@@ -26,7 +26,7 @@ import numpy as np
 
 from . import __version__
 from .defaults import CONFIDENCE, DECIMAL_PATTERN, DEFAULT_DELTA, DIAGONAL_METHODS
-from .exceptions import InputError, PrecisionError, SolverError
+from .exceptions import InputError, NoiseScaleError, PrecisionError, SolverError
 
 log = logging.getLogger("strategy_opt")
 
@@ -645,7 +645,10 @@ def _cmd_release(args) -> int:
             raise InputError(f"--estimator applies to strategy methods; {args.method} reconstructs the answers its own way")
         estimator = args.method
         with naming_data(args.data):
-            release = info.func(x, workload, privacy, rng=seed, sampler=sampler, **options)
+            try:
+                release = info.func(x, workload, privacy, rng=seed, sampler=sampler, **options)
+            except NoiseScaleError as exc:  # the method spends a share of the budget: name the user's epsilon too
+                raise NoiseScaleError(f"--epsilon {args.epsilon:g} is too small for {args.method}, which spends it in parts: {exc}") from None
     log.info("released %d answers in %.3g s", len(release.answers), time.perf_counter() - t0)
     provenance = _provenance(args, workload, privacy, sampler, release, estimator)
     provenance["method"] = args.method
@@ -783,7 +786,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--privacy", choices=["pure", "approx"], help="pure: epsilon-DP, L1 sensitivity; approx: (epsilon,delta)-DP, L2 (default)")
     p.add_argument("--method", help="strategy method (default auto; see 'strategy-opt list methods')")
     p.add_argument("--objective", help="objective over per-query variances (default total; see 'list objectives')")
-    p.add_argument("--basis", help="design basis for l1-weighting: eigen|wavelet|fourier|hierarchical")
+    p.add_argument("--basis", help="design basis: for l1-weighting eigen|wavelet|fourier|hierarchical, for eigen-design eigen|wavelet|fourier|identity")
     p.add_argument("--branching", type=int, help="branching factor of hierarchical strategies (default: best for the workload)")
     p.add_argument("--solver", metavar="PROFILE", help="solver profile name (scs, clarabel, native) or path to a .toml")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="method option (repeatable), e.g. --option group_size=16")

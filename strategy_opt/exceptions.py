@@ -23,6 +23,10 @@ class PrecisionError(InputError):
     """Values too large in magnitude for float64 to resolve the noise added to them."""
 
 
+class NoiseScaleError(InputError):
+    """An epsilon so small that the noise it calls for, or its variance, is beyond float64."""
+
+
 class SolverError(RuntimeError):
     """A program could not be solved by the chosen backend."""
 

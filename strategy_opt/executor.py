@@ -38,7 +38,7 @@ from scipy.sparse.linalg import lsmr
 from .defaults import BYTES_PER_QUERY, CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL, MAX_DENSE_N, NNLS_DENSE_MAX_N, NNLS_MAX_ITER, NOISE_RESOLUTION
 from .certificates import gram_factor
 from .error import ErrorProfile, KroneckerMatrix, as_strategy_matrix, check_columns, diagonal_inverse, sensitivity
-from .exceptions import InputError, PrecisionError, setting
+from .exceptions import InputError, NoiseScaleError, PrecisionError, setting
 from .privacy import Privacy
 from .progress import PROGRESS_MIN_N, Progress
 from .resources import require_memory
@@ -152,7 +152,7 @@ def _check_noise(privacy: Privacy, delta_A: float) -> float:
         variance = math.inf
     if not (math.isfinite(variance) and scale > 0):
         beyond = "beyond floating point" if not math.isfinite(scale) else "whose variance is beyond floating point"
-        raise InputError(
+        raise NoiseScaleError(
             f"epsilon = {privacy.epsilon:g} gives noise of scale {scale:g} for sensitivity {delta_A:g}, {beyond} "
             "(the answers would carry no information); use a larger epsilon"
         )

@@ -110,7 +110,9 @@ class _Node:
 
 def _int(text: str, what: str, spec: str, minimum: int = 1) -> int:
     if not re.fullmatch(r"[0-9]+", text or ""):
-        raise InputError(f"malformed workload SPEC {spec!r}: {what} must be a non-negative integer, got {text!r}")
+        kind = "a positive integer" if minimum >= 1 else "a non-negative integer"
+        got = repr(text) if text else "nothing ('+', '*' and parentheses are SPEC operators, not signs)"
+        raise InputError(f"malformed workload SPEC {spec!r}: {what} must be {kind}, got {got}")
     v = int(text)
     if v < minimum:
         raise InputError(f"malformed workload SPEC {spec!r}: {what} must be >= {minimum}, got {v}")

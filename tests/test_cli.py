@@ -347,6 +347,40 @@ def test_a_sidecar_that_cannot_be_written_leaves_no_output(tmp_path, capsys, mon
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy.json", "h.npz", "s.json", "x.npy"]
 
 
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["solve", "--workload", "identity:+4"], "malformed workload SPEC 'identity:+4': N must be a positive integer, got nothing ('+', '*' and parentheses are SPEC operators, not signs)"),
+        (["solve", "--workload", "identity:-1"], "malformed workload SPEC 'identity:-1': N must be a positive integer, got '-1'"),
+        (["solve", "--workload", "prefix:6", "--privacy", "approx", "--method", "minerror-l2", "--objective", "weighted", "--option", "weights=1,2,nan,4,5,-6"],
+         "option weights must be finite and positive, got nan for query 2 (0-based; 2 such entries) (a query of weight 0 must still be answered by the strategy: give it a small weight)"),
+        (["solve", "--workload", "prefix:6", "--privacy", "pure", "--objective", "max"],
+         "auto: no pure method minimises objective 'max' (minerror-l2 does under approx privacy); use --objective total or --privacy approx"),
+        (["release", "--method", "dawa", "--data", "x.npy", "--workload", "prefix:16", "--epsilon", "1e-300", "--seed", "1", "--out", "e.npy"],
+         "--epsilon 1e-300 is too small for dawa, which spends it in parts: epsilon = 7.5e-301 gives noise of scale 1.33333e+300 for sensitivity 1, "
+         "whose variance is beyond floating point (the answers would carry no information); use a larger epsilon"),
+    ],
+)
+def test_messages_name_what_the_user_gave(tmp_path, capsys, monkeypatch, args, expected):
+    monkeypatch.chdir(tmp_path)
+    np.save("x.npy", np.arange(16.0))
+    assert cli("-q", *args) == 2
+    assert capsys.readouterr().err.strip() == f"strategy-opt: error: {expected}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy"]
+
+
+def test_auto_says_which_candidates_an_option_applies_to(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli("solve", "--workload", "prefix:16", "--privacy", "pure", "--method", "auto", "--branching", "4", "--json") == 0
+    out = capsys.readouterr()
+    assert "auto: option branching=4 applies to hierarchical only" in out.err
+    assert json.loads(out.out)["auto_candidates"]["hierarchical"] == pytest.approx(
+        json.loads(subprocess.run([sys.executable, "-m", "strategy_opt.cli", "-q", "solve", "--workload", "prefix:16", "--privacy", "pure",
+                                   "--method", "hierarchical", "--branching", "4", "--json"], capture_output=True, text=True, check=True).stdout)["unit_total_squared_error"],
+        rel=1e-12,
+    )
+
+
 def test_a_problem_file_with_delta_under_pure_privacy_is_refused(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     Path("p.toml").write_text('workload = "prefix:8"\nprivacy = "pure"\ndelta = 1e-6\n')

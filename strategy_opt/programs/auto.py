@@ -214,11 +214,17 @@ def auto(problem: Problem):
     table = methods()
     names = _candidates(problem)
     if not names:
-        raise InputError(f"auto: no {problem.privacy} method minimises objective {problem.objective!r}; try a specific method (--method)")
+        other = "approx" if problem.privacy == "pure" else "pure"
+        able = sorted(k for k, v in table.items() if k != "auto" and other in v.privacy and (v.objectives is None or problem.objective in v.objectives))
+        hint = f" ({', '.join(able)} {'does' if len(able) == 1 else 'do'} under {other} privacy)" if able else ""
+        raise InputError(f"auto: no {problem.privacy} method minimises objective {problem.objective!r}{hint}; use --objective total or --privacy {other}")
     known = set().union(*(table[k].options or () for k in names))
     unknown = sorted(set(problem.options) - known)
     if unknown:
         raise InputError(f"method 'auto': unknown option(s) {', '.join(map(repr, unknown))}; its candidates' options: {', '.join(sorted(known)) or 'none'}")
+    for key, value in sorted(problem.options.items()):  # say where each option goes: the others' results do not use it
+        takers = [k for k in names if key in (table[k].options or ())]
+        log.info("auto: option %s=%s applies to %s only", key, value, ", ".join(takers))
     best, errors, failures = None, {}, {}
     rank = {}  # log10 of each candidate's objective value: values beyond float64 (all-predicate:1100) still compare
     searched_b = None  # the best H_b branching found by auto-pure, when it ran

@@ -192,8 +192,13 @@ def query_weights(problem: Problem) -> np.ndarray | None:
         raise OptionError(f"option weights must be numbers ({_WEIGHT_FORMS}), got {raw!r:.60}") from None
     if w.shape != (W.m,):
         raise OptionError(f"option weights has {w.size} entries but the workload has {W.m} queries; give one weight per query")
-    if not np.all(np.isfinite(w)) or np.any(w <= 0):
-        raise OptionError("option weights must be finite and positive (a query of weight 0 must still be answered by the strategy: give it a small weight)")
+    bad = np.flatnonzero(~np.isfinite(w) | (w <= 0))
+    if bad.size:
+        raise OptionError(
+            f"option weights must be finite and positive, got {float(w[bad[0]])!r} for query {bad[0]} (0-based; "
+            f"{bad.size} such {'entry' if bad.size == 1 else 'entries'})"
+            " (a query of weight 0 must still be answered by the strategy: give it a small weight)"
+        )
     return w
 
 
