@@ -354,8 +354,8 @@ def _same_workload_files(recorded: str, files: dict, given: str) -> bool:
         same = canonical_spec(recorded, lambda p: files.get(p, p)) == canonical_spec(spec, lambda p: given_files.get(p, p))
     except (InputError, OSError):
         return False
-    if not same and _same_workload(recorded, given):
-        changed = next(p for p, h in given_files.items() if files.get(p, h) != h)
+    changed = next((p for p, h in given_files.items() if files.get(p, h) != h), None)
+    if not same and changed is not None and _same_workload(recorded, given):
         raise InputError(
             f"workload file {changed} has changed since the strategy was computed for it (its SHA-256 is not the recorded one); "
             "pass --force to use it anyway"
