@@ -139,13 +139,51 @@ class Workload(ABC):
             If the matrix would exceed ``defaults.MAX_MATRIX_ENTRIES`` entries.
         """
 
-    @abstractmethod
-    def matvec(self, x: np.ndarray) -> np.ndarray:
-        """Answers ``W x`` for a data vector x of length n."""
+    def matvec(self, x) -> np.ndarray:
+        """Answers ``W x`` for a data vector x of length n (shape ``(n,)``, or ``(n, 1)`` giving ``(m, 1)``).
+
+        Raises
+        ------
+        InputError
+            If x is not a vector of n numbers (another length, or a matrix).
+
+        Examples
+        --------
+        >>> prefix(3).matvec([1.0, 2.0, 3.0]).tolist()
+        [1.0, 3.0, 6.0]
+        """
+        return self._checked_product(x, self.n, "data vector x", "cell", self._matvec)
+
+    def rmatvec(self, y) -> np.ndarray:
+        """``W^T y`` for a vector y of length m (shape ``(m,)``, or ``(m, 1)`` giving ``(n, 1)``).
+
+        Examples
+        --------
+        >>> prefix(3).rmatvec([1.0, 0.0, 1.0]).tolist()
+        [2.0, 1.0, 1.0]
+        """
+        return self._checked_product(y, self.m, "vector y", "query", self._rmatvec)
+
+    @staticmethod
+    def _checked_product(v, size: int, what: str, unit: str, apply) -> np.ndarray:
+        """``apply`` on ``v`` as a float vector of ``size`` entries; `InputError` for another shape (never a truncated product)."""
+        try:
+            a = np.asarray(v, dtype=float)
+        except (TypeError, ValueError):
+            raise InputError(f"{what} must be numbers, got {type(v).__name__}") from None
+        if a.shape == (size, 1):
+            return apply(a.ravel()).reshape(-1, 1)
+        if a.shape != (size,):
+            raise InputError(f"{what} must have {size} entries (one per {unit}), got shape {a.shape}")
+        return apply(a)
 
     @abstractmethod
-    def rmatvec(self, y: np.ndarray) -> np.ndarray:
-        """``W^T y`` for a vector y of length m."""
+    def _matvec(self, x: np.ndarray) -> np.ndarray:
+        """``W x`` for a float vector x of shape ``(n,)`` (checked by `matvec`)."""
+
+    @abstractmethod
+    def _rmatvec(self, y: np.ndarray) -> np.ndarray:
+        """``W^T y`` for a float vector y of shape ``(m,)`` (checked by `rmatvec`)."""
 
     def operator(self) -> LinearOperator:
         """Implicit ``LinearOperator`` for W (never builds the matrix)."""
@@ -499,10 +537,10 @@ class ExplicitWorkload(Workload):
         """The workload matrix as a dense array (read-only when the matrix is stored dense)."""
         return self._W.toarray() if sp.issparse(self._W) else self._W
 
-    def matvec(self, x):
+    def _matvec(self, x):
         return np.asarray(self._W @ x).ravel()
 
-    def rmatvec(self, y):
+    def _rmatvec(self, y):
         return np.asarray(self._W.T @ y).ravel()
 
     def query_variances(self, M):
@@ -594,12 +632,12 @@ class IntervalWorkload(Workload):
         indices = starts + np.arange(nnz)
         return sp.csr_matrix((np.ones(nnz), indices, indptr), shape=self.shape)
 
-    def matvec(self, x):
+    def _matvec(self, x):
         lo, hi = self.intervals
         c = np.concatenate([[0.0], np.cumsum(np.asarray(x, dtype=float))])
         return c[hi + 1] - c[lo]
 
-    def rmatvec(self, y):
+    def _rmatvec(self, y):
         lo, hi = self.intervals
         d = np.zeros(self.n + 1)
         np.add.at(d, lo, y)
@@ -797,10 +835,10 @@ class AllPredicate(Workload):
         bits = (np.arange(2**n)[:, None] >> np.arange(n)) & 1
         return sp.csr_matrix(bits.astype(float))
 
-    def matvec(self, x):
+    def _matvec(self, x):
         return np.asarray(self.matrix() @ np.asarray(x, dtype=float)).ravel()
 
-    def rmatvec(self, y):
+    def _rmatvec(self, y):
         return np.asarray(self.matrix().T @ np.asarray(y, dtype=float)).ravel()
 
 
@@ -869,10 +907,10 @@ class Kronecker(Workload):
             X = np.moveaxis(res.reshape(shp[:-1] + (res.shape[-1],)), -1, axis)
         return X.ravel()
 
-    def matvec(self, x):
+    def _matvec(self, x):
         return self._apply(x, True)
 
-    def rmatvec(self, y):
+    def _rmatvec(self, y):
         return self._apply(y, False)
 
 
@@ -986,10 +1024,10 @@ class Union(Workload):
     def matrix(self):
         return sp.vstack([w * p.matrix() for w, p in zip(self.weights, self.parts)], format="csr")
 
-    def matvec(self, x):
+    def _matvec(self, x):
         return np.concatenate([w * p.matvec(x) for w, p in zip(self.weights, self.parts)])
 
-    def rmatvec(self, y):
+    def _rmatvec(self, y):
         off = self._offsets()
         return sum(w * p.rmatvec(y[off[i] : off[i + 1]]) for i, (w, p) in enumerate(zip(self.weights, self.parts)))
 

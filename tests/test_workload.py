@@ -1,5 +1,7 @@
 """Workloads: Gram matrices, products and variances against brute-force matrices."""
 
+import re
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -590,3 +592,24 @@ def test_explicit_gram_diagonal_refuses_entries_out_of_float64_range():
     for scale, word in ((1e200, "overflows"), (1e-170, "too small")):
         with pytest.raises(InputError, match=word):
             from_matrix(np.array([[scale, 0.0], [0.0, scale]])).gram_diagonal()
+
+
+@pytest.mark.parametrize(
+    "W",
+    [prefix(5), all_range(4), identity(5), total(5), random_range(6, 4, 1), from_matrix(np.arange(10.0).reshape(2, 5)),
+     from_matrix(sp.csr_matrix(np.eye(5)[[0, 2]])), kronecker(prefix(2), total(3)), union(prefix(5), identity(5)), marginals((2, 3), 1)],
+    ids=lambda W: W.spec,
+)
+def test_products_check_the_vector_and_match_the_matrix(W):
+    """matvec/rmatvec equal products with the explicit matrix; a vector of another length is refused, never truncated."""
+    M = W.matrix().toarray()
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal(W.n), rng.standard_normal(W.m)
+    np.testing.assert_allclose(W.matvec(x), M @ x, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(W.rmatvec(y), M.T @ y, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(W.matvec(x.reshape(-1, 1)), (M @ x).reshape(-1, 1), rtol=1e-12, atol=1e-12)
+    for bad in (np.ones(W.n + 1), np.ones(W.n - 1), np.ones((W.n, 2))):
+        with pytest.raises(InputError, match=re.escape(f"data vector x must have {W.n} entries (one per cell), got shape {bad.shape}")):
+            W.matvec(bad)
+    with pytest.raises(InputError, match=rf"vector y must have {W.m} entries \(one per query\)"):
+        W.rmatvec(np.ones(W.m + 1))
