@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from .defaults import BYTES_PER_QUERY, MAX_DENSE_N
 from .error import supports, unit_error
 from .exceptions import InputError
-from .io import matrix_fingerprint
+from .io import matrix_fingerprint, meta_fingerprint
 from .objectives import get_objective
 from .problem import Problem
 from .registry import get_method
@@ -176,6 +176,7 @@ def solve(
             method, problem.p, ratio, workload.spec,
         )
     strategy.fingerprint = matrix_fingerprint(strategy.matrix)  # write_strategy refuses a matrix changed since
+    strategy.meta_fingerprint = meta_fingerprint(strategy.meta)  # ... and checks metadata edited since
     return strategy
 
 

@@ -86,6 +86,7 @@ __all__ = [
     "file_sha256",
     "atomic_path",
     "workload_file_hashes",
+    "meta_fingerprint",
     "STRATEGY_FORMATS",
 ]
 
@@ -160,6 +161,20 @@ def matrix_fingerprint(A, digest: str | None = None) -> str:
     if isinstance(A, KroneckerMatrix):
         return "kronecker:" + ",".join(content_hash(f) for f in A.factors)
     return digest or content_hash(A)
+
+
+def meta_fingerprint(meta: dict) -> str:
+    """SHA-256 of ``meta`` as canonical JSON (numpy values as numbers, anything else by ``repr``): tells edited metadata."""
+
+    def plain(value):
+        if isinstance(value, np.generic):
+            return value.item()
+        if isinstance(value, np.ndarray):
+            return value.tolist()
+        return repr(value)
+
+    text = json.dumps(meta, sort_keys=True, default=plain, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _meta_hash(meta: dict) -> str:
@@ -367,6 +382,10 @@ def _checked_for_write(strategy: Strategy, path: Path, digest: str) -> Strategy:
                 f"cannot write {path}: the strategy's matrix changed after its metadata was computed (its recorded error "
                 "and bound would be stale); build a new Strategy with metadata of your own, or solve again"
             )
+        if strategy.meta_fingerprint is not None and meta_fingerprint(meta) != strategy.meta_fingerprint:
+            from .api import checked_hand_written  # edited after it was computed or read: checked like metadata written by hand
+
+            return checked_hand_written(strategy, f"cannot write {path}")
         return strategy
     if meta and "format_version" not in meta:
         from .api import checked_hand_written
@@ -930,7 +949,7 @@ def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
     _check_claims(A, meta, path)
     if "kronecker_factor_shapes" in meta:  # its error analysis per factor, as when it was solved
         A = kronecker_factors(A, meta["kronecker_factor_shapes"]) or A
-    return Strategy(A, meta)
+    return Strategy(A, meta, meta_fingerprint=meta_fingerprint(meta))
 
 
 _NORM_OF = {"pure": "l1", "approx": "l2"}

@@ -51,11 +51,17 @@ class Strategy:
     fingerprint : str or None
         `strategy_opt.io.matrix_fingerprint` of the matrix ``meta`` was computed
         for (set by `strategy_opt.solve`); writing refuses a matrix changed since.
+    meta_fingerprint : str or None
+        `strategy_opt.io.meta_fingerprint` of ``meta`` as computed or read
+        (set by `strategy_opt.solve` and `strategy_opt.io.read_strategy`):
+        metadata edited since is checked against the matrix on writing, as
+        metadata written by hand is (`strategy_opt.api.checked_hand_written`).
     """
 
     matrix: object
     meta: dict = field(default_factory=dict)
     fingerprint: str | None = field(default=None, repr=False, compare=False)
+    meta_fingerprint: str | None = field(default=None, repr=False, compare=False)
 
     def __setattr__(self, name, value):
         """Check ``matrix`` and ``meta`` whenever they are set, on construction and after it."""

@@ -58,6 +58,12 @@ def test_mtx_and_csv_layouts(tmp_path, sparse_strategy):
     assert json.loads((tmp_path / "s.json").read_text())["method"] == "hierarchical"
 
 
+def all_range_gram(n: int) -> np.ndarray:
+    """W^T W of all ranges on n cells, from the explicit 0/1 matrix."""
+    W = np.array([[1.0 if a <= j <= b else 0.0 for j in range(n)] for a in range(n) for b in range(a, n)])
+    return W.T @ W
+
+
 def test_round_trip_all_formats(tmp_path):
     rng = np.random.default_rng(0)
     s = Strategy(rng.normal(size=(7, 5)) / 3, {"method": "test", "workload": "identity:5"})
@@ -306,6 +312,30 @@ def test_write_refuses_metadata_that_no_longer_describes_the_matrix(tmp_path):
     with pytest.raises(InputError, match="sensitivity|matrix changed"):
         sio.write_strategy(h, tmp_path / "h.npz")
     assert not list(tmp_path.iterdir())
+
+
+def test_metadata_edited_after_the_solve_or_the_read_is_checked_like_metadata_written_by_hand(tmp_path):
+    s = so.solve("all-range:16", method="minerror-l2")
+    A = s.dense()
+    E = np.max(np.sum(A**2, axis=0)) * np.trace(all_range_gram(16) @ np.linalg.inv(A.T @ A))  # independent E_2
+    s.meta.update(unit_total_squared_error=1.0, lower_bound=0.5)
+    with pytest.raises(InputError, match=rf"metadata states unit_total_squared_error 1.0 but the matrix gives {E:.6f}"):
+        sio.write_strategy(s, tmp_path / "edited.npz")
+    s = so.solve("all-range:16", method="minerror-l2")
+    sio.write_strategy(s, tmp_path / "solved.npz")  # as computed: written as it is
+    read = sio.read_strategy(tmp_path / "solved.npz")
+    assert "metadata_origin" not in read.meta
+    sio.write_strategy(read, tmp_path / "copy.mtx")  # as read: unchanged
+    assert "metadata_origin" not in sio.read_strategy(tmp_path / "copy.mtx").meta
+    read.meta["lower_bound"] = 1e9
+    with pytest.raises(InputError, match="metadata states lower_bound 1000000000.0, above the matrix's error"):
+        sio.write_strategy(read, tmp_path / "bound.npz")
+    read.meta.update(lower_bound=s.meta["lower_bound"], note="mine")  # an added note: written, marked as edited by hand
+    sio.write_strategy(read, tmp_path / "noted.npz")
+    meta = sio.read_strategy(tmp_path / "noted.npz").meta
+    assert meta["metadata_origin"] == "hand-written" and meta["note"] == "mine"
+    assert meta["unit_total_squared_error"] == pytest.approx(E, rel=1e-9) and meta["unchecked_fields"] == ["lower_bound"]
+    assert not (tmp_path / "edited.npz").exists() and not (tmp_path / "bound.npz").exists()
 
 
 def test_write_checks_and_marks_metadata_built_by_hand(tmp_path):
