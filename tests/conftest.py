@@ -1,8 +1,20 @@
-"""Shared fixtures: paths to ../shared data (tests skip cleanly without it)."""
+"""Shared fixtures: paths to ../shared data (tests skip cleanly without it); Hypothesis profiles.
 
+Property tests draw the same examples on every run (profile ``deterministic``,
+the default), so a test run is reproducible; ``HYPOTHESIS_PROFILE=explore``
+draws new ones each run, to look for counterexamples (as it found seed 621 of
+`test_representation.test_splitting_merging_and_zero_cells`).
+"""
+
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("deterministic", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
