@@ -353,6 +353,25 @@ def test_write_checks_and_marks_metadata_built_by_hand(tmp_path):
     assert "metadata_origin" not in sio.read_strategy(tmp_path / "s.npz").meta
 
 
+def test_a_stated_sensitivity_must_be_the_matrix_s_with_or_without_a_recorded_norm(tmp_path):
+    """Two stacked identities: largest column L1 norm 2, L2 norm sqrt(2); a stated 0.1 (too little noise) is neither."""
+    A = np.vstack([np.eye(4)] * 2)
+    for stated in (2.0, 2**0.5):  # without privacy or norm either is a sensitivity of this matrix
+        sio.write_strategy(Strategy(A, {"sensitivity": stated}), tmp_path / "ok.npz")
+        assert sio.read_strategy(tmp_path / "ok.npz").meta["sensitivity"] == stated
+    with pytest.raises(InputError, match=r"states sensitivity 0.1 but the matrix's largest column l1 norm is 2 or l2 norm is 1.414213562"):
+        sio.write_strategy(Strategy(A, {"sensitivity": 0.1}), tmp_path / "a.npz")
+    with pytest.raises(InputError, match="metadata field 'sensitivity' must be a number, got 'abc'"):
+        sio.write_strategy(Strategy(A, {"sensitivity": "abc"}), tmp_path / "a.npz")
+    with pytest.raises(InputError, match=r"largest column l1 norm is 2$"):
+        sio.write_strategy(Strategy(A, {"sensitivity": 2**0.5, "privacy": "pure"}), tmp_path / "a.npz")
+    # a file edited by hand outside strategy_opt is refused on reading too
+    np.savez(tmp_path / "hand.npz", A=A, meta=json.dumps({"sensitivity": 0.1}))
+    with pytest.raises(InputError, match="states sensitivity 0.1"):
+        sio.read_strategy(tmp_path / "hand.npz")
+    assert not (tmp_path / "a.npz").exists()
+
+
 def test_every_written_file_holds_the_contract_fields(tmp_path):
     """CLI.md's meta fields are in every file: computed from a recorded workload and privacy, null when unknown."""
     A = np.vstack([np.eye(8), np.ones((1, 8))])
