@@ -165,6 +165,11 @@ def solve(
     problem = Problem(workload, privacy, objective, profile, options)
     t0 = time.perf_counter()
     strategy = info.func(problem)
+    if not isinstance(strategy, Strategy):
+        raise InputError(
+            f"method {method!r} returned a {type(strategy).__name__}, not a Strategy; a registered method returns "
+            "strategy_opt.compiler.compile_strategy(A, problem, name), which checks A and computes its error and bound"
+        )
     strategy.meta.setdefault("total_seconds", time.perf_counter() - t0)
     if solver is not None and strategy.meta.get("solver") == "closed-form":
         log.info("method %r is a closed form: solver profile %r not used", method, profile.name)

@@ -466,6 +466,8 @@ def _check_level(confidence) -> float:
 
 
 def _check_positive(value, name: str) -> float:
+    if isinstance(value, (str, bytes, bool)):  # float("1") would take it; a budget is a number (as PureDP(epsilon) requires)
+        raise InputError(f"{name} must be a positive number, got {value!r}")
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -566,7 +568,10 @@ class OnlineAnswerer:
         return self._H.copy(), self._y.copy(), self._alpha.copy()
 
     def _query(self, query) -> np.ndarray:
-        q = np.asarray(query, dtype=float).ravel()
+        try:
+            q = np.asarray(query, dtype=float).ravel()
+        except (TypeError, ValueError):
+            raise InputError(f"query must be a vector of {self.n} numbers (one coefficient per cell), got {query!r:.60}") from None
         if q.size != self.n:
             raise InputError(f"query has {q.size} coefficients but the data has {self.n} cells")
         if not np.all(np.isfinite(q)):

@@ -14,6 +14,7 @@ True
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -101,8 +102,28 @@ def register_method(
 
 
 def register_release(name: str, *, privacy=("pure",), source: str = "", summary: str = ""):
-    """Decorator registering a data-dependent release ``func(x, workload, privacy, rng, **options)``."""
-    return _register(_RELEASES, name, privacy, source, summary)
+    """Decorator registering a data-dependent release ``func(x, workload, privacy, rng, **options)``.
+
+    The registered (and returned) function takes the workload as a `Workload`,
+    a SPEC string or a matrix, as `strategy_opt.executor.run` does, and refuses
+    a privacy that is not a `strategy_opt.privacy.Privacy` object with an
+    `InputError`; ``func`` itself always receives a `Workload`.
+    """
+    notions = privacy
+
+    def deco(func):
+        @functools.wraps(func)
+        def release(x, workload, privacy, *args, **kwargs):
+            from .api import as_workload
+            from .privacy import Privacy
+
+            if not isinstance(privacy, Privacy):
+                raise InputError(f"privacy must be PureDP(epsilon) or ApproxDP(epsilon, delta), got {privacy!r}")
+            return func(x, as_workload(workload), privacy, *args, **kwargs)
+
+        return _register(_RELEASES, name, notions, source, summary)(release)
+
+    return deco
 
 
 def register_subcommand(func: Callable) -> Callable:

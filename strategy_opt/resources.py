@@ -276,7 +276,7 @@ def operation_bytes(size: WorkloadSize, operation: str | None) -> tuple[float, s
     ('2.88 TB', '6 dense 200000x200000 matrices (320 GB each)')
     """
     if operation not in OPERATIONS:
-        raise ValueError(f"unknown operation {operation!r}")
+        raise InputError(f"unknown operation {operation!r}; one of {', '.join(repr(o) for o in OPERATIONS)}")
     terms = [(size.build_bytes, "building the workload")]
     if operation is not None:
         n = size.n

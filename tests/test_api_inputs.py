@@ -502,3 +502,45 @@ def test_strategies_record_their_ratio_to_the_identity_and_warn_when_far_worse(c
         for privacy in ("pure", "approx"):
             assert so.solve("identity:64", privacy=privacy, method="auto").meta["ratio_to_identity"] == pytest.approx(1.0)
     assert not [r for r in caplog.records if "times the identity's" in r.getMessage()]
+
+
+@pytest.mark.parametrize("name", ["dawa", "mwem"])
+def test_releases_take_a_spec_or_a_matrix_and_refuse_a_privacy_name(name):
+    """As `run` does: a SPEC string or a matrix is a workload; the privacy must be a Privacy object, not its name."""
+    from strategy_opt.registry import get_release
+
+    release = get_release(name).func
+    x = np.arange(16.0)
+    by_spec = release(x, "prefix:16", PureDP(1e6), rng=3, sampler="simulate")
+    by_matrix = release(x, np.tril(np.ones((16, 16))), PureDP(1e6), rng=3, sampler="simulate")
+    np.testing.assert_allclose(by_spec.answers, by_matrix.answers, rtol=1e-12)
+    np.testing.assert_allclose(by_spec.answers, np.cumsum(x), rtol=0.05, atol=2.0)  # epsilon 1e6: about the true answers
+    with pytest.raises(InputError, match=r"privacy must be PureDP\(epsilon\) or ApproxDP\(epsilon, delta\), got 'pure'"):
+        release(x, "prefix:16", "pure", rng=3, sampler="simulate")
+
+
+def test_online_answerer_refuses_text_for_numbers():
+    from strategy_opt.online import OnlineAnswerer
+
+    with pytest.raises(InputError, match="budget must be a positive number, got '1'"):
+        OnlineAnswerer(np.arange(4.0), "1")
+    answerer = OnlineAnswerer(np.arange(4.0), 1.0, rng=0)
+    with pytest.raises(InputError, match=r"query must be a vector of 4 numbers \(one coefficient per cell\), got 'prefix'"):
+        answerer.answer("prefix", 1.0, 0.9)
+    assert answerer.counts == {"history": 0, "fresh": 0, "refused": 0}  # nothing spent on refused input
+
+
+def test_a_registered_method_that_returns_a_bare_matrix_is_named():
+    from strategy_opt.compiler import compile_strategy
+    from strategy_opt.registry import _METHODS, register_method
+
+    try:
+        register_method("test-bare-matrix", privacy=("pure", "approx"))(lambda problem: np.eye(problem.workload.n))
+        register_method("test-compiled", privacy=("pure", "approx"))(lambda problem: compile_strategy(np.eye(problem.workload.n), problem, "test-compiled"))
+        with pytest.raises(InputError, match="method 'test-bare-matrix' returned a ndarray, not a Strategy; a registered method returns "
+                                             r"strategy_opt.compiler.compile_strategy\(A, problem, name\)"):
+            so.solve("prefix:4", method="test-bare-matrix")
+        assert so.solve("prefix:4", privacy="pure", method="test-compiled").meta["unit_total_squared_error"] == 10.0  # trace(W^T W)
+    finally:
+        _METHODS.pop("test-bare-matrix", None)
+        _METHODS.pop("test-compiled", None)
