@@ -363,6 +363,17 @@ def _same_workload_files(recorded: str, files: dict, given: str) -> bool:
     return same
 
 
+def _is_spec(recorded: str) -> bool:
+    """Whether a recorded workload is SPEC syntax (it may still name a file that is gone), not a label such as 'matrix'."""
+    from .spec import canonical_spec
+
+    try:
+        canonical_spec(recorded)
+    except InputError:
+        return False
+    return True
+
+
 def _files_unchanged(files: dict) -> bool:
     """Whether every recorded workload file still has its recorded SHA-256 (so reading the recorded SPEC gives that workload)."""
     from .io import file_sha256
@@ -421,6 +432,11 @@ def _check_recorded_workload(strategy, workload, given: str, force: bool) -> str
             files = {}
         if not same:
             if not (_files_unchanged(files) and _same_gram(rec, workload)):
+                if not _is_spec(rec):  # a matrix or weighted union built in Python: nothing to read and compare
+                    raise InputError(
+                        f"strategy was computed for a workload built in Python (recorded as {rec!r}, not a SPEC), which cannot be "
+                        f"compared with {given!r}; pass --force to use it anyway (or solve from a SPEC or a file: workload)"
+                    )
                 raise InputError(f"strategy was computed for workload {rec!r}, not {given!r}; pass --force to use it anyway")
             note = f"workload {given!r} has the Gram matrix of the strategy's recorded workload {rec!r} (equivalent workloads)"
     domain = strategy.meta.get("domain")

@@ -322,6 +322,20 @@ def test_a_workload_file_is_known_by_its_content_not_its_path(tmp_path, capsys, 
     assert math.isclose(json.loads(capsys.readouterr().out)["unit_total_squared_error"], expected, rel_tol=1e-9)
 
 
+def test_a_strategy_for_a_workload_built_in_python_says_why_it_cannot_be_compared(tmp_path, capsys, monkeypatch):
+    import strategy_opt as so
+    from strategy_opt.io import write_strategy
+
+    monkeypatch.chdir(tmp_path)
+    write_strategy(so.solve(np.tril(np.ones((5, 5)))), "m.npz")  # recorded as 'matrix'
+    assert cli("error", "m.npz", "--workload", "prefix:5") == 2
+    assert capsys.readouterr().err.strip() == (
+        "strategy-opt: error: strategy was computed for a workload built in Python (recorded as 'matrix', not a SPEC), which cannot be "
+        "compared with 'prefix:5'; pass --force to use it anyway (or solve from a SPEC or a file: workload)"
+    )
+    assert cli("-q", "error", "m.npz", "--workload", "prefix:5", "--force") == 0
+
+
 def test_a_kronecker_strategy_accepts_its_workload_as_a_flat_file(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert cli("-q", "solve", "--workload", "prefix:8*identity:2", "--privacy", "approx", "--method", "identity", "--out", "k.npz") == 0
