@@ -111,7 +111,10 @@ def solve(
     solver : str, path or SolverProfile, optional
         Solver profile name (``scs``, ``clarabel``, ``native``) or file. Default:
         ``native``; for minerror-l2 with an objective the native solver does not
-        take (``max``), ``clarabel`` when the program is small enough, else ``scs``.
+        take: ``clarabel`` for ``max`` when the program is small enough, else (and
+        for user objectives) ``scs``. Methods with an optimiser of their own
+        (p-identity, auto-pure, ...) read only the profile's budget (``max_iters``,
+        ``time_limit``, ``tol``); closed forms use none of it (both say so in the log).
     **options
         Method options (``branching``, ``basis``, ``group_size``, ...).
 
@@ -173,6 +176,9 @@ def solve(
     strategy.meta.setdefault("total_seconds", time.perf_counter() - t0)
     if solver is not None and strategy.meta.get("solver") == "closed-form":
         log.info("method %r is a closed form: solver profile %r not used", method, profile.name)
+    elif solver is not None and profile.backend != "native" and not any(k in str(strategy.meta.get("solver")).lower() for k in ("cvxpy", "scs", "clarabel")):
+        log.info("method %r runs its own optimiser, not the %s backend of solver profile %r: only the profile's budget applies, where the method has one",
+                 method, profile.backend, profile.name)
     ratio = strategy.meta.get("ratio_to_identity")
     if ratio is not None and ratio >= IDENTITY_WARNING_RATIO and objective == "total" and strategy.meta.get("auto_choice", method) != "identity":
         # here, for the strategy returned: not for each candidate auto compares and drops

@@ -73,7 +73,8 @@ class Release:
     answers : ndarray (m,)
         Estimated workload answers ``W x_hat``.
     lower, upper : ndarray (m,) or None
-        Two-sided 95% intervals (LS estimator only; NaN where unavailable).
+        Two-sided 95% intervals: arrays for the LS estimator; None for nnls and
+        hybrid, for data-dependent releases, and where the domain is too large for them.
     x_hat : ndarray (n,)
         Estimated histogram.
     noise_scale : float
