@@ -525,6 +525,16 @@ def run(
         have negative, NaN or infinite counts, the noise is not a finite
         float, or an argument has the wrong type (privacy given as ``'pure'``,
         a string ``rng``, sparse data, ...).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from strategy_opt import solve
+    >>> from strategy_opt.privacy import PureDP
+    >>> h = solve("prefix:4", privacy="pure", method="hierarchical", branching=2)
+    >>> r = run(h, np.array([5.0, 0.0, 2.0, 1.0]), "prefix:4", PureDP(1e9), rng=0)  # a huge epsilon: almost no noise
+    >>> np.round(r.answers, 3).tolist(), bool(np.all(r.lower <= r.answers) and np.all(r.answers <= r.upper))
+    ([5.0, 5.0, 7.0, 8.0], True)
     """
     from .api import as_workload
 

@@ -470,6 +470,16 @@ def write_strategy(strategy: Strategy, path: str | os.PathLike) -> Path:
     -------
     Path
         The path written.
+
+    Examples
+    --------
+    >>> import json, tempfile, pathlib
+    >>> import numpy as np
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     path = write_strategy(np.eye(3), pathlib.Path(d) / "i.npz")  # a bare matrix: hashes, no provenance
+    ...     meta = json.loads(str(np.load(path)["meta"]))
+    >>> meta["shape"], meta["workload"], len(meta["content_sha256"])
+    ([3, 3], None, 64)
     """
     if not isinstance(strategy, Strategy):
         strategy = Strategy(strategy)
@@ -889,6 +899,17 @@ def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
     ------
     InputError
         Missing, malformed, corrupted, pickled or oversized files.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from strategy_opt import solve
+    >>> s = solve("prefix:8", privacy="pure", method="hierarchical", branching=2)
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     path = write_strategy(s, pathlib.Path(d) / "h.mtx")
+    ...     back = read_strategy(path)
+    >>> back.shape, back.meta["method"], back.meta["unit_total_squared_error"] == s.meta["unit_total_squared_error"]
+    ((15, 8), 'hierarchical', True)
     """
     path = Path(path)
     suffix = _check_format(path)

@@ -73,6 +73,20 @@ def register_objective(obj: Objective) -> Objective:
     The built-in names (`BUILTIN_OBJECTIVES`) are refused: methods solve them
     by their own programs (the native MINERROR solver for ``total``), which a
     replacement registered under the same name would not reach.
+
+    Examples
+    --------
+    >>> import cvxpy as cp
+    >>> import numpy as np
+    >>> from strategy_opt import solve
+    >>> obj = register_objective(Objective(
+    ...     "example-sum-of-squares", "sum of squared per-query variances",
+    ...     value=lambda u, weights=None: float(np.sum(np.square(u))),
+    ...     cvx=lambda u, weights=None: cp.sum_squares(u)))
+    >>> s = solve("prefix:4", method="minerror-l2", objective="example-sum-of-squares")  # a generic SDP (SCS)
+    >>> s.meta["objective"], round(s.meta["objective_value"])  # the identity's variances 1, 2, 3, 4 give 30
+    ('example-sum-of-squares', 12)
+    >>> _ = _OBJECTIVES.pop("example-sum-of-squares")  # (unregistered again)
     """
     if not isinstance(obj, Objective):
         raise InputError(f"register_objective expects an Objective, got {type(obj).__name__}")

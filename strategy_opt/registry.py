@@ -97,6 +97,23 @@ def register_method(
     ``objectives`` names the objectives the method minimises (None: any
     registered one); ``options`` the option names it reads (None: undeclared,
     not checked). `strategy_opt.api.solve` refuses the others.
+
+    Examples
+    --------
+    A method builds its matrix A and hands it to the compiler, which checks it
+    (support, column completion) and computes its error and lower bound:
+
+    >>> import numpy as np
+    >>> from strategy_opt import solve
+    >>> from strategy_opt.compiler import compile_strategy
+    >>> @register_method("example-doubled-identity", privacy=("pure",), options=("copies",))
+    ... def doubled(problem):
+    ...     k = int(problem.options.get("copies", 2))
+    ...     return compile_strategy(np.vstack([np.eye(problem.workload.n)] * k), problem, "example-doubled-identity")
+    >>> s = solve("prefix:4", privacy="pure", method="example-doubled-identity", copies=3)
+    >>> s.shape, round(s.meta["unit_total_squared_error"], 9)  # sensitivity 3, variance 1/3 a cell: 3^2 / 3 times trace 10
+    ((12, 4), 30.0)
+    >>> _ = _METHODS.pop("example-doubled-identity")  # (unregistered again)
     """
     return _register(_METHODS, name, privacy, source, summary, objectives, options)
 
