@@ -293,6 +293,8 @@ def _publish(fd: int, directory: Path, path: Path) -> None:
     fds = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY)
     try:  # src_dir_fd makes os.link call linkat(AT_SYMLINK_FOLLOW), which links the file the /proc entry stands for
         os.link(str(fd), staged, src_dir_fd=fds, follow_symlinks=True)
+    except OSError:  # a filesystem that makes unnamed files but cannot link them: copy into a named one
+        _copy_to_named(fd, staged)
     finally:
         os.close(fds)
     try:
@@ -301,6 +303,24 @@ def _publish(fd: int, directory: Path, path: Path) -> None:
         with contextlib.suppress(OSError):
             os.unlink(staged)
         raise
+
+
+def _copy_to_named(fd: int, staged: Path) -> None:
+    """Copy the unnamed file ``fd`` into the new file ``staged`` (removed again if the copy fails)."""
+    out = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        offset = 0
+        while block := os.pread(fd, 1 << 20, offset):
+            offset += len(block)
+            view = memoryview(block)
+            while view:  # os.write may take part of a block
+                view = view[os.write(out, view):]
+    except BaseException:
+        os.close(out)
+        with contextlib.suppress(OSError):
+            os.unlink(staged)
+        raise
+    os.close(out)
 
 
 @contextlib.contextmanager

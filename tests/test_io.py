@@ -110,6 +110,22 @@ def test_write_replaces_an_existing_file_and_leaves_nothing_else(tmp_path, dense
     assert mode == 0o666 & ~umask  # the usual permissions, not a temporary file's private 0600
 
 
+def test_a_filesystem_that_cannot_link_unnamed_files_gets_a_copy(tmp_path, dense_strategy, monkeypatch):
+    """O_TMPFILE worked but linkat did not (some network or overlay filesystems): the bytes are copied into place."""
+    fd = sio._anonymous_file(tmp_path)
+    if fd is None:
+        pytest.skip("this filesystem makes no unnamed files")
+    os.close(fd)
+
+    def no_link(*args, **kwargs):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(sio.os, "link", no_link)
+    sio.write_strategy(dense_strategy, tmp_path / "s.csv")
+    np.testing.assert_array_equal(sio.read_strategy(tmp_path / "s.csv").dense(), dense_strategy.dense())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.csv", "s.json"]
+
+
 def test_flipped_byte_is_detected(tmp_path, dense_strategy):
     f = tmp_path / "s.csv"
     sio.write_strategy(dense_strategy, f)
