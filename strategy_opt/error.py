@@ -42,6 +42,8 @@ __all__ = [
     "as_strategy_matrix",
     "check_columns",
     "kronecker_factors",
+    "kronecker_query_variances",
+    "check_kronecker_support",
     "sensitivity",
     "ErrorProfile",
     "diagonal_inverse",
@@ -537,6 +539,59 @@ def _kron_parts(A, workload: Workload):
             return None
         out.append((w, part.factors))
     return out
+
+
+def kronecker_query_variances(A, workload: Workload) -> np.ndarray | None:
+    """``w_i (A^T A)^+ w_i^T`` for every query of a (union of) Kronecker workload(s) matching a Kronecker strategy.
+
+    Each factor's strategy must support its factor workload (`InputError`
+    otherwise), which makes the product support the product. A query of a
+    product workload is a product of factor queries, so its variance is the
+    product of the factors' query variances: for each part,
+    ``w^2 kron_j (W_j (A_j^T A_j)^+ W_j^T)_ii``, in the workload's row order,
+    from the factors' small matrices alone. None when A and the workload are
+    not such products.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from strategy_opt.workload import kronecker, prefix
+    >>> A = KroneckerMatrix([np.eye(2), np.eye(3)])
+    >>> kronecker_query_variances(A, kronecker(prefix(2), prefix(3))).tolist()  # (1, 2) x (1, 2, 3)
+    [1.0, 2.0, 3.0, 2.0, 4.0, 6.0]
+    """
+    checked = _kronecker_profiles(A, workload)
+    if checked is None:
+        return None
+    profiles, kparts = checked
+    parts = []
+    for w, factors in kparts:
+        v = np.full(1, float(w) ** 2)
+        for prof, f in zip(profiles, factors):
+            v = np.kron(v, prof.query_variances(f))
+        parts.append(v)
+    return np.concatenate(parts)
+
+
+def check_kronecker_support(A, workload: Workload) -> bool:
+    """Whether A and the workload are matching Kronecker products, after checking each factor's support (`InputError` if missing).
+
+    Factor by factor the check needs only the factors' small Gram matrices, so
+    it covers product domains too large for the n x n check.
+    """
+    return _kronecker_profiles(A, workload) is not None
+
+
+def _kronecker_profiles(A, workload: Workload):
+    """``(factor profiles, _kron_parts)`` with every factor's support checked, or None if A and W are not matching products."""
+    kparts = _kron_parts(A, workload)
+    if kparts is None:
+        return None
+    profiles = [ErrorProfile(f) for f in A.factors]
+    for _, factors in kparts:
+        for prof, f in zip(profiles, factors):
+            prof.check_support(f.gram(), workload=f)
+    return profiles, kparts
 
 
 def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = None) -> float:

@@ -37,7 +37,7 @@ from scipy.sparse.linalg import lsmr
 
 from .defaults import BYTES_PER_QUERY, CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL, MAX_DENSE_N, NNLS_DENSE_MAX_N, NNLS_MAX_ITER, NOISE_RESOLUTION
 from .certificates import gram_factor
-from .error import ErrorProfile, KroneckerMatrix, as_strategy_matrix, check_columns, diagonal_inverse, sensitivity
+from .error import ErrorProfile, KroneckerMatrix, as_strategy_matrix, check_columns, check_kronecker_support, diagonal_inverse, kronecker_query_variances, sensitivity
 from .exceptions import InputError, NoiseScaleError, PrecisionError, setting
 from .privacy import Privacy
 from .progress import PROGRESS_MIN_N, Progress
@@ -403,7 +403,12 @@ def answer_intervals(A, workload: Workload, privacy: Privacy, answers: np.ndarra
     except InputError as exc:  # queries too many to enumerate (the answers come from the implicit operator)
         log.warning("per-query intervals omitted: %s", exc)
         return None, None
-    var = privacy.noise_variance(sensitivity(A, privacy.p)) * qv
+    return _intervals(A, privacy, answers, qv, level)
+
+
+def _intervals(A, privacy: Privacy, answers: np.ndarray, query_variances: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """``answers -+ z sd_i`` with ``sd_i^2 = Var(noise) * query_variances_i`` and z as `answer_intervals` chooses it."""
+    var = privacy.noise_variance(sensitivity(A, privacy.p)) * query_variances
     z = NormalDist().inv_cdf(0.5 + level / 2)
     if privacy.p == 1:
         z = max(z, -math.log1p(-level) / math.sqrt(2.0))
@@ -557,7 +562,7 @@ def run(
     if estimator == "hybrid" and workload.n > MAX_DENSE_N:
         raise InputError(
             f"the hybrid estimator factors the workload's dense {workload.n}x{workload.n} Gram matrix, beyond {MAX_DENSE_N} cells; "
-            f"use {setting('estimator', 'ls')} or 'nnls'"
+            f"use {setting('estimator', 'ls')} or {setting('estimator', 'nnls')}"
         )
     if not isinstance(intervals, (bool, np.bool_)):
         raise InputError(f"intervals must be True or False, got {intervals!r}")
@@ -565,7 +570,7 @@ def run(
         float(min(BYTES_PER_QUERY * workload.m, 10**300)), f"answering the {workload.m:,} queries of workload {workload.spec!r}", "use fewer queries"
     )
     sampler = release_sampler(sampler, rng)
-    prof = None
+    prof, kron = None, False
     if workload.n >= PROGRESS_MIN_N:
         log.info("run: checking that the %d x %d strategy supports the workload", *A.shape)
     if workload.n <= MAX_DENSE_N or diagonal_inverse(A) is not None:  # a diagonal A^T A (the identity) needs no n x n matrix
@@ -575,8 +580,10 @@ def run(
             check_measured_cells(A, workload, np.diag(G))
             prof.check_support(G, workload=workload)
     else:
-        check_measured_cells(A, workload)
-        log.warning("domain of %d cells: only measured cells are checked (not full support); intervals are omitted", workload.n)
+        kron = check_kronecker_support(strategy.matrix, workload)  # a product strategy on a product workload: checked factor by factor
+        if not kron:
+            check_measured_cells(A, workload)
+            log.warning("domain of %d cells: only measured cells are checked (not full support); intervals are omitted", workload.n)
     y, scale = measure(A, x, privacy, rng=rng, sampler=sampler)
     if workload.n >= PROGRESS_MIN_N or estimator != "ls":
         log.info("run: %d noisy strategy answers drawn; reconstructing %d cells (%s)", A.shape[0], workload.n, estimator)
@@ -588,4 +595,6 @@ def run(
     lower = upper = None
     if intervals and estimator == "ls" and prof is not None:
         lower, upper = answer_intervals(A, workload, privacy, answers, profile=prof)
+    elif intervals and estimator == "ls" and kron:
+        lower, upper = _intervals(A, privacy, answers, kronecker_query_variances(strategy.matrix, workload), CONFIDENCE)
     return Release(answers, lower, upper, x_hat, scale)

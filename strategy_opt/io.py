@@ -1088,7 +1088,7 @@ def read_workload_file(path: str | os.PathLike):
     return ExplicitWorkload(W, spec=file_spec(str(path)))
 
 
-def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None) -> np.ndarray:
+def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None, sized_by: str = "the workload") -> np.ndarray:
     """Read a histogram (``.npy``: a vector or an array of the domain's shape, flattened C-order; ``.csv``: one count per line).
 
     Parameters
@@ -1099,6 +1099,8 @@ def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None) -
     domain : tuple of int, optional
         Expected domain shape, checked when the array is multi-dimensional and
         the domain is too (a 1-D domain takes any array of n cells, flattened).
+    sized_by : str
+        What fixes ``n`` and ``domain``, for the messages (``online``: the query stream).
     """
     path = Path(path).expanduser()  # '~' as a shell would (a quoted flag, a problem file)
     if not path.is_file():
@@ -1107,7 +1109,7 @@ def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None) -
     if suffix == ".npy":
         x = read_npy(path, "histogram")
         if domain is not None and len(domain) > 1 and x.ndim > 1 and tuple(x.shape) != tuple(domain):
-            raise InputError(f"{path}: histogram shape {x.shape} does not match the workload domain {tuple(domain)}")
+            raise InputError(f"{path}: histogram shape {x.shape} does not match the domain {tuple(domain)} of {sized_by}")
     elif suffix == ".csv":
         x = _read_csv_matrix(path, "histogram", ndmin=1)
         if x.ndim != 1:
@@ -1118,7 +1120,7 @@ def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None) -
     if not np.all(np.isfinite(x)):
         raise InputError(f"{path}: histogram contains NaN or infinite values")
     if n is not None and x.size != n:
-        raise InputError(f"{path}: histogram has {x.size} cells but the workload has {n}")
+        raise InputError(f"{path}: histogram has {x.size} cells but {sized_by} has {n}")
     return x
 
 

@@ -370,6 +370,8 @@ def test_a_sidecar_that_cannot_be_written_leaves_no_output(tmp_path, capsys, mon
          "option weights must be finite and positive, got nan for query 2 (0-based; 2 such entries) (a query of weight 0 must still be answered by the strategy: give it a small weight)"),
         (["solve", "--workload", "prefix:6", "--privacy", "pure", "--objective", "max"],
          "auto: no pure method minimises objective 'max' (minerror-l2 does under approx privacy); use --objective total or --privacy approx"),
+        (["online", "--data", "x.npy", "--queries", "prefix:32", "--budget", "1", "--half-width", "5", "--out", "o.csv"],
+         "x.npy: histogram has 16 cells but the --queries stream has 32"),
         (["release", "--method", "dawa", "--data", "x.npy", "--workload", "prefix:16", "--epsilon", "1e-300", "--seed", "1", "--out", "e.npy"],
          "--epsilon 1e-300 is too small for dawa, which spends it in parts: epsilon = 7.5e-301 gives noise of scale 1.33333e+300 for sensitivity 1, "
          "whose variance is beyond floating point (the answers would carry no information); use a larger epsilon"),

@@ -269,6 +269,32 @@ def test_hybrid_beyond_the_dense_limit_is_refused_naming_the_estimators_that_run
 
     W = parse_spec("prefix:150*prefix:150")  # 22500 cells
     A = KroneckerMatrix([sp.identity(150, format="csr"), sp.identity(150, format="csr")])
-    with pytest.raises(InputError, match=r"hybrid estimator factors the workload's dense 22500x22500 Gram matrix.*estimator='ls' \(--estimator ls\) or 'nnls'"):
+    with pytest.raises(InputError, match=r"hybrid estimator factors the workload's dense 22500x22500 Gram matrix.*estimator='ls' \(--estimator ls\) or estimator='nnls' \(--estimator nnls\)$"):
         run(A, np.ones(22500), W, PureDP(1.0), estimator="hybrid", rng=0)
     assert run(A, np.ones(22500), W, PureDP(1e6), estimator="nnls", rng=0).answers.shape == (22500,)
+
+
+@pytest.mark.parametrize("privacy", [PureDP(0.5), ApproxDP(1.0, 1e-6)], ids=["pure", "approx"])
+def test_kronecker_strategies_beyond_the_dense_limit_get_intervals(monkeypatch, privacy):
+    """Past the dense n x n limit a product strategy on a product workload is checked and analysed factor by factor:
+    the intervals equal those from the dense error profile, query by query (rows in the workload's order)."""
+    from strategy_opt import executor
+    from strategy_opt.error import KroneckerMatrix
+    from strategy_opt.workload import kronecker, union
+
+    A = KroneckerMatrix([hierarchical_matrix(4, 2).toarray(), np.vstack([np.eye(5), np.ones((1, 5))])])
+    W = union(kronecker(prefix(4), all_range(5)), kronecker(identity(4), total(5)), weights=[1.0, 2.0])
+    x = np.arange(20.0)
+    dense = run(A, x, W, privacy, rng=7)  # 20 cells: the dense route
+    monkeypatch.setattr(executor, "MAX_DENSE_N", 10)
+    factored = run(A, x, W, privacy, rng=7)
+    np.testing.assert_allclose(factored.answers, dense.answers, rtol=1e-10)
+    np.testing.assert_allclose(factored.upper - factored.answers, dense.upper - dense.answers, rtol=1e-10)
+    # and against the formula itself: half-width z sd_i, sd_i^2 = Var(noise) w_i (A^T A)^-1 w_i^T
+    Af, Wm = A.tocsr().toarray(), W.matrix().toarray()
+    sd = np.sqrt(privacy.noise_variance(executor.sensitivity(Af, privacy.p)) * np.einsum("ij,jk,ik->i", Wm, np.linalg.inv(Af.T @ Af), Wm))
+    z = 1.959963984540054 if privacy.p == 2 else np.log(20) / np.sqrt(2)
+    np.testing.assert_allclose(factored.upper - factored.answers, z * sd, rtol=1e-9)
+    bad = KroneckerMatrix([np.eye(4)[:3], np.eye(5)])  # the first factor leaves cell 3 unmeasured
+    with pytest.raises(InputError, match="does not support the workload"):
+        run(bad, x, W, privacy, rng=7)

@@ -191,7 +191,7 @@ def _cmd_online(args) -> int:
     if not (math.isfinite(args.budget) and args.budget > 0):
         raise InputError(f"--budget must be a positive number, got {args.budget!r}")
     queries = _load_queries(args.queries)
-    x = read_histogram(args.data, queries.n, queries.domain)
+    x = read_histogram(args.data, queries.n, queries.domain, sized_by="the --queries stream")
     if np.any(x < 0):
         raise InputError(f"{args.data}: histogram has negative counts; counts must be >= 0")
     Q = queries.matrix()
