@@ -32,7 +32,7 @@ from pathlib import Path
 
 from threadpoolctl import threadpool_info
 
-from strategy_opt import weighting
+from strategy_opt import threads
 from strategy_opt.api import solve
 from strategy_opt.error import log_svd_bound
 from strategy_opt.exceptions import InputError, SolverError
@@ -161,7 +161,7 @@ def main(argv=None):
         "load_average": list(os.getloadavg()),
         "cores": os.cpu_count(),
         "threadpool_info": threadpool_info(),
-        "factorization_threads": weighting.FACTORIZATION_THREADS,
+        "factorization_threads": threads.FACTORIZATION_THREADS,
         "notes": notes,
         "rows": rows,
     }
@@ -187,7 +187,7 @@ def _report(result: dict, name: str):
         f"Machine: {result['cores']} cores, shared with other jobs (load average at the end "
         f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}): times are noisy, compare methods within a row group only. "
         f"Eigen-Design runs its dense factorizations (Cholesky, eigh, the compiler's A^T A factorization) on "
-        f"{result['factorization_threads']} BLAS thread(s) (`strategy_opt.weighting.FACTORIZATION_THREADS`); "
+        f"{result['factorization_threads']} BLAS thread(s) (`strategy_opt.threads.FACTORIZATION_THREADS`); "
         "matrix products use the thread settings below.",
         "",
         "| workload | n | method | E / SVD bound | E / optimum | lower bound / SVD bound | pre-completion / SVD bound | seconds (runs) |",

@@ -228,7 +228,7 @@ def main(argv=None) -> int:
         "8192 cells exceed the native profile's 600 s budget: the run stops with status 'budget' and\n"
         "returns its best strategy with the certified gap reached.\n"
         "The native solver runs its factorizations (eigh, Cholesky) on one BLAS thread "
-        "(strategy_opt.native_l2.FACTORIZATION_THREADS) and its matrix products on all threads."
+        "(strategy_opt.threads.FACTORIZATION_THREADS) and its matrix products on all threads."
     )
     write_result(NAME, "minerror-l2: time and certified gap versus n (all-range)", body, {"results": results, "threads": threadpool_info()})
     plot(results, RESULTS / f"{NAME}.png")
