@@ -10,6 +10,7 @@ Run: ``python benchmarks/foundation.py`` (writes results/foundation.md).
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import tempfile
@@ -25,15 +26,20 @@ from strategy_opt.bases import hierarchical_matrix, wavelet_matrix  # noqa: E402
 from strategy_opt.error import svd_bound, unit_error  # noqa: E402
 from strategy_opt.workload import all_range  # noqa: E402
 
+#: The command line of the interpreter running this script (its environment's console script, activated or not).
+_SCRIPT = Path(sys.executable).with_name("strategy-opt")
+CLI = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "strategy_opt.cli"]
+
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # no options: --help describes, never runs
     rows = []
     t, _ = median_time(lambda: all_range(4096).gram(), repeats=5)
     rows.append(["all-range:4096 gram()", f"{t:.3f}"])
     with tempfile.TemporaryDirectory() as d:
         s = Path(d) / "h.npz"
-        subprocess.run(["strategy-opt", "-q", "solve", "--workload", "all-range:4096", "--privacy", "pure", "--method", "hierarchical", "--branching", "2", "--out", str(s)], check=True, capture_output=True)
-        t, _ = median_time(lambda: subprocess.run(["strategy-opt", "-q", "error", str(s), "--workload", "all-range:4096", "--json"], check=True, capture_output=True), repeats=3)
+        subprocess.run([*CLI, "-q", "solve", "--workload", "all-range:4096", "--privacy", "pure", "--method", "hierarchical", "--branching", "2", "--out", str(s)], check=True, capture_output=True)
+        t, _ = median_time(lambda: subprocess.run([*CLI, "-q", "error", str(s), "--workload", "all-range:4096", "--json"], check=True, capture_output=True), repeats=3)
         rows.append(["strategy-opt error (H_2, all-range:4096, CLI end to end)", f"{t:.2f}"])
         t, _ = median_time(lambda: unit_error(hierarchical_matrix(4096, 2), all_range(4096), 1), repeats=3)
         rows.append(["unit_error(H_2, all-range:4096) in-process", f"{t:.2f}"])

@@ -14,6 +14,7 @@ Run: ``python benchmarks/pure_dp_cut_bound.py`` (about a minute; n <= 10).
 
 from __future__ import annotations
 
+import argparse
 import itertools
 
 import cvxpy as cp
@@ -42,6 +43,7 @@ def cut_polytope_bound(G: np.ndarray) -> float:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # no options: --help describes, never runs
     rows, data = [], []
     with threadpool_limits(limits=1, user_api="blas"):
         for name, build in WORKLOADS.items():
