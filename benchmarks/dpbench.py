@@ -164,8 +164,8 @@ def best_branching(W, dim: str, cache: Cache, name: str) -> int:
     return rec["value"]
 
 
-def di_strategies_1d(W, name: str, cache: Cache) -> dict:
-    """Strategy matrices (sparse) over 4096 cells, built directly (no compile step)."""
+def di_strategies_1d(W, name: str, cache: Cache, quick: bool = False) -> dict:
+    """Strategy matrices (sparse) over 4096 cells, built directly (no compile step); ``auto-pure`` (minutes) unless ``quick``."""
     import scipy.sparse as sp
 
     n = W.n
@@ -176,7 +176,7 @@ def di_strategies_1d(W, name: str, cache: Cache) -> dict:
     }
     tree = greedy_hierarchy(MappedWorkload(W, np.arange(n), np.arange(n + 1)), 2)
     out["greedy-h"] = tree.strategy()
-    if "auto-pure" in methods():
+    if "auto-pure" in methods() and not quick:
         out["auto-pure"] = solve(W, privacy="pure", method="auto-pure").sparse()
     return out
 
@@ -263,7 +263,7 @@ def run_all(dim: str, seeds: int, cache: Cache, quick: bool, extra_seeds: int = 
     # data-independent: once per (workload, eps, seed)
     for wname, W in W_all.items():
         if dim == "1d":
-            strategies = di_strategies_1d(W, wname, cache)
+            strategies = di_strategies_1d(W, wname, cache, quick)
         else:  # Kronecker workloads choose their own branching; rectangles take 2-D prefix's
             strategies = di_factors_2d(b2d if wname == "rectangles" else best_branching(W, "2d", cache, wname))
         names = list(strategies) + ([] if dim == "1d" else ["greedy-h"])
@@ -377,7 +377,7 @@ def time_table(cache, dim):
     return markdown_table(["workload", "method", "releases", "median s", "max s"], rows)
 
 
-def plot(table, di, dim):
+def plot(table, di, dim, stem: str = "dpbench"):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -402,7 +402,7 @@ def plot(table, di, dim):
             ax.grid(alpha=0.3)
         axes[0][0].legend(fontsize=8)
         fig.tight_layout()
-        path = RESULTS / f"dpbench_{dim}_{w}.png"
+        path = RESULTS / f"{stem}_{dim}_{w}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)
         paths.append(path.name)
@@ -514,7 +514,7 @@ def acceptance(cache, dnames, seeds_total):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="2 histograms per dimension, eps = 0.1, 1 seed (smoke test)")
+    ap.add_argument("--quick", action="store_true", help="2 histograms per dimension, eps = 0.1, 1 seed, no auto-pure and no Li 2013 tables (smoke test; writes results/dpbench_quick.md)")
     ap.add_argument("--seeds", type=int, default=5, help="noise seeds for 1-D (default 5)")
     ap.add_argument("--seeds-2d", type=int, default=5, help="noise seeds for 2-D (default 5)")
     ap.add_argument("--acceptance-seeds", type=int, default=10, help="DAWA/identity seeds at eps = 0.1, random ranges (1-D)")
@@ -548,7 +548,7 @@ def main(argv=None):
             dnames, wnames, eps_list = run_all(dim, seeds, cache, args.quick, extra)
             table, di = summary(cache, dim, dnames, wnames, eps_list, seeds)
             tables[dim] = (table, di, dnames, seeds)
-            pngs = plot(table, di, dim)
+            pngs = plot(table, di, dim, "dpbench_quick" if args.quick else "dpbench")
             sections.append(f"## {dim.upper()}\n\nPlots: " + ", ".join(f"`{p}`" for p in pngs) + "\n\n" + error_tables(table, di, dim, "mae")
                             + "\n\n" + error_tables(table, di, dim, "mse") + "\n\n### Time per release (s)\n\n" + time_table(cache, dim))
             mwem_T = {r["dataset"]: r["value"] for r in cache.records.values() if r["dim"] == dim and r["method"] == "mwem-T"}
@@ -556,16 +556,18 @@ def main(argv=None):
             if dim == "1d":
                 sections.append("## Acceptance (issue 6): 1-D random ranges, eps = 0.1, DAWA MSE / identity MSE\n\n"
                                 + acceptance(cache, dnames, seeds + extra))
-                sections.append("## Li 2013 Table 6.1: buckets of the optimal partition\n\n" + table_6_1(cache, seeds))
-                sections.append("## Li 2013 Table 6.2: competitor error / DAWA error, random ranges (7 paper histograms)\n\n" + table_6_2(table))
-                sections.append(discussion(cache, tables))
+                if not args.quick:  # these read the seven paper histograms, which a quick run does not release on
+                    sections.append("## Li 2013 Table 6.1: buckets of the optimal partition\n\n" + table_6_1(cache, seeds))
+                    sections.append("## Li 2013 Table 6.2: competitor error / DAWA error, random ranges (7 paper histograms)\n\n" + table_6_2(table))
+                    sections.append(discussion(cache, tables))
     spent = sum(r.get("seconds", 0.0) for r in cache.records.values())
     body = "\n\n".join(sections) + (
         f"\n\nRuns: {len(cache.records)} cached records, {spent:.0f} s of measured run time in total; this invocation "
         f"took {time.perf_counter() - t_start:.0f} s. Runs executed under: {settings}"
     )
     raw = [r for r in cache.records.values()]
-    write_result("dpbench", "DPBench: DAWA, MWEM and data-independent strategies", body, {"records": raw})
+    # a smoke test never replaces the committed full run
+    write_result("dpbench_quick" if args.quick else "dpbench", "DPBench: DAWA, MWEM and data-independent strategies", body, {"records": raw})
 
 
 if __name__ == "__main__":
