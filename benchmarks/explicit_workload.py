@@ -94,7 +94,7 @@ def main() -> None:
             W.gram()
             again = time.perf_counter() - t0
             err = float(np.abs(G - R.gram()).max())
-            rows.append([f"file:{name} gram() first call", f"{first:.3f}", f"max |G - closed form| = {err:.1e}"])
+            rows.append([f"file:{name} gram() first call", f"{first:.3f}", f"largest abs(G - closed form) = {err:.1e}"])
             rows.append([f"file:{name} gram() second call", f"{again:.4f}", ""])
             if not args.skip_solve:
                 W = read_workload_file(path)
