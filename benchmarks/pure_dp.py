@@ -443,7 +443,9 @@ def main() -> None:
     ap.add_argument("--sections", nargs="+", default=["methods", "opt0", "weighting", "minerror"])
     ap.add_argument("--sizes", nargs="+", type=int, default=list(SIZES))
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--fresh", action="store_true", help="ignore cached results")
+    ap.add_argument("--fresh", action="store_true",
+                    help="start from an empty cache: the results written then hold only what this run measures (without it, "
+                         "entries already in results/pure_dp.json are kept and not measured again)")
     ap.add_argument("--render", action="store_true", help="only write the Markdown and the plot from the cache")
     args = ap.parse_args()
     path = RESULTS / f"{NAME}.json"
