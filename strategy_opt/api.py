@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from .defaults import BYTES_PER_QUERY, MAX_DENSE_N
 from .error import supports, unit_error
 from .exceptions import InputError
-from .io import matrix_fingerprint, meta_fingerprint
+from .io import matrix_fingerprint, meta_fingerprint, workload_file_hashes
 from .objectives import get_objective
 from .problem import Problem
 from .registry import get_method
@@ -174,6 +174,9 @@ def solve(
             "strategy_opt.compiler.compile_strategy(A, problem, name), which checks A and computes its error and bound"
         )
     strategy.meta.setdefault("total_seconds", time.perf_counter() - t0)
+    files = _workload_files(workload.spec)  # once per solve (auto compiles many candidates)
+    if files:
+        strategy.meta["workload_files"] = files
     if solver is not None and strategy.meta.get("solver") == "closed-form":
         log.info("method %r is a closed form: solver profile %r not used", method, profile.name)
     elif solver is not None and profile.backend != "native" and not any(k in str(strategy.meta.get("solver")).lower() for k in ("cvxpy", "scs", "clarabel")):
@@ -189,6 +192,14 @@ def solve(
     strategy.fingerprint = matrix_fingerprint(strategy.matrix)  # write_strategy refuses a matrix changed since
     strategy.meta_fingerprint = meta_fingerprint(strategy.meta)  # ... and checks metadata edited since
     return strategy
+
+
+def _workload_files(spec: str) -> dict[str, str]:
+    """``meta.workload_files``: the content hashes of the SPEC's files (empty if it names none or they cannot be read again)."""
+    try:
+        return workload_file_hashes(spec)
+    except (InputError, OSError):  # not SPEC syntax (a label such as 'matrix'), or the file went away since it was read
+        return {}
 
 
 def _uncheckable(recorded: str) -> bool:

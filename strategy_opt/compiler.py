@@ -186,16 +186,6 @@ def reported_error(A, workload, p: int) -> tuple[object, float]:
     return A, unit_error(A_supported, workload, p, profile=profile)
 
 
-def _workload_files(spec: str) -> dict[str, str]:
-    """``meta.workload_files``: the content hashes of the SPEC's files (empty if it names none or they cannot be read again)."""
-    from .io import workload_file_hashes
-
-    try:
-        return workload_file_hashes(spec)
-    except (InputError, OSError):  # not SPEC syntax (a label such as 'matrix'), or the file went away since it was read
-        return {}
-
-
 def compile_strategy(
     A,
     problem: Problem,
@@ -303,9 +293,6 @@ def compile_strategy(
         meta["completion_rows"] = (completed or 0) + extra.pop("completion_rows", 0)
     if repair is not None:
         meta["support_repair"] = repair
-    files = _workload_files(W.spec)
-    if files:
-        meta["workload_files"] = files
     if isinstance(A, KroneckerMatrix):
         meta["kronecker_factor_shapes"] = [[int(s) for s in f.shape] for f in A.factors]
     ratio = _ratio_to_identity(A, W, problem.p, E)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import reduce
 
 import numpy as np
@@ -34,7 +35,7 @@ import scipy.sparse as sp
 
 from .defaults import EIG_RTOL, SUPPORT_RTOL, TINY_GRAM
 from .exceptions import InputError
-from .privacy import Privacy
+from .privacy import check_privacy
 from .threads import factorization_threads
 from .workload import ExplicitWorkload, Kronecker, Union, Workload, _check_dense_n
 
@@ -541,16 +542,40 @@ def _kron_parts(A, workload: Workload):
     return out
 
 
-def kronecker_query_variances(A, workload: Workload) -> np.ndarray | None:
+@dataclass(frozen=True)
+class KroneckerSupport:
+    """A Kronecker strategy matched with a (union of) Kronecker workload(s), each factor's support checked."""
+
+    profiles: list  # ErrorProfile of each strategy factor
+    parts: list  # (weight, factor workloads) of each Kronecker term of the workload (`_kron_parts`)
+
+
+def check_kronecker_support(A, workload: Workload) -> KroneckerSupport | None:
+    """A and the workload as matching Kronecker products, each factor's support checked (`InputError` if missing); None if they are not.
+
+    Factor by factor the check needs only the factors' small Gram matrices, so
+    it covers product domains too large for the n x n check (and each factor
+    supporting its factor workload makes the product support the product).
+    """
+    kparts = _kron_parts(A, workload)
+    if kparts is None:
+        return None
+    profiles = [ErrorProfile(f) for f in A.factors]
+    for _, factors in kparts:
+        for prof, f in zip(profiles, factors):
+            prof.check_support(f.gram(), workload=f)
+    return KroneckerSupport(profiles, kparts)
+
+
+def kronecker_query_variances(A, workload: Workload, support: KroneckerSupport | None = None) -> np.ndarray | None:
     """``w_i (A^T A)^+ w_i^T`` for every query of a (union of) Kronecker workload(s) matching a Kronecker strategy.
 
-    Each factor's strategy must support its factor workload (`InputError`
-    otherwise), which makes the product support the product. A query of a
-    product workload is a product of factor queries, so its variance is the
-    product of the factors' query variances: for each part,
+    A query of a product workload is a product of factor queries, so its
+    variance is the product of the factors' query variances: for each part,
     ``w^2 kron_j (W_j (A_j^T A_j)^+ W_j^T)_ii``, in the workload's row order,
-    from the factors' small matrices alone. None when A and the workload are
-    not such products.
+    from the factors' small matrices alone. ``support`` is what
+    `check_kronecker_support` returned, if the caller has it. None when A and
+    the workload are not such products.
 
     Examples
     --------
@@ -560,38 +585,16 @@ def kronecker_query_variances(A, workload: Workload) -> np.ndarray | None:
     >>> kronecker_query_variances(A, kronecker(prefix(2), prefix(3))).tolist()  # (1, 2) x (1, 2, 3)
     [1.0, 2.0, 3.0, 2.0, 4.0, 6.0]
     """
-    checked = _kronecker_profiles(A, workload)
-    if checked is None:
+    support = support or check_kronecker_support(A, workload)
+    if support is None:
         return None
-    profiles, kparts = checked
     parts = []
-    for w, factors in kparts:
+    for w, factors in support.parts:
         v = np.full(1, float(w) ** 2)
-        for prof, f in zip(profiles, factors):
+        for prof, f in zip(support.profiles, factors):
             v = np.kron(v, prof.query_variances(f))
         parts.append(v)
     return np.concatenate(parts)
-
-
-def check_kronecker_support(A, workload: Workload) -> bool:
-    """Whether A and the workload are matching Kronecker products, after checking each factor's support (`InputError` if missing).
-
-    Factor by factor the check needs only the factors' small Gram matrices, so
-    it covers product domains too large for the n x n check.
-    """
-    return _kronecker_profiles(A, workload) is not None
-
-
-def _kronecker_profiles(A, workload: Workload):
-    """``(factor profiles, _kron_parts)`` with every factor's support checked, or None if A and W are not matching products."""
-    kparts = _kron_parts(A, workload)
-    if kparts is None:
-        return None
-    profiles = [ErrorProfile(f) for f in A.factors]
-    for _, factors in kparts:
-        for prof, f in zip(profiles, factors):
-            prof.check_support(f.gram(), workload=f)
-    return profiles, kparts
 
 
 def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = None) -> float:
@@ -642,8 +645,7 @@ def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = Non
 
 def expected_total_error(A, workload: Workload, privacy) -> float:
     """Expected total squared error ``E_p * c`` of answering W through A under ``privacy``."""
-    if not isinstance(privacy, Privacy):
-        raise InputError(f"privacy must be PureDP(epsilon) or ApproxDP(epsilon, delta), got {privacy!r}")
+    check_privacy(privacy)
     return unit_error(A, workload, privacy.p) * privacy.noise_variance_factor()
 
 

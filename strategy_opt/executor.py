@@ -39,7 +39,7 @@ from .defaults import BYTES_PER_QUERY, CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL
 from .certificates import gram_factor
 from .error import ErrorProfile, KroneckerMatrix, as_strategy_matrix, check_columns, check_kronecker_support, diagonal_inverse, kronecker_query_variances, sensitivity
 from .exceptions import InputError, NoiseScaleError, PrecisionError, setting
-from .privacy import Privacy
+from .privacy import Privacy, check_privacy
 from .progress import PROGRESS_MIN_N, Progress
 from .resources import require_memory
 from .strategy import Strategy
@@ -253,8 +253,7 @@ def measure(
         Laplace scale or Gaussian sigma.
     """
     A = _as_operator_matrix(A)
-    if not isinstance(privacy, Privacy):
-        raise InputError(f"privacy must be PureDP(epsilon) or ApproxDP(epsilon, delta), got {privacy!r}")
+    check_privacy(privacy)
     x = _check_vector(_as_histogram(x), A.shape[1], "data", "the strategy's columns number")
     sampler = resolve_sampler(sampler, rng)
     delta_A = sensitivity(A, privacy.p)
@@ -543,8 +542,7 @@ def run(
     """
     from .api import as_workload
 
-    if not isinstance(privacy, Privacy):
-        raise InputError(f"privacy must be PureDP(epsilon) or ApproxDP(epsilon, delta), got {privacy!r}")
+    check_privacy(privacy)
     workload = as_workload(workload)
     if not isinstance(strategy, Strategy):
         strategy = Strategy(strategy)  # checks the matrix: 2-D, real, finite
@@ -570,7 +568,7 @@ def run(
         float(min(BYTES_PER_QUERY * workload.m, 10**300)), f"answering the {workload.m:,} queries of workload {workload.spec!r}", "use fewer queries"
     )
     sampler = release_sampler(sampler, rng)
-    prof, kron = None, False
+    prof = kron = None
     if workload.n >= PROGRESS_MIN_N:
         log.info("run: checking that the %d x %d strategy supports the workload", *A.shape)
     if workload.n <= MAX_DENSE_N or diagonal_inverse(A) is not None:  # a diagonal A^T A (the identity) needs no n x n matrix
@@ -581,7 +579,7 @@ def run(
             prof.check_support(G, workload=workload)
     else:
         kron = check_kronecker_support(strategy.matrix, workload)  # a product strategy on a product workload: checked factor by factor
-        if not kron:
+        if kron is None:
             check_measured_cells(A, workload)
             log.warning("domain of %d cells: only measured cells are checked (not full support); intervals are omitted", workload.n)
     y, scale = measure(A, x, privacy, rng=rng, sampler=sampler)
@@ -595,6 +593,6 @@ def run(
     lower = upper = None
     if intervals and estimator == "ls" and prof is not None:
         lower, upper = answer_intervals(A, workload, privacy, answers, profile=prof)
-    elif intervals and estimator == "ls" and kron:
-        lower, upper = _intervals(A, privacy, answers, kronecker_query_variances(strategy.matrix, workload), CONFIDENCE)
+    elif intervals and estimator == "ls" and kron is not None:
+        lower, upper = _intervals(A, privacy, answers, kronecker_query_variances(strategy.matrix, workload, kron), CONFIDENCE)
     return Release(answers, lower, upper, x_hat, scale)

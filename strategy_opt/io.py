@@ -163,25 +163,29 @@ def matrix_fingerprint(A, digest: str | None = None) -> str:
     return digest or content_hash(A)
 
 
-def meta_fingerprint(meta: dict) -> str:
-    """SHA-256 of ``meta`` as canonical JSON (numpy values as numbers, anything else by ``repr``): tells edited metadata."""
-
-    def plain(value):
-        if isinstance(value, np.generic):
-            return value.item()
-        if isinstance(value, np.ndarray):
-            return value.tolist()
-        return repr(value)
-
-    text = json.dumps(meta, sort_keys=True, default=plain, separators=(",", ":"))
+def _json_sha256(obj, **dump_options) -> str:
+    """SHA-256 of ``obj`` as canonical JSON (sorted keys, no blanks)."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), **dump_options)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _plain(value):
+    """A JSON stand-in for a value ``json`` cannot write: NumPy values as numbers or lists, anything else by ``repr``."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return repr(value)
+
+
+def meta_fingerprint(meta: dict) -> str:
+    """SHA-256 of ``meta`` in memory (any values; see `_plain`): tells metadata edited since it was computed or read."""
+    return _json_sha256(meta, default=_plain)
 
 
 def _meta_hash(meta: dict) -> str:
-    """SHA-256 of the metadata without its own hash, as canonical JSON."""
-    body = {k: v for k, v in meta.items() if k != "meta_sha256"}
-    text = json.dumps(body, sort_keys=True, allow_nan=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    """SHA-256 of a file's metadata without its own hash (JSON values only; NaN and infinities refused)."""
+    return _json_sha256({k: v for k, v in meta.items() if k != "meta_sha256"}, allow_nan=False)
 
 
 def workload_file_hashes(spec: str) -> dict[str, str]:

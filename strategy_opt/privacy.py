@@ -46,7 +46,7 @@ from scipy.special import ndtr
 from .defaults import DEFAULT_DELTA
 from .exceptions import InputError, setting
 
-__all__ = ["Privacy", "PureDP", "ApproxDP", "privacy_from_args", "analytic_gaussian_sigma", "dissertation_sigma"]
+__all__ = ["Privacy", "PureDP", "ApproxDP", "check_privacy", "privacy_from_args", "analytic_gaussian_sigma", "dissertation_sigma"]
 
 
 def _check_number(value, name: str) -> float:
@@ -239,6 +239,19 @@ def analytic_gaussian_sigma(eps: float, delta: float) -> float:
 def dissertation_sigma(epsilon: float, delta: float) -> float:
     """Gaussian sigma of Li (2013), Prop. 2.5: ``sqrt(2 ln(2/delta)) / epsilon`` (sensitivity 1)."""
     return math.sqrt(2.0 * math.log(2.0 / delta)) / epsilon
+
+
+def check_privacy(privacy) -> Privacy:
+    """``privacy`` itself if it is a `Privacy` object (with its budget), else `InputError` (e.g. for the notion's name ``'pure'``).
+
+    >>> check_privacy("pure")
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: privacy must be PureDP(epsilon) or ApproxDP(epsilon, delta), got 'pure'
+    """
+    if not isinstance(privacy, Privacy):
+        raise InputError(f"privacy must be PureDP(epsilon) or ApproxDP(epsilon, delta), got {privacy!r}")
+    return privacy
 
 
 def privacy_from_args(notion: str, epsilon=1.0, delta=None) -> Privacy:

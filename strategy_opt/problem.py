@@ -33,12 +33,14 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .exceptions import InputError
+import numpy as np
+
+from .exceptions import InputError, OptionError
 from .solvers import SolverProfile, check_solver_options, load_profile
 from .spec import file_spec, parse_spec
 from .workload import Workload
 
-__all__ = ["Problem", "absolute_file_paths", "load_problem", "list_problems", "problem_dir"]
+__all__ = ["Problem", "is_number", "absolute_file_paths", "load_problem", "list_problems", "problem_dir"]
 
 _ROOT = Path(__file__).resolve().parent.parent
 _KEYS = {"description", "workload", "privacy", "method", "objective", "solver", "options", "data", "epsilon", "delta"}
@@ -91,12 +93,19 @@ class Problem:
         >>> Problem(prefix(4), options={"g": 2.0}).option("g", 0.0, lambda v: v >= 0, "a number >= 0")
         2.0
         """
-        from .exceptions import OptionError
-
         value = self.options.get(name, default)
         if not check(value):
             raise OptionError(f"{method + ': ' if method else ''}option {name} must be {what}, got {value!r}")
         return value
+
+
+def is_number(value) -> bool:
+    """Whether an option value is a real number (Python or NumPy; not a bool), for `Problem.option` checks.
+
+    >>> is_number(2), is_number(np.float32(0.5)), is_number(True), is_number("1")
+    (True, True, False, False)
+    """
+    return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
 
 
 def problem_dir() -> Path:

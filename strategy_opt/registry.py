@@ -132,11 +132,9 @@ def register_release(name: str, *, privacy=("pure",), source: str = "", summary:
         @functools.wraps(func)
         def release(x, workload, privacy, *args, **kwargs):
             from .api import as_workload
-            from .privacy import Privacy
+            from .privacy import check_privacy
 
-            if not isinstance(privacy, Privacy):
-                raise InputError(f"privacy must be PureDP(epsilon) or ApproxDP(epsilon, delta), got {privacy!r}")
-            return func(x, as_workload(workload), privacy, *args, **kwargs)
+            return func(x, as_workload(workload), check_privacy(privacy), *args, **kwargs)
 
         return _register(_RELEASES, name, notions, source, summary)(release)
 

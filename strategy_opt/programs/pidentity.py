@@ -115,7 +115,7 @@ from threadpoolctl import ThreadpoolController
 from ..compiler import compile_strategy, reported_error
 from ..error import KroneckerMatrix
 from ..exceptions import InputError, OptionError, SolverError, setting
-from ..problem import Problem
+from ..problem import Problem, is_number
 from ..pure_bound import lower_bound_facts
 from ..registry import register_method
 from ..workload import Kronecker, Union, Workload, gram_unit
@@ -838,10 +838,6 @@ AUTO_PURE_TOL = 1e-6
 AUTO_BRANCHINGS = tuple(range(2, 17))
 
 
-def _is_number(v) -> bool:
-    return not isinstance(v, bool) and isinstance(v, (int, float, np.integer, np.floating))
-
-
 def _per_dimension(domain, build):
     return build(domain[0]) if len(domain) == 1 else KroneckerMatrix([build(d) for d in domain])
 
@@ -881,11 +877,11 @@ def auto_pure(problem: Problem):
     sizes = [f.n for f in parts[0][1]] if parts is not None else [n]
     budget = problem.option(
         "time_budget", min(problem.solver.time_limit, AUTO_BASE_SECONDS + AUTO_SCALE_SECONDS * sum((d / 4096) ** 2 for d in sizes)),
-        lambda v: _is_number(v) and v > 0, "a positive number of seconds",
+        lambda v: is_number(v) and v > 0, "a positive number of seconds",
     )
     tol = problem.option(
         "tol", max(problem.solver.tol, AUTO_PURE_TOL),
-        lambda v: _is_number(v) and 0 < v < 1, "a number in (0, 1) (the mean relative decrease of E_1 per iteration at which p-identity stops)",
+        lambda v: is_number(v) and 0 < v < 1, "a number in (0, 1) (the mean relative decrease of E_1 per iteration at which p-identity stops)",
     )
     cands: dict[str, tuple[object, float]] = {}
     skipped: dict[str, str] = {}

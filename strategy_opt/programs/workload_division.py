@@ -79,7 +79,7 @@ import scipy.sparse as sp
 from ..compiler import compile_strategy
 from ..error import sensitivity
 from ..exceptions import InputError
-from ..problem import Problem
+from ..problem import Problem, is_number
 from ..registry import register_method
 
 __all__ = ["Part", "divide_workload", "budget_shares", "average_l1_error", "workload_division"]
@@ -265,7 +265,7 @@ def workload_division(problem: Problem):
     True
     """
     def is_real(v):
-        return not isinstance(v, bool) and isinstance(v, (int, float, np.integer, np.floating)) and math.isfinite(v)
+        return is_number(v) and math.isfinite(v)
 
     g = float(problem.option("g", 0.0, is_real, "a finite number", "workload-division"))
     split = problem.option("split", "optimal", lambda v: v in SPLITS, f"one of {', '.join(SPLITS)}", "workload-division")
