@@ -55,6 +55,7 @@ from strategy_opt.workload import IntervalWorkload  # noqa: E402
 
 NAME = "pure_dp"
 SIZES = (64, 256, 1024, 4096)
+SECTIONS = ("methods", "opt0", "weighting", "minerror")
 WORKLOADS = {
     "all-range": lambda n: f"all-range:{n}",
     "prefix": lambda n: f"prefix:{n}",
@@ -440,7 +441,7 @@ def render(cache: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sections", nargs="+", default=["methods", "opt0", "weighting", "minerror"])
+    ap.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=SECTIONS)
     ap.add_argument("--sizes", nargs="+", type=int, default=list(SIZES))
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--fresh", action="store_true",
@@ -448,6 +449,10 @@ def main() -> None:
                          "entries already in results/pure_dp.json are kept and not measured again)")
     ap.add_argument("--render", action="store_true", help="only write the Markdown and the plot from the cache")
     args = ap.parse_args()
+    if args.fresh and (set(args.sections) != set(SECTIONS) or set(args.sizes) != set(SIZES)):
+        ap.error(f"--fresh with a partial --sections/--sizes would replace results/{NAME}.md and .json with partial tables; "
+                 "drop --fresh (entries already measured are kept and the selection is measured anew where missing) "
+                 "or run every section at every size")
     path = RESULTS / f"{NAME}.json"
     cache = {} if args.fresh or not path.exists() else json.loads(path.read_text())
     if not args.render:
