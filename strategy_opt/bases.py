@@ -1,12 +1,12 @@
 """Classic strategy matrices, also used as design bases.
 
 * `hierarchical_matrix` -- the hierarchy H_b of interval sums (Hay et al. 2010;
-  Li 2013 Sec. 6.2), branching b, for any n (intervals split as evenly as possible).
+  Li 2013 Fig. 2.3, Sec. 3.3), branching b, for any n (intervals split as evenly as possible).
 * `wavelet_matrix` -- the Haar wavelet Y_n (Privelet, Xiao et al. 2010;
-  Li 2013 Sec. 6.3), unnormalised +-1 entries; for n not a power of two the
+  Li 2013 Sec. 3.3.1, Prop. 3.9), unnormalised +-1 entries; for n not a power of two the
   unbalanced Haar tree (each interval split into ceil/floor halves).
 * `fourier_matrix` -- the Fourier strategy for marginal workloads (Barak et al.
-  2007; Li 2013 Sec. 6.6): the real Fourier characters needed by the marginals.
+  2007; Li 2013 Sec. 5.3.2): the real Fourier characters needed by the marginals.
 
 All return ``scipy.sparse.csr_matrix`` except the Fourier basis (dense).
 

@@ -10,9 +10,10 @@ methods that minimise the problem's objective take part, each with the options
 it knows. epsilon-DP: ``auto-pure`` (the scalable epsilon-DP optimiser, which
 itself compares against identity, H_b and wavelet) when it is available, and
 always the closed-form baselines identity, hierarchical (its best branching) and
-wavelet, which take any domain: auto-pure needs the dense Gram matrix (up to
-20000 cells), so on larger domains (all-range:256*all-range:256) the best
-baseline by E_1 is returned.
+wavelet, which take any domain. auto-pure optimises a Kronecker product workload
+per attribute (all-range:256*all-range:256 gets auto-pure's product strategy) and
+any other workload on its dense Gram matrix, up to 20000 cells (larger flat
+domains are refused before any method runs, with a memory estimate).
 
 Under a non-total objective (``max``, ``weighted``, ``relative``, user
 objectives) the baselines are also built as for the total error and evaluated

@@ -2,7 +2,7 @@
 
 On a multi-dimensional domain the hierarchical and wavelet strategies are
 Kronecker products of the 1-D strategies over each attribute (Li 2013,
-Secs. 6.2-6.3), kept factored as a `KroneckerMatrix`.
+Sec. 3.3), kept factored as a `KroneckerMatrix`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _per_dimension(domain, build):
     return KroneckerMatrix([build(d) for d in domain])
 
 
-@register_method("identity", options=(), source="Li 2013, Sec. 6.1", summary="ask every cell once (A = I)")
+@register_method("identity", options=(), source="Li 2013, Fig. 2.3, Sec. 3.3.3", summary="ask every cell once (A = I)")
 def identity(problem: Problem):
     """The identity strategy: E_p = trace(W^T W) for both privacy notions."""
     t0 = time.perf_counter()
@@ -66,7 +66,7 @@ def branching_errors(workload, branchings, p: int) -> dict[int, float]:
 @register_method(
     "hierarchical",
     options=("branching",),
-    source="Hay et al. 2010; Li 2013, Sec. 6.2",
+    source="Hay et al. 2010; Li 2013, Fig. 2.3, Sec. 3.3",
     summary="tree of interval sums, branching B (option branching; default: best B of 2,3,4,5,6,8,10,12,16)",
 )
 def hierarchical(problem: Problem):
@@ -88,7 +88,7 @@ def hierarchical(problem: Problem):
     return compile_strategy(A, problem, "hierarchical", solve_seconds=time.perf_counter() - t0, extra=extra)
 
 
-@register_method("wavelet", options=(), source="Xiao et al. 2010 (Privelet); Li 2013, Sec. 6.3", summary="Haar wavelet (any n)")
+@register_method("wavelet", options=(), source="Xiao et al. 2010 (Privelet); Li 2013, Sec. 3.3.1, Prop. 3.9", summary="Haar wavelet (any n)")
 def wavelet(problem: Problem):
     """Haar wavelet strategy Y_n (unbalanced Haar tree when n is not a power of two)."""
     t0 = time.perf_counter()
@@ -111,7 +111,7 @@ def marginal_attribute_sets(workload) -> list[tuple[int, ...]] | None:
 @register_method(
     "fourier",
     options=(),
-    source="Barak et al. 2007; Li 2013, Sec. 6.6",
+    source="Barak et al. 2007; Li 2013, Sec. 5.3.2",
     summary="Fourier characters needed by a marginal workload (complete basis otherwise)",
 )
 def fourier(problem: Problem):

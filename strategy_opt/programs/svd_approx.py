@@ -182,7 +182,7 @@ def min_l1_factor(A: np.ndarray, rows: int, V: np.ndarray | None = None, time_li
     "svd-approx",
     options=("refine", "rows"),
     privacy=("pure",),
-    source="Li 2013, Thm 3.8, Program 3.4.3, Sec. 3.4.3",
+    source="Li 2013, Sec. 3.4.2.2-3.4.2.3, Thm 3.8, Program 3.4.3; completion Sec. 3.4.3",
     summary="epsilon-DP: closed form diag(sqrt(xi)) P_W^T, local min-L1 rotation (Program 3.4.3), column completion; any n, refined for n <= 512",
 )
 def svd_approx(problem: Problem):
