@@ -711,7 +711,8 @@ def _print_listing(what: str) -> None:
 
         for name, info in sorted(methods().items()):
             objs = "any" if info.objectives is None else "/".join(info.objectives)
-            print(f"{name:20s} {'/'.join(info.privacy):12s} {objs:24s} {info.summary}  [{info.source}]")
+            opts = "given to its candidates" if info.options is None else (", ".join(sorted(info.options)) or "none")
+            print(f"{name:20s} {'/'.join(info.privacy):12s} {objs:24s} {info.summary}; options (--option KEY=VALUE): {opts}  [{info.source}]")
         for name, info in sorted(releases().items()):
             print(f"{name:20s} {'/'.join(info.privacy):12s} {'-':24s} (release only) {info.summary}  [{info.source}]")
     elif what == "objectives":
@@ -804,22 +805,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--objective", help="objective over per-query variances (default total; see 'list objectives')")
     p.add_argument("--basis", help="design basis: for l1-weighting eigen|wavelet|fourier|hierarchical, for eigen-design eigen|wavelet|fourier|identity")
     p.add_argument("--branching", type=int, help="branching factor of hierarchical strategies (default: best for the workload)")
-    p.add_argument("--solver", metavar="PROFILE", help="solver profile name (scs, clarabel, native) or path to a .toml")
-    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="method option (repeatable), e.g. --option group_size=16")
+    p.add_argument("--solver", metavar="PROFILE", help="solver profile name (scs, clarabel, native) or path to a .toml (default native; minerror-l2 under a non-linear objective: clarabel or scs); see 'list solvers'")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="method option (repeatable), e.g. --option group_size=16; each method's options: 'list methods'")
     p.add_argument("--out", help="strategy file: .npz, .mtx or .csv (+ .json)")
     p.add_argument("--json", action="store_true", help="print the full metadata as JSON on stdout")
     p.set_defaults(func=_cmd_solve)
 
     p = sub.add_parser("error", parents=[common], help="error of a strategy on a workload", description="Unit total squared error E_p, SVD bound and per-query statistics of a strategy file.")
     p.add_argument("strategy", metavar="STRATEGY", help="strategy file (.npz, .mtx, .csv)")
-    p.add_argument("--workload", required=True, metavar="SPEC")
+    p.add_argument("--workload", required=True, metavar="SPEC", help="workload SPEC (as for solve)")
     p.add_argument("--privacy", choices=["pure", "approx"], help="default: the strategy's own (pure for a strategy without metadata, as under run without --delta; a warning says it is unverified)")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.add_argument("--force", action="store_true", help="evaluate even if the strategy was computed for another workload")
     p.set_defaults(func=_cmd_error)
 
     p = sub.add_parser("run", parents=[common], help="answer a workload on data through a strategy", description="Add calibrated noise to the strategy answers, reconstruct, and write the workload answers.", epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("strategy", metavar="STRATEGY")
+    p.add_argument("strategy", metavar="STRATEGY", help="strategy file (.npz, .mtx, .csv)")
     _add_data_args(p, "the strategy file's privacy; without metadata (warned as unverified) approx if --delta is given, else pure")
     p.add_argument("--force", action="store_true", help="run even if the strategy was computed for another workload")
     p.set_defaults(func=_cmd_run)

@@ -130,6 +130,19 @@ def test_list(capsys):
     assert all(line in everything for line in out.splitlines())
 
 
+def test_list_methods_names_every_registered_option(capsys):
+    from strategy_opt.registry import methods
+
+    assert cli("list", "methods") == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    for name, info in methods().items():
+        listed = lines[name].split("options (--option KEY=VALUE): ")[1].split("  [")[0]
+        if info.options is None:
+            assert listed == "given to its candidates"
+        else:
+            assert listed == (", ".join(sorted(info.options)) or "none"), name
+
+
 def test_problem_file_with_override(tmp_path, capsys):
     p = tmp_path / "p.toml"
     p.write_text('workload = "all-range:32"\nprivacy = "approx"\nmethod = "identity"\n')

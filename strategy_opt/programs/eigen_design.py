@@ -705,7 +705,7 @@ def _options(problem: Problem, n: int) -> dict:
     objectives=("total", "relative", "weighted"),
     privacy=("approx",),
     source="Li 2013, Ch. 5, Programs 5.1.1/5.1.2; Li & Miklau, PVLDB 5(6) 2012",
-    summary="optimally weighted eigen-queries of W^T W plus completion rows (options group_size, principal, basis)",
+    summary="optimally weighted eigen-queries of W^T W plus completion rows",
 )
 def eigen_design(problem: Problem):
     """Eigen-Design strategy for (epsilon, delta)-DP (see the module docstring).

@@ -230,7 +230,7 @@ def _check_decomposition(W: sp.csr_matrix, blocks) -> float:
     options=("seed",),
     privacy=("pure",),
     source="Huang, Han, Li, Yu: Orthogonal Mechanism, Algs. 1-2 (B by least squares)",
-    summary="OM: cells grouped by query-support pattern, one normalised basis per block (option seed)",
+    summary="OM: cells grouped by query-support pattern, one normalised basis per block",
 )
 def orthogonal(problem: Problem):
     """The Orthogonal Mechanism's strategy W~ (see the module docstring for deviations).

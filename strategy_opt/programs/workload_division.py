@@ -234,7 +234,7 @@ def division_strategy(W: sp.csr_matrix, parts: list[Part], shares) -> sp.csr_mat
     options=("g", "split", "metric", "seed"),
     privacy=("pure",),
     source="Li et al., ICCS 2020: Workload Division, Alg. 1 (optimal budget split)",
-    summary="WD: recursive division around the most-queried cell, budget split optimally (options g, split, metric, seed)",
+    summary="WD: recursive division around the most-queried cell, budget split optimally",
 )
 def workload_division(problem: Problem):
     """The Workload Division strategy (see the module docstring for deviations).
