@@ -21,6 +21,13 @@ MAX_DENSE_N = 20_000
 #: run on flat domains of any size, with no n x n matrix (`strategy_opt.error.diagonal_inverse`).
 DIAGONAL_METHODS = frozenset({"identity"})
 
+#: Support test on flat domains past `MAX_DENSE_N` (`strategy_opt.executor.probe_support`): random
+#: vectors W^T g of the workload's row space tested for lying in the strategy's row space by LSMR,
+#: the number of such probes, LSMR's iteration cap per probe, and the most queries m for which g is drawn.
+SUPPORT_PROBES = 2
+SUPPORT_PROBE_MAX_ITER = 5_000
+SUPPORT_PROBE_MAX_QUERIES = 2**26
+
 #: Strategies with at most this many entries are reconstructed with dense lstsq;
 #: larger or sparse strategies use LSMR.
 DENSE_LSTSQ_ENTRIES = 4_000_000

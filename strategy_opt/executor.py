@@ -35,9 +35,12 @@ import scipy.sparse as sp
 from scipy.optimize import Bounds, minimize, nnls
 from scipy.sparse.linalg import lsmr
 
-from .defaults import BYTES_PER_QUERY, CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL, MAX_DENSE_N, NNLS_DENSE_MAX_N, NNLS_MAX_ITER, NOISE_RESOLUTION
+from .defaults import (
+    BYTES_PER_QUERY, CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL, MAX_DENSE_N, NNLS_DENSE_MAX_N, NNLS_MAX_ITER, NOISE_RESOLUTION,
+    SUPPORT_PROBE_MAX_ITER, SUPPORT_PROBES, SUPPORT_RTOL,
+)
 from .certificates import gram_factor
-from .error import ErrorProfile, KroneckerMatrix, as_strategy_matrix, check_columns, check_kronecker_support, diagonal_inverse, kronecker_query_variances, sensitivity
+from .error import ADD_ROWS, ErrorProfile, KroneckerMatrix, as_strategy_matrix, check_columns, check_kronecker_support, diagonal_inverse, kronecker_query_variances, sensitivity
 from .exceptions import InputError, NoiseScaleError, PrecisionError, setting
 from .privacy import Privacy, check_privacy
 from .progress import PROGRESS_MIN_N, Progress
@@ -51,6 +54,7 @@ __all__ = [
     "reconstruct",
     "answer_intervals",
     "check_measured_cells",
+    "probe_support",
     "check_noise_resolution",
     "check_finite_answers",
     "release_sampler",
@@ -415,6 +419,69 @@ def _intervals(A, privacy: Privacy, answers: np.ndarray, query_variances: np.nda
     return answers - half, answers + half
 
 
+def probe_support(A, workload: Workload, probes: int = SUPPORT_PROBES, seed: int = 0) -> bool:
+    """Randomised support test for domains too large for the n x n one.
+
+    Each probe draws a random vector ``r = W^T g`` of the workload's row space
+    (`Workload.row_space_sample`) and solves ``min_y ||A^T y - r||`` by LSMR. If
+    A supports W, r lies in A's row space and the residual vanishes; if not, a
+    random r leaves A's row space with probability one. A residual share
+    ``||A^T y - r||^2 / ||r||^2`` above `SUPPORT_RTOL` at LSMR's convergence is a
+    refusal; the test is undecided when LSMR stops at its iteration limit first.
+
+    Parameters
+    ----------
+    A : strategy matrix (p x n), dense or sparse
+    workload : Workload
+    probes : int
+        Random vectors tested.
+    seed : int
+        Seed of the probes (the test does not touch the data or the noise).
+
+    Returns
+    -------
+    bool
+        True when every probe lies in A's row space (A supports W), False when
+        the test is undecided (LSMR's iteration limit, or m too large to draw g).
+
+    Raises
+    ------
+    InputError
+        When a probe leaves A's row space: A does not support the workload.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from strategy_opt.workload import prefix
+    >>> probe_support(np.tril(np.ones((4, 4))), prefix(4))
+    True
+    >>> probe_support(np.ones((1, 4)), prefix(4))
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: strategy does not support the workload (W A+ A != W): 0.185 of a random combination of the queries lies outside the strategy's row space; add rows (e.g. the identity) so that every query is a linear combination of strategy queries
+    """
+    rng = np.random.default_rng(seed)
+    At = A.T.tocsr() if sp.issparse(A) else np.asarray(A, dtype=float).T
+    for _ in range(probes):
+        r = workload.row_space_sample(rng)
+        if r is None:
+            return False
+        norm = float(np.linalg.norm(r))
+        if norm == 0:
+            continue
+        y, istop, _, rnorm = lsmr(At, r / norm, atol=1e-12, btol=1e-12, maxiter=SUPPORT_PROBE_MAX_ITER)[:4]
+        share = float(rnorm) ** 2
+        if share <= SUPPORT_RTOL:
+            continue
+        if istop in (3, 7):  # condition or iteration limit: not converged, undecided
+            return False
+        raise InputError(
+            f"strategy does not support the workload (W A+ A != W): {share:.3g} of a random combination of the queries "
+            f"lies outside the strategy's row space; {ADD_ROWS}"
+        )
+    return True
+
+
 def check_measured_cells(A, workload: Workload, cell_weights: np.ndarray | None = None) -> None:
     """Refuse a strategy with an all-zero column under a cell that the workload queries.
 
@@ -581,7 +648,10 @@ def run(
         kron = check_kronecker_support(strategy.matrix, workload)  # a product strategy on a product workload: checked factor by factor
         if kron is None:
             check_measured_cells(A, workload)
-            log.warning("domain of %d cells: only measured cells are checked (not full support); intervals are omitted", workload.n)
+            if probe_support(A, workload):
+                log.info("domain of %d cells: support checked by %d random probes; intervals are omitted (they need the n x n error profile)", workload.n, SUPPORT_PROBES)
+            else:
+                log.warning("domain of %d cells: only measured cells are checked (the random support probes were undecided); intervals are omitted", workload.n)
     y, scale = measure(A, x, privacy, rng=rng, sampler=sampler)
     if workload.n >= PROGRESS_MIN_N or estimator != "ls":
         log.info("run: %d noisy strategy answers drawn; reconstructing %d cells (%s)", A.shape[0], workload.n, estimator)

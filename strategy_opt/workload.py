@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-from .defaults import MAX_DENSE_N, MAX_FLOAT_SQUARED, MAX_MATRIX_ENTRIES, TINY_GRAM
+from .defaults import MAX_DENSE_N, MAX_FLOAT_SQUARED, MAX_MATRIX_ENTRIES, SUPPORT_PROBE_MAX_QUERIES, TINY_GRAM
 from .exceptions import InputError
 from .resources import format_bytes, require_memory
 
@@ -184,6 +184,23 @@ class Workload(ABC):
     @abstractmethod
     def _rmatvec(self, y: np.ndarray) -> np.ndarray:
         """``W^T y`` for a float vector y of shape ``(m,)`` (checked by `rmatvec`)."""
+
+    def row_space_sample(self, rng: np.random.Generator) -> np.ndarray | None:
+        """A random vector ``W^T g`` of W's row space (g standard normal), or None when m is too large to draw g.
+
+        With probability one it lies outside any subspace that does not contain
+        the whole row space, which makes it a probe of the support test on
+        domains too large for the n x n one (`strategy_opt.executor.probe_support`).
+
+        Examples
+        --------
+        >>> v = prefix(3).row_space_sample(np.random.default_rng(0))
+        >>> v.shape
+        (3,)
+        """
+        if self.m > SUPPORT_PROBE_MAX_QUERIES:
+            return None
+        return self.rmatvec(rng.standard_normal(self.m))
 
     def operator(self) -> LinearOperator:
         """Implicit ``LinearOperator`` for W (never builds the matrix)."""
@@ -870,6 +887,15 @@ class Kronecker(Workload):
     def gram_diagonal(self) -> np.ndarray:
         return reduce(np.kron, [f.gram_diagonal() for f in self.factors])
 
+    def row_space_sample(self, rng: np.random.Generator) -> np.ndarray | None:
+        """The Kronecker product of one sample per factor: m may be far too large to draw g, the factors' m never are.
+
+        A product of generic factor vectors leaves a subspace that misses part of the
+        product row space with probability one, as a full sample does.
+        """
+        parts = [f.row_space_sample(rng) for f in self.factors]
+        return None if any(v is None for v in parts) else reduce(np.kron, parts)
+
     def diagonal_query_variances(self, d: np.ndarray) -> np.ndarray:
         """Per factor when ``d`` is a Kronecker product of factor vectors (the identity's ``d = 1``):
         ``sum_j w_ij^2 d_j = prod_k sum_j w_kj^2 d_kj``; else through the matrix."""
@@ -988,6 +1014,11 @@ class Union(Workload):
     @property
     def m(self) -> int:
         return sum(p.m for p in self.parts)
+
+    def row_space_sample(self, rng: np.random.Generator) -> np.ndarray | None:
+        """``sum_k w_k W_k^T g_k``, one sample per part (the stacked workload's ``W^T g``)."""
+        parts = [p.row_space_sample(rng) for p in self.parts]
+        return None if any(v is None for v in parts) else sum(w * v for w, v in zip(self.weights, parts))
 
     def _offsets(self):
         return np.cumsum([0] + [p.m for p in self.parts])

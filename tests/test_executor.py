@@ -298,3 +298,60 @@ def test_kronecker_strategies_beyond_the_dense_limit_get_intervals(monkeypatch, 
     bad = KroneckerMatrix([np.eye(4)[:3], np.eye(5)])  # the first factor leaves cell 3 unmeasured
     with pytest.raises(InputError, match="does not support the workload"):
         run(bad, x, W, privacy, rng=7)
+
+
+def _random_strategies_and_workloads():
+    """Pairs of a flat strategy and a workload on 24 cells (4 x 6), supported or not, drawn at random."""
+    from strategy_opt.workload import kronecker, union
+
+    rng = np.random.default_rng(11)
+    workloads = [prefix(24), kronecker(total(4), identity(6)), kronecker(prefix(4), total(6)),
+                 union(kronecker(total(4), all_range(6)), kronecker(identity(4), total(6)))]
+    for W in workloads:
+        Wm = W.matrix().toarray()
+        for k in (1, 3, 6, 23, 24):
+            B = rng.standard_normal((k, Wm.shape[0]))
+            yield W, B @ Wm  # rows in W's row space: supported exactly when k reaches rank(W)
+            yield W, np.vstack([B @ Wm, rng.standard_normal((2, 24))])  # two extra directions: never hurts
+            C = rng.standard_normal((k, 24))
+            C[:, rng.integers(24)] = 0.0
+            yield W, sp.csr_matrix(C)  # random rows with a gap
+
+
+def test_support_probes_agree_with_the_dense_support_check():
+    """The randomised test (for domains past the dense limit) gives the dense test's verdict on every pair."""
+    from strategy_opt.error import ErrorProfile
+    from strategy_opt.executor import probe_support
+
+    seen = set()
+    for W, A in _random_strategies_and_workloads():
+        gap = ErrorProfile(A).support_gap(W.gram(), W)
+        if gap is None:
+            assert probe_support(A, W) is True
+        else:
+            with pytest.raises(InputError, match="does not support the workload"):
+                probe_support(A, W)
+        seen.add(gap is None)
+    assert seen == {True, False}
+
+
+def test_run_past_the_dense_limit_refuses_an_unsupported_flat_strategy(monkeypatch):
+    """A flat (not Kronecker) strategy on a product domain past the dense limit: the random probes refuse one that
+    measures only the column sums, and answer through one that supports the workload, equal to the dense route."""
+    from strategy_opt import executor
+    from strategy_opt.workload import kronecker
+
+    W = kronecker(identity(16), identity(16))
+    x = np.random.default_rng(0).integers(0, 9, 256).astype(float)
+    sums = sp.kron(sp.csr_matrix(np.ones((1, 16))), sp.identity(16)).tocsr()  # 16 rows for 256 queried cells
+    good = sp.vstack([sums, sp.identity(256)]).tocsr()
+    dense = run(good, x, W, PureDP(1.0), rng=3)
+    monkeypatch.setattr(executor, "MAX_DENSE_N", 100)
+    with pytest.raises(InputError, match="does not support the workload"):
+        run(sums, x, W, PureDP(1.0), rng=3)
+    with pytest.raises(InputError, match="does not support the workload"):
+        run(sums, x, kronecker(prefix(16), prefix(16)), PureDP(1.0), rng=3)
+    far = run(good, x, W, PureDP(1.0), rng=3)
+    np.testing.assert_allclose(far.answers, dense.answers, rtol=1e-8, atol=1e-8)
+    assert far.lower is None
+    assert run(sums, x, kronecker(total(16), identity(16)), PureDP(1.0), rng=3).answers.shape == (16,)  # what it does support
