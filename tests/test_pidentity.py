@@ -14,11 +14,7 @@ from strategy_opt.solvers import load_profile
 from strategy_opt.programs.pidentity import COARSEST_DIVISOR, merged_cells, hat_rows, hat_templates, marginals_strategy, pidentity_loss, pidentity_loss_on_support, hat_support, pidentity_matrix
 from strategy_opt.spec import parse_spec
 from strategy_opt.workload import all_range, from_matrix, kronecker, marginals, prefix, random_range
-
-
-def _e1(A, G):
-    A = np.asarray(A)
-    return np.abs(A).sum(axis=0).max() ** 2 * np.trace(G @ np.linalg.pinv(A.T @ A))
+from oracles import direct_error, e1_from_gram
 
 
 def test_loss_matches_the_strategy_and_finite_differences():
@@ -29,7 +25,7 @@ def test_loss_matches_the_strategy_and_finite_differences():
     f, g = pidentity_loss(theta, G, p)
     A = pidentity_matrix(theta.reshape(p, n))
     np.testing.assert_allclose(np.abs(A).sum(axis=0), 1.0)
-    assert f == pytest.approx(_e1(A, G), rel=1e-10)
+    assert f == pytest.approx(e1_from_gram(A, G), rel=1e-10)
     h = 1e-6
     for i in rng.choice(p * n, 6, replace=False):
         e = np.zeros(p * n)
@@ -73,7 +69,7 @@ def test_matches_hdmm_opt0_reference_values(W, opt0):
     s = solve(W, privacy="pure", method="p-identity")
     E = s.meta["unit_total_squared_error"]
     assert E <= opt0 * (1 + 1e-6)
-    assert E == pytest.approx(_e1(s.dense(), W.gram()), rel=1e-8)
+    assert E == pytest.approx(e1_from_gram(s.dense(), W.gram()), rel=1e-8)
     assert s.meta["sensitivity"] == pytest.approx(1.0)
 
 
@@ -82,7 +78,7 @@ def test_kronecker_factors_on_a_product_domain():
     s = solve(W, privacy="pure", method="p-identity")
     assert isinstance(s.matrix, KroneckerMatrix)
     E = s.meta["unit_total_squared_error"]
-    assert E == pytest.approx(_e1(s.dense(), W.gram()), rel=1e-8)
+    assert E == pytest.approx(e1_from_gram(s.dense(), W.gram()), rel=1e-8)
     assert E <= np.trace(W.gram()) * (1 + 1e-9)
 
 
@@ -90,7 +86,7 @@ def test_marginals_union_of_kronecker_products():
     W = marginals((3, 4, 5), 2)
     s = solve(W, privacy="pure", method="p-identity")
     assert isinstance(s.matrix, KroneckerMatrix)
-    assert s.meta["unit_total_squared_error"] == pytest.approx(_e1(s.dense(), W.gram()), rel=1e-8)
+    assert s.meta["unit_total_squared_error"] == pytest.approx(e1_from_gram(s.dense(), W.gram()), rel=1e-8)
     assert s.meta["unit_total_squared_error"] <= np.trace(W.gram()) * (1 + 1e-9)
 
 
@@ -98,7 +94,7 @@ def test_marginals_union_of_kronecker_products():
 def test_marginals_template_error_formula(W):
     """The eigenspace formula of the weighted-marginals template equals E_1 of the strategy it builds."""
     A, E, weights = marginals_strategy(W, max_iters=500, ftol=1e-12)
-    assert E == pytest.approx(_e1(A.toarray(), W.gram()), rel=1e-9)
+    assert E == pytest.approx(e1_from_gram(A.tocsr().toarray(), W.gram()), rel=1e-9)  # a sparse stack, or a Kronecker product (one marginal)
     assert abs(sum(weights.values()) - 1.0) < 1e-5
     assert E <= np.trace(W.gram()) * (1 + 1e-9)  # the identity (full table) is one of its starts
 
@@ -118,7 +114,7 @@ def test_auto_pure_returns_the_best_candidate_with_a_lower_bound():
     E = s.meta["unit_total_squared_error"]
     assert E == pytest.approx(min(cands.values()), rel=1e-9)
     assert s.meta["auto_pure_choice"] == min(cands, key=cands.get)
-    assert E == pytest.approx(_e1(s.dense(), W.gram()), rel=1e-8)
+    assert E == pytest.approx(e1_from_gram(s.dense(), W.gram()), rel=1e-8)
     assert unit_error(np.eye(48), W, 1) >= E
     assert s.meta["lower_bound_kind"] == "l2-optimum"
     assert s.meta["svd_bound"] <= s.meta["lower_bound"] <= E
@@ -203,7 +199,7 @@ def test_p_identity_on_merged_cells_keeps_sensitivity_and_error():
     small = solve(from_matrix(Wb), privacy="pure", method="p-identity", random_starts=0)
     assert full.meta["merged_cells"] == 12
     E = full.meta["unit_total_squared_error"]
-    assert E == pytest.approx(_e1(full.dense(), W.T @ W), rel=1e-8)
+    assert E == pytest.approx(e1_from_gram(full.dense(), W.T @ W), rel=1e-8)
     assert E == pytest.approx(small.meta["unit_total_squared_error"], rel=1e-6)
     assert E < np.trace(W.T @ W)
 
@@ -216,7 +212,7 @@ def test_auto_pure_adds_greedy_h_and_a_random_start_off_ranges():
     assert "greedy-h" in cands
     assert s.meta["auto_pure_random_start"] >= cands["p-identity"]  # tried (the hat starts cannot model these queries)
     assert s.meta["unit_total_squared_error"] == pytest.approx(min(cands.values()), rel=1e-9)
-    assert s.meta["unit_total_squared_error"] == pytest.approx(_e1(s.dense(), W.gram()), rel=1e-8)
+    assert s.meta["unit_total_squared_error"] == pytest.approx(e1_from_gram(s.dense(), W.gram()), rel=1e-8)
 
 
 def test_an_l2_optimum_that_ties_the_svd_bound_is_named_as_such():
@@ -303,7 +299,7 @@ def test_a_racing_round_reports_the_loss_at_its_iterate():
     T, f, it, stop = optimise_theta(G, T0, max_iters=30, deadline=np.inf, ftol=1e-8, exact=False)
     assert (it, stop) == (30, "iterations")
     assert f == pytest.approx(exact_error(T, G), rel=1e-9)
-    assert f == pytest.approx(_e1(pidentity_matrix(T), G), rel=1e-9)
+    assert f == pytest.approx(e1_from_gram(pidentity_matrix(T), G), rel=1e-9)
 
 
 def test_hat_templates_race_and_the_finalists_run_to_convergence():
@@ -326,7 +322,7 @@ def test_hat_templates_race_and_the_finalists_run_to_convergence():
     winner = starts[s.meta["start"]]
     assert s.meta["start"] in hats and winner["unit_error"] == min(v["unit_error"] for v in starts.values())
     E = s.meta["unit_total_squared_error"]
-    assert E == pytest.approx(_e1(s.dense(), W.gram()), rel=1e-9)
+    assert E == pytest.approx(e1_from_gram(s.dense(), W.gram()), rel=1e-9)
     assert E < 6880  # the two-start search ended at 6914.6
 
 
@@ -348,7 +344,7 @@ def test_auto_pure_gives_small_attributes_their_random_start():
     auto = solve(W, privacy="pure", method="auto-pure")
     alone = solve(W, privacy="pure", method="p-identity")
     assert auto.meta["unit_total_squared_error"] <= alone.meta["unit_total_squared_error"] * (1 + 1e-9)
-    assert auto.meta["unit_total_squared_error"] == pytest.approx(_e1(auto.dense(), W.gram()), rel=1e-9)
+    assert auto.meta["unit_total_squared_error"] == pytest.approx(e1_from_gram(auto.dense(), W.gram()), rel=1e-9)
 
 
 def test_the_best_start_by_its_initial_error_always_finishes():
@@ -359,4 +355,32 @@ def test_the_best_start_by_its_initial_error_always_finishes():
     assert s.meta["start"] == "hats(14.0, 168.0)" and s.meta["starts"]["hats(14.0, 168.0)"]["stopped_by"] == "converged"
     E = s.meta["unit_total_squared_error"]
     assert E < 22500
-    assert E == pytest.approx(_e1(s.dense(), W.gram()), rel=1e-9)
+    assert E == pytest.approx(e1_from_gram(s.dense(), W.gram()), rel=1e-9)
+
+
+@pytest.mark.parametrize("spec, expected", [("all-range:4*total:4", 20.0), ("all-range:3*total:4", 10.0), ("prefix:2*total:3", 3.0)])
+def test_kronecker_p_identity_merges_a_total_factor(spec, expected):
+    """A total factor is one merged cell, measured by one row: E_1 is the other factor's optimum (identity's
+    n(n+1)(n+2)/6 on all ranges of n <= 4, 3 on prefix:2), not the k-fold error of I x I (80 on all-range:4*total:4)."""
+    W = parse_spec(spec)
+    s = solve(W, privacy="pure", method="p-identity")
+    assert s.meta["unit_total_squared_error"] == pytest.approx(expected, rel=1e-9)
+    assert direct_error(s.matrix, W, 1) == pytest.approx(expected, rel=1e-9)
+
+
+def test_kronecker_p_identity_leaves_the_identity_on_one_way_marginals():
+    """On the 1-way marginals of 4^4 cells the identity (E_1 = 4 * 256 = 1024) is a coordinate-wise optimum of the block
+    descent; the joint one-row start reaches at least the best [a I; (1 - a) 1^T] on every factor, whose E_1 has the
+    closed form (eigenspaces of I and J) k d^(k-1) / x0 + k (d-1) d^(k-1) / x1, x0 = (a^2 + (1-a)^2 d)^k, x1 = a^2 (a^2 + (1-a)^2 d)^(k-1)."""
+    from strategy_opt.programs.pidentity import _kron_parts, _options, _solve_kron
+
+    d, k = 4, 4
+    a = np.linspace(0.01, 0.99, 9801)
+    x0 = (a * a + (1 - a) ** 2 * d) ** k
+    closed = float(np.min(k * d ** (k - 1) / x0 + k * (d - 1) * d ** (k - 1) / (a * a * x0 / (a * a + (1 - a) ** 2 * d))))
+    W = marginals((d,) * k, 1)
+    problem = SimpleNamespace(options={}, solver=load_profile("native"))
+    factors, _ = _solve_kron(_kron_parts(W), _options(problem), problem, 60.0)
+    e = direct_error(KroneckerMatrix(factors), W, 1)
+    assert closed < 1000.0 and e <= closed * (1 + 1e-6)
+    assert unit_error(KroneckerMatrix(factors), W, 1) == pytest.approx(e, rel=1e-9)
