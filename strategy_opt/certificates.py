@@ -143,14 +143,38 @@ def dual_bound(G: np.ndarray, u, *, factor: np.ndarray | None = None) -> float:
     return nuclear_norm_weighted(L, _simplex(u, L.shape[0])) ** 2
 
 
-def _inverse(X: np.ndarray) -> np.ndarray:
-    """``X^{-1}`` by Cholesky, or the pseudo-inverse when X is (numerically) singular."""
-    try:
-        return la.cho_solve(la.cho_factor(X, lower=True), np.eye(X.shape[0]))
-    except la.LinAlgError:
-        lam, V = np.linalg.eigh(X)
-        keep = lam > EIG_RTOL * lam.max()
-        return (V[:, keep] / lam[keep]) @ V[:, keep].T
+def _cho_factor(X: np.ndarray, **kw) -> tuple:
+    """``la.cho_factor(X, lower=True)``, raising `LinAlgError` also for a pivot below the rank cutoff.
+
+    A singular PSD matrix often factors in floating point with a pivot of
+    rounding size, whose inverse is garbage (every KKT weight then clips to
+    zero); such a matrix goes to the eigendecomposition like a failed factorisation.
+    """
+    c = la.cho_factor(X, lower=True, **kw)
+    pivots = np.abs(np.diag(c[0]))
+    if pivots.size and pivots.min() ** 2 <= EIG_RTOL * pivots.max() ** 2:
+        raise la.LinAlgError("pivot below the rank cutoff")
+    return c
+
+
+def _inverse(X: np.ndarray, rtol: float = EIG_RTOL) -> np.ndarray:
+    """``X^{-1}`` by Cholesky, or the pseudo-inverse (eigenvalues below ``rtol`` of the largest dropped)
+    when X is (numerically) singular; with ``rtol`` above `EIG_RTOL`, always the pseudo-inverse."""
+    if rtol <= EIG_RTOL:
+        try:
+            return la.cho_solve(_cho_factor(X), np.eye(X.shape[0]))
+        except la.LinAlgError:
+            pass
+    lam, V = np.linalg.eigh(X)
+    keep = lam > rtol * lam.max()
+    return (V[:, keep] / lam[keep]) @ V[:, keep].T
+
+
+#: `kkt_weights`: weights below ``-KKT_NEGATIVE_RTOL`` times the largest (a diagonal of a PSD matrix,
+#: so non-negative but for rounding) mean the inverse was swamped by near-null directions of X; they
+#: are recomputed with the pseudo-inverse dropping eigenvalues below ``KKT_PINV_RTOL`` of the largest.
+KKT_NEGATIVE_RTOL = 1e-8
+KKT_PINV_RTOL = 1e-7
 
 
 def kkt_weights(G: np.ndarray | None, X: np.ndarray, *, factor: np.ndarray | None = None) -> np.ndarray:
@@ -180,7 +204,7 @@ def kkt_weights(G: np.ndarray | None, X: np.ndarray, *, factor: np.ndarray | Non
     X = np.asarray(X, dtype=float)
     if factor is not None:
         try:
-            c = la.cho_factor(X, lower=True, check_finite=False)  # reads the lower triangle only
+            c = _cho_factor(X, check_finite=False)  # reads the lower triangle only
             Y = la.cho_solve(c, factor, check_finite=False)
         except la.LinAlgError:
             Y = _inverse(0.5 * (X + X.T)) @ factor
@@ -188,13 +212,23 @@ def kkt_weights(G: np.ndarray | None, X: np.ndarray, *, factor: np.ndarray | Non
     else:
         S = X + X.T
         S *= 0.5
-        try:  # in place: two n x n matrices fewer at the peak than _inverse's copies
-            c = la.cho_factor(S, lower=True, overwrite_a=True, check_finite=False)
-            Xi = la.cho_solve(c, np.eye(X.shape[0]), overwrite_b=True, check_finite=False)
+        try:  # in place: fewer n x n matrices at the peak than _inverse's copies
+            c = _cho_factor(S, overwrite_a=True, check_finite=False)
+            # two solves, not an explicit inverse: with G in X's range, X^{-1} G X^{-1} stays accurate for an
+            # ill-conditioned X (cond 1e9 from an SDP solver), where products of an explicit inverse are garbage
+            Z = la.cho_solve(c, np.asarray(G, dtype=float), check_finite=False)
+            u = np.diag(la.cho_solve(c, Z.T, overwrite_b=True, check_finite=False)).copy()
         except la.LinAlgError:
             Xi = _inverse(0.5 * (X + X.T))  # S may be overwritten: symmetrise again
+            u = np.einsum("ij,ji->i", Xi @ G, Xi)
         del S
-        u = np.clip(np.einsum("ij,ji->i", Xi @ G, Xi), 0.0, None)
+        if not u.max() > 0 or u.min() < -KKT_NEGATIVE_RTOL * u.max():
+            # X nearly singular with a solver's rounding in its near-null directions (eigenvalue 1e-9 of the
+            # largest): those directions swamp u with rounding; without them u is accurate, and any u on
+            # the simplex gives a valid bound
+            Xi = _inverse(0.5 * (X + X.T), rtol=KKT_PINV_RTOL)
+            u = np.einsum("ij,ji->i", Xi @ G, Xi)
+        u = np.clip(u, 0.0, None)
     if u.sum() <= 0:
         raise InputError("KKT weights vanish: X does not see the workload (is G zero?)")
     return u / u.sum()

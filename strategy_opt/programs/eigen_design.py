@@ -690,7 +690,9 @@ def _options(problem: Problem, n: int) -> dict:
     if sep and k is not None:
         raise InputError("eigen-design: choose either separation (group_size) or principal vectors, not both")
     if basis != "eigen" and (sep or k is not None):
-        raise InputError("eigen-design: separation and principal vectors apply to eigen-queries only (basis=eigen)")
+        given = ", ".join(name for name in ("separation", "group_size", "principal") if name in opts)
+        raise InputError(f"eigen-design: {given} (eigen-query separation or principal vectors) apply to eigen-queries only (basis=eigen), "
+                         f"not to basis={basis}; drop {given} or the basis")
     check_weights_objective(problem)
     cert = opts.get("certificate")
     if cert is not None and not isinstance(cert, (bool, np.bool_)):
