@@ -5,9 +5,9 @@ import pytest
 
 import strategy_opt as so
 from strategy_opt.bases import hierarchical_matrix
-from strategy_opt.error import unit_error
 from strategy_opt.exceptions import InputError
 from strategy_opt.workload import kronecker, prefix, random_range
+from oracles import direct_error
 
 
 @pytest.mark.parametrize("spec", ["all-range:100", "prefix:64", "random-range:128:50:1"])
@@ -62,7 +62,7 @@ def test_multidimensional_hierarchy_is_kronecker():
     A = np.kron(hierarchical_matrix(8, 2).toarray(), hierarchical_matrix(4, 2).toarray())
     from strategy_opt.spec import parse_spec
 
-    assert s.meta["unit_total_squared_error"] == pytest.approx(unit_error(A, parse_spec("all-range:8*prefix:4"), 2))
+    assert s.meta["unit_total_squared_error"] == pytest.approx(direct_error(A, parse_spec("all-range:8*prefix:4"), 2))
 
 
 def test_fourier_on_marginals_matches_svd_bound_shape():

@@ -21,14 +21,7 @@ from strategy_opt.error import (
 from strategy_opt.defaults import SUPPORT_RTOL
 from strategy_opt.exceptions import InputError
 from strategy_opt.workload import all_range, from_matrix, kronecker, prefix, random_range
-
-
-def direct_error(A, W, p):
-    """E_p by the definition with numpy's pinv."""
-    A = A.toarray() if hasattr(A, "toarray") else np.asarray(A)
-    Wm = W.matrix().toarray()
-    sens = np.abs(A).sum(0).max() if p == 1 else np.sqrt((A * A).sum(0)).max()
-    return sens**2 * np.linalg.norm(Wm @ np.linalg.pinv(A), "fro") ** 2
+from oracles import direct_error
 
 
 @pytest.mark.parametrize("p", [1, 2])

@@ -8,19 +8,16 @@ from strategy_opt.error import unit_error
 from strategy_opt.exceptions import InputError
 from strategy_opt.programs.minerror_l1 import l1_error
 from strategy_opt.workload import all_range, from_matrix, prefix, random_range
-
-
-def _e1(A, G):
-    return np.abs(A).sum(axis=0).max() ** 2 * np.trace(G @ np.linalg.pinv(A.T @ A))
+from oracles import e1_from_gram
 
 
 def test_l1_error_matches_an_independent_computation():
     rng = np.random.default_rng(0)
     A = rng.standard_normal((7, 5))
     G = all_range(5).gram()
-    assert l1_error(A, G) <= _e1(A, G) * (1 + 1e-9)  # completion never hurts
+    assert l1_error(A, G) <= e1_from_gram(A, G) * (1 + 1e-9)  # completion never hurts
     full = np.vstack([A, np.diag(np.abs(A).sum(axis=0).max() - np.abs(A).sum(axis=0))])
-    assert l1_error(A, G) == pytest.approx(_e1(full, G), rel=1e-8)
+    assert l1_error(A, G) == pytest.approx(e1_from_gram(full, G), rel=1e-8)
     blocks = np.array([[1.0, 1, 0, 0, 0], [0, 0, 1, 1, 1]])  # complete columns, but rank 2
     assert l1_error(blocks, G) == np.inf
 
@@ -30,7 +27,7 @@ def test_no_worse_than_svd_approx_l2_route_and_identity(W):
     s = solve(W, privacy="pure", method="minerror-l1", iterations=4)
     E = s.meta["unit_total_squared_error"]
     G = W.gram()
-    assert E == pytest.approx(_e1(s.dense(), G), rel=1e-8)
+    assert E == pytest.approx(e1_from_gram(s.dense(), G), rel=1e-8)
     assert E <= np.trace(G) * (1 + 1e-9)
     assert E <= solve(W, privacy="pure", method="svd-approx").meta["unit_total_squared_error"] * (1 + 1e-9)
     l2 = solve(W, privacy="approx", method="minerror-l2").matrix
@@ -89,7 +86,7 @@ def test_a_failing_sdp_round_keeps_the_best_strategy_seen(monkeypatch):
     W = prefix(6)
     s = solve(W, privacy="pure", method="minerror-l1", iterations=5)
     E = s.meta["unit_total_squared_error"]
-    assert E == pytest.approx(_e1(s.dense(), W.gram()), rel=1e-8)
+    assert E == pytest.approx(e1_from_gram(s.dense(), W.gram()), rel=1e-8)
     assert E <= min(s.meta["candidate_errors"].values()) * (1 + 1e-9)
     assert set(s.meta["iteration_statuses"].values()) == {"solver-failed"}
     assert s.meta["solver_status"] == "solver-failed"
@@ -100,7 +97,7 @@ def test_duplicate_columns_start_from_the_merged_cells():
     """Prefix sums over 6 pairs of equal cells: the identity on merged cells, kron(I_6, [1 1]), has E_1 = 21."""
     W = from_matrix(np.kron(np.tril(np.ones((6, 6))), np.ones((1, 2))))
     merged_identity = np.kron(np.eye(6), np.ones((1, 2)))
-    assert _e1(merged_identity, W.gram()) == pytest.approx(21.0)
+    assert e1_from_gram(merged_identity, W.gram()) == pytest.approx(21.0)
     s = solve(W, privacy="pure", method="minerror-l1", iterations=2)
     assert s.meta["unit_total_squared_error"] <= 21.0 * (1 + 1e-9)
     assert s.meta["candidate_errors"]["p-identity/merged-cells"] == pytest.approx(21.0)
