@@ -502,13 +502,14 @@ def _cmd_error(args) -> int:
 # ----------------------------------------------------------------------------------------- run
 def _load_data(args, workload):
     from .io import histogram_from_records, read_histogram
+    from .workload import stated_domain
 
     if args.column or args.bins:
         x = histogram_from_records(args.data, args.column or [], args.bins or [])
         if x.size != workload.n:
             raise InputError(f"--bins give {x.size} cells but the workload has {workload.n}")
     else:
-        x = read_histogram(args.data, workload.n, workload.domain)
+        x = read_histogram(args.data, workload.n, stated_domain(workload))
     if np.any(x < 0):
         raise InputError(f"{args.data}: histogram has negative counts; counts must be >= 0")
     return x
@@ -608,18 +609,22 @@ def _cmd_run(args) -> int:
 
 
 def _grid_from_data(args, workload):
-    """A workload read from a file (one flat domain) takes the grid of multi-dimensional ``.npy`` data of as many cells.
+    """A workload read from a file (one flat domain) takes the grid of the data of as many cells: a
+    multi-dimensional ``.npy``, or the bins of several ``--column``/``--bins`` pairs.
 
     A file cannot state its grid; DAWA orders a 2-D domain along a Hilbert
     curve, so a 256 x 256 histogram with a 65536-column rectangle workload is
-    released as 2-D, as with ``SPEC*SPEC`` workloads.
+    released as 2-D, as with ``SPEC*SPEC`` workloads, whichever form the data take.
     """
-    from .io import npy_shape
+    from .io import bins_count, npy_shape
     from .workload import ExplicitWorkload
 
-    if args.column or args.bins or not isinstance(workload, ExplicitWorkload) or len(workload.domain) != 1:
+    if not isinstance(workload, ExplicitWorkload) or len(workload.domain) != 1:
         return workload
-    shape = npy_shape(args.data)
+    if args.column or args.bins:
+        shape = tuple(bins_count(b) for b in args.bins or ()) if len(args.bins or ()) == len(args.column or ()) else None
+    else:
+        shape = npy_shape(args.data)
     if shape is None or len(shape) < 2 or math.prod(shape) != workload.n:
         return workload
     workload.domain = shape

@@ -947,6 +947,8 @@ def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
                 if any(info.comment for info in z.zip.infolist()):  # numpy never writes entry comments
                     raise InputError(f"strategy file {path} is corrupted: its zip directory is damaged")
                 extra = keys - {"A", "meta"} - _SPARSE_KEYS - _COO_KEYS
+                if extra and "A" not in keys and {"format", "shape"} <= keys:
+                    _sparse_from_npz(z, path, what)  # names an unsupported format (dia, bsr, ...)
                 if extra or ("A" in keys and keys & (_SPARSE_KEYS | _COO_KEYS)):
                     raise InputError(f"strategy file {path} has unexpected members {sorted(keys)}; it is corrupted or not a strategy file")
                 meta = _parse_meta(_npz_meta_text(z, path), path) if "meta" in keys else {}
@@ -1070,8 +1072,8 @@ def read_workload_file(path: str | os.PathLike):
             try:
                 if "W" in z.files:
                     W = _npz_array(z, "W", path, what)
-                elif _SPARSE_KEYS <= set(z.files) or _COO_KEYS <= set(z.files):
-                    W = _sparse_from_npz(z, path, what)
+                elif _SPARSE_KEYS <= set(z.files) or _COO_KEYS <= set(z.files) or {"format", "shape"} <= set(z.files):
+                    W = _sparse_from_npz(z, path, what)  # it names an unsupported format (dia, bsr, ...) itself
                 else:
                     raise InputError(f"{path}: expected a dense array under key 'W' or a scipy.sparse matrix")
             except InputError:
@@ -1101,8 +1103,9 @@ def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None, s
     n : int, optional
         Expected number of cells; a mismatch raises `InputError`.
     domain : tuple of int, optional
-        Expected domain shape, checked when the array is multi-dimensional and
-        the domain is too (a 1-D domain takes any array of n cells, flattened).
+        Expected domain shape, checked when the array is not a vector ((n,),
+        (n, 1) or (1, n) are taken as vectors of n cells, flattened); None
+        takes an array of any shape of n cells (`strategy_opt.workload.stated_domain`).
     sized_by : str
         What fixes ``n`` and ``domain``, for the messages (``online``: the query stream).
     """
@@ -1112,9 +1115,12 @@ def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None, s
     suffix = path.suffix.lower()
     if suffix == ".npy":
         x = read_npy(path, "histogram")
-        if domain is not None and len(domain) > 1 and x.ndim > 1 and tuple(x.shape) != tuple(domain):
-            raise InputError(f"{path}: histogram shape {x.shape} does not match the domain {tuple(domain)} of {sized_by}")
+        vector = x.ndim <= 1 or sum(d != 1 for d in x.shape) <= 1  # (n,), (n, 1), (1, n)
+        if domain is not None and not vector and tuple(x.shape) != tuple(domain):
+            raise InputError(f"{path}: histogram shape {x.shape} does not match the domain {tuple(domain)} of {sized_by}; "
+                             "give a vector of counts or an array of the domain's shape")
     elif suffix == ".csv":
+        _check_count_lines(path)
         x = _read_csv_matrix(path, "histogram", ndmin=1)
         if x.ndim != 1:
             raise InputError(f"{path}: a CSV histogram has one count per line, got {x.shape[1]} columns; raw records need --column/--bins")
@@ -1126,6 +1132,22 @@ def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None, s
     if n is not None and x.size != n:
         raise InputError(f"{path}: histogram has {x.size} cells but {sized_by} has {n}")
     return x
+
+
+def _check_count_lines(path: Path) -> None:
+    """Refuse a blank or comment line before the last count of a CSV histogram.
+
+    One count per line means line k is cell k; a line skipped by the CSV reader
+    would move every later count to the wrong cell. Blank lines at the end are harmless.
+    """
+    with open(path, encoding="utf-8-sig", errors="replace") as fh:
+        lines = [line.strip() for line in fh]
+    while lines and not lines[-1]:
+        lines.pop()
+    for k, line in enumerate(lines, start=1):
+        if not line or line.startswith("#"):
+            what = "blank" if not line else "a comment"
+            raise InputError(f"{path}: line {k} is {what}; a CSV histogram has one count per line (line k is cell k), so remove it")
 
 
 def _parse_bins(text: str) -> tuple[np.ndarray, float]:
@@ -1162,6 +1184,15 @@ def _parse_bins(text: str) -> tuple[np.ndarray, float]:
         edges = float(lo) + float(width) * np.arange(k + 1)
     edges[-1] = max(edges[-1], float(hi))  # rounding must not cut values just below HI out of the last bin
     return edges, float(hi)
+
+
+def bins_count(text: str) -> int:
+    """The number of bins of ``--bins LO:HI[:WIDTH]``.
+
+    >>> bins_count("0:95:10")
+    10
+    """
+    return len(_parse_bins(text)[0]) - 1
 
 
 def narrow_last_bin(text: str) -> str | None:

@@ -940,6 +940,18 @@ class Kronecker(Workload):
         return self._apply(y, False)
 
 
+def stated_domain(W: "Workload") -> tuple[int, ...] | None:
+    """The domain shape a workload states, or None for a matrix over one flat domain (a file cannot state a grid).
+
+    Data for a matrix workload may come in any shape of as many cells (a 256 x 256
+    histogram for a 65536-column file); other workloads want a vector or their shape.
+
+    >>> stated_domain(prefix(4)), stated_domain(from_matrix([[1.0, 1.0]]))
+    ((4,), None)
+    """
+    return None if isinstance(W, ExplicitWorkload) and len(W.domain) == 1 else tuple(W.domain)
+
+
 def union_domain(domains: Sequence[Sequence[int]]) -> tuple[int, ...]:
     """The domain of a union whose terms (over the same number of cells) have these domains.
 

@@ -521,3 +521,58 @@ def test_identity_release_on_a_large_kronecker_workload_has_intervals(tmp_path):
     half = 0.5 * (got["upper"] - got["lower"])
     np.testing.assert_allclose(half, math.log(20.0) / 2.0 * np.sqrt((i + 1.0) * (j + 1.0)), rtol=1e-9)
     np.testing.assert_allclose(got["answer"], x.cumsum(0).cumsum(1).ravel(), atol=40 * math.sqrt(2 * 160 * 160) / 2)
+
+
+def test_histogram_lines_and_shapes(tmp_path, capsys, strategy_and_data):
+    """Line k of a CSV histogram is cell k: a blank or comment line inside is refused (it would shift every later
+    count); trailing blank lines are fine. An .npy that is neither a vector nor the domain's shape is refused."""
+    s, _ = strategy_and_data
+    out = tmp_path / "a.npy"
+    (tmp_path / "gap.csv").write_text("1\n2\n\n3\n4\n5\n6\n7\n8\n")
+    assert "line 3 is blank" in _bad(tmp_path, capsys, "run", s, "--data", tmp_path / "gap.csv", "--workload", "prefix:8", "--epsilon", 1, "--seed", 0, "--out", out, out=out)
+    (tmp_path / "note.csv").write_text("1\n# a note\n2\n3\n4\n5\n6\n7\n8\n")
+    assert "line 2 is a comment" in _bad(tmp_path, capsys, "run", s, "--data", tmp_path / "note.csv", "--workload", "prefix:8", "--epsilon", 1, "--seed", 0, "--out", out, out=out)
+    (tmp_path / "tail.csv").write_text("".join(f"{k}\n" for k in range(1, 9)) + "\n\n")
+    assert cli("run", s, "--data", tmp_path / "tail.csv", "--workload", "prefix:8", "--epsilon", 1e9, "--seed", 0, "--out", out) == 0
+    np.testing.assert_allclose(np.load(out), np.cumsum(np.arange(1.0, 9.0)), atol=1e-6)
+    np.save(tmp_path / "square.npy", np.ones((2, 4)))
+    refused = tmp_path / "refused.npy"
+    assert "does not match the domain (8,)" in _bad(tmp_path, capsys, "run", s, "--data", tmp_path / "square.npy", "--workload", "prefix:8", "--epsilon", 1, "--out", refused, out=refused)
+    np.save(tmp_path / "column.npy", np.arange(1.0, 9.0).reshape(8, 1))
+    assert cli("run", s, "--data", tmp_path / "column.npy", "--workload", "prefix:8", "--epsilon", 1e9, "--seed", 0, "--out", out) == 0
+    np.testing.assert_allclose(np.load(out), np.cumsum(np.arange(1.0, 9.0)), atol=1e-6)
+
+
+def test_dawa_takes_the_grid_of_records_as_of_an_npy(tmp_path, capsys):
+    """A flat workload file over a 2-D domain: DAWA releases the same answers from records binned by two --column/--bins
+    pairs as from the 2-D histogram they make (both on the 8 x 4 grid, Hilbert order)."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(2)
+    x = rng.poisson(3, (8, 4)).astype(float)
+    np.save(tmp_path / "x.npy", x)
+    rows = [f"{i},{j}\n" for i in range(8) for j in range(4) for _ in range(int(x[i, j]))]
+    (tmp_path / "rec.csv").write_text("a,b\n" + "".join(rows))
+    sp.save_npz(tmp_path / "w.npz", sp.csr_matrix(rng.integers(0, 2, (6, 32)).astype(float)))
+    common = ("--workload", f"file:{tmp_path / 'w.npz'}", "--epsilon", 1, "--seed", 4)
+    assert cli("release", "--method", "dawa", "--data", tmp_path / "x.npy", *common, "--out", tmp_path / "a.npy") == 0
+    assert cli("release", "--method", "dawa", "--data", tmp_path / "rec.csv", "--column", "a", "--bins", "0:8", "--column", "b", "--bins", "0:4",
+               *common, "--out", tmp_path / "b.npy") == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy"))
+    assert json.loads((tmp_path / "b.npy.json").read_text())["domain"] == [8, 4]
+
+
+def test_problem_file_with_a_byte_order_mark(tmp_path, capsys):
+    p = tmp_path / "bom.toml"
+    p.write_bytes(b'\xef\xbb\xbfworkload = "prefix:4"\nmethod = "identity"\n')
+    assert cli("solve", p, "--out", tmp_path / "s.npz") == 0
+    assert read_strategy(tmp_path / "s.npz").meta["workload"] == "prefix:4"
+
+
+def test_unsupported_sparse_formats_are_named(tmp_path, capsys):
+    import scipy.sparse as sp
+
+    sp.save_npz(tmp_path / "dia.npz", sp.dia_matrix(np.eye(4)))
+    out = tmp_path / "s.npz"
+    assert "unsupported sparse format 'dia'" in _bad(tmp_path, capsys, "solve", "--workload", f"file:{tmp_path / 'dia.npz'}", "--out", out, out=out)
+    assert "unsupported sparse format 'dia'" in _bad(tmp_path, capsys, "error", tmp_path / "dia.npz", "--workload", "identity:4")

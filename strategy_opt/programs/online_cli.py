@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..defaults import DECIMAL_PATTERN
+from ..defaults import CONFIDENCE, DECIMAL_PATTERN
 from ..exceptions import InputError
 from ..progress import Progress
 from ..registry import register_subcommand
@@ -135,7 +135,7 @@ def _requirements(args, m: int, scales: np.ndarray) -> tuple[np.ndarray, np.ndar
         def where(i: int) -> str:
             return f"{args.requirements}: line {lines[i]}:"
     elif args.half_width is not None:
-        confidence = 0.95 if args.confidence is None else args.confidence
+        confidence = CONFIDENCE if args.confidence is None else args.confidence
         if not (math.isfinite(args.half_width) and args.half_width > 0):
             raise InputError(f"--half-width must be a positive finite number, got {args.half_width!r}")
         if not 0 < confidence < 1:
@@ -182,6 +182,7 @@ def _write(path: Path, results, provenance: dict) -> None:
 def _cmd_online(args) -> int:
     from ..cli import _sampler, naming_data
     from ..io import check_answers_path, read_histogram
+    from ..workload import stated_domain
     from ..online import OnlineAnswerer
     from ..spec import file_paths
 
@@ -191,7 +192,7 @@ def _cmd_online(args) -> int:
     if not (math.isfinite(args.budget) and args.budget > 0):
         raise InputError(f"--budget must be a positive number, got {args.budget!r}")
     queries = _load_queries(args.queries)
-    x = read_histogram(args.data, queries.n, queries.domain, sized_by="the --queries stream")
+    x = read_histogram(args.data, queries.n, stated_domain(queries), sized_by="the --queries stream")
     if np.any(x < 0):
         raise InputError(f"{args.data}: histogram has negative counts; counts must be >= 0")
     Q = queries.matrix()
