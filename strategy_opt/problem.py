@@ -208,7 +208,7 @@ def read_problem_file(path: str | Path) -> dict:
             raise InputError(f"problem file not found: {path} (bundled problems: {', '.join(list_problems())})")
         p = named
     try:
-        data = tomllib.loads(p.read_text())
+        data = tomllib.loads(p.read_text(encoding="utf-8-sig"))  # a byte-order mark is not TOML, but editors write one
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"problem file {p}: malformed TOML ({exc})") from None
     except (OSError, UnicodeDecodeError) as exc:

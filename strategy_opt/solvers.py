@@ -128,7 +128,7 @@ def profile_dirs() -> list[Path]:
 
 def _read(path: Path, name: str) -> SolverProfile:
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is not TOML, but editors write one
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"solver profile {path}: malformed TOML ({exc})") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -146,6 +146,8 @@ def _read(path: Path, name: str) -> SolverProfile:
             f"solver profile {path}: solver = {data['solver']!r:.60} names a cvxpy solver but the backend is 'native'"
             f'{"" if "backend" in data else " (the default)"}; add backend = "cvxpy" or remove solver'
         )
+    if backend == "cvxpy" and "solver" not in data:
+        raise InputError(f'solver profile {path}: backend = "cvxpy" names no solver; add solver = "SCS" or solver = "CLARABEL"')
     if "solver" in data:
         import cvxpy as cp
 
@@ -162,7 +164,7 @@ def _read(path: Path, name: str) -> SolverProfile:
         verbose=data.get("verbose", False),
         options=dict(data.get("options", {})),
         description=data.get("description", ""),
-        source=str(path),
+        source=str(path.resolve()),  # absolute: the strategy file's meta names it wherever it is read
     )
 
 

@@ -221,3 +221,14 @@ def test_the_default_profile_does_not_depend_on_the_working_directory(tmp_path, 
     assert named.meta["solver_profile"]["file"] == str((tmp_path / "solvers" / "native.toml").resolve())
     assert default.meta["solver_status"] == "optimal" and named.meta["solver_status"] != "optimal"
     assert default.meta["unit_total_squared_error"] < named.meta["unit_total_squared_error"]
+
+
+def test_profile_file_forms(tmp_path, monkeypatch):
+    """A byte-order mark is read past; a cvxpy profile must name its solver; the recorded source is absolute."""
+    (tmp_path / "bom.toml").write_bytes(b'\xef\xbb\xbfbackend = "cvxpy"\nsolver = "SCS"\n')
+    monkeypatch.chdir(tmp_path)
+    prof = load_profile("bom.toml")
+    assert prof.solver == "SCS" and prof.source == str((tmp_path / "bom.toml").resolve())
+    (tmp_path / "bare.toml").write_text('backend = "cvxpy"\n')
+    with pytest.raises(InputError, match='names no solver; add solver = "SCS"'):
+        load_profile("bare.toml")
