@@ -371,11 +371,6 @@ class ErrorProfile:
             self._inv_eig = 1.0 / lam[keep]
             self._null = V[:, ~keep]
 
-    @property
-    def inverse_diagonal(self) -> np.ndarray | None:
-        """``1 / diag(A^T A)`` when ``A^T A`` is diagonal (then ``(A^T A)^+ = diag(1 / d)``), else None."""
-        return self._inv_diag
-
     def query_variances(self, workload: Workload) -> np.ndarray:
         """``w_i (A^T A)^+ w_i^T`` for every query (no n x n matrix when ``A^T A`` is diagonal; no inverse for a few queries)."""
         if self._inv_diag is not None:

@@ -205,7 +205,6 @@ class LaplaceSum:
         cut = int(np.flatnonzero(ok)[-1])
         self._z, dens = self._z[: cut + 1], dens[: cut + 1]
         self._logf = np.log(dens)
-        self._step = h
         self._cdf_abs = np.concatenate([[0.0], np.cumsum(0.5 * (dens[1:] + dens[:-1]) * h)]) * 2.0
         self.single = s.size == 1
         self.half_width_error = 0.0 if self.single else _LAW_HALF_WIDTH_ERROR * self.sd

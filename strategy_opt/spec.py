@@ -347,10 +347,22 @@ def parse_spec(spec: str, operation: str | None = None) -> Workload:
         than is available (`strategy_opt.resources.operation_bytes`). Building
         the workload is always checked.
 
+    Returns
+    -------
+    Workload
+        Structured where the SPEC says so (intervals, Kronecker products,
+        unions); its ``spec`` attribute is the SPEC in canonical form.
+
     Raises
     ------
     InputError
         Malformed SPEC, or not enough memory (the message gives the estimate).
+
+    Examples
+    --------
+    >>> W = parse_spec("prefix:3*all-range:4")
+    >>> W.shape, W.domain
+    ((30, 12), (3, 4))
     """
     tree = _tree(spec)
     try:

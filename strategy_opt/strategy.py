@@ -56,6 +56,18 @@ class Strategy:
         (set by `strategy_opt.solve` and `strategy_opt.io.read_strategy`):
         metadata edited since is checked against the matrix on writing, as
         metadata written by hand is (`strategy_opt.api.checked_hand_written`).
+
+    Examples
+    --------
+    A bare matrix has no metadata; `strategy_opt.solve` returns a strategy with its certificate.
+
+    >>> import numpy as np
+    >>> Strategy(np.eye(3)).shape, Strategy(np.eye(3)).meta
+    ((3, 3), {})
+    >>> from strategy_opt import solve
+    >>> s = solve("prefix:8", privacy="pure", method="identity")
+    >>> s.shape, s.meta["method"], s.meta["unit_total_squared_error"]
+    ((8, 8), 'identity', 36.0)
     """
 
     matrix: object

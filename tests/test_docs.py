@@ -8,7 +8,7 @@ import pytest
 
 import strategy_opt
 
-MODULES = sorted(
+MODULES = ["strategy_opt"] + sorted(  # the package's own docstring first: the first example a user sees
     name
     for _, name, _ in pkgutil.walk_packages(strategy_opt.__path__, prefix="strategy_opt.")
     if not name.endswith("__main__")
