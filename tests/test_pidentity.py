@@ -253,7 +253,7 @@ def test_auto_pure_is_no_worse_than_orthogonal_and_p_identity(spec):
 
 def test_auto_pure_tries_svd_approx_on_workloads_of_fewer_queries_than_cells():
     """Above 64 cells svd-approx runs when m < n: 5 Gaussian queries over 80 cells, where it is ~2x better than p-identity."""
-    from strategy_opt.programs.pidentity import AUTO_SVD_MAX_N
+    from strategy_opt.programs.auto_pure import AUTO_SVD_MAX_N
 
     W = np.random.default_rng(5).standard_normal((5, 80))
     assert W.shape[1] > AUTO_SVD_MAX_N

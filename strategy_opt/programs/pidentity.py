@@ -74,27 +74,16 @@ dropped; `merged_cells`, read off the Gram) and the strategy is expanded back
 over 1000 cells often have far fewer distinguishable cells, which is what makes
 the Orthogonal Mechanism competitive there.
 
-``auto-pure`` (registered here; ``auto`` calls it under epsilon-DP) returns the
-best of identity, the best H_b (b = 2..16), the Haar wavelet, GreedyH (1-D and
-2-D domains), ``p-identity``, ``svd-approx`` (n <= 64; up to 1024 cells when m < n) and, for marginal
-workloads, the Fourier strategy and its L1 re-weighting, all after column
-completion, in a default time budget (option ``time_budget``; 60 s + 300 s
-(n/4096)^2, summed over the attributes' sizes n_i for a Kronecker
-workload). p-identity runs there without random starts unless the hat
-starts leave it above `RANDOM_START_ABOVE` times the identity's error
-(workloads that are not range-like): then one OPT_0-style random start gets
-the remaining budget (``meta.auto_pure_random_start``). Its ``meta.lower_bound`` is the
-certified (epsilon, delta) bound of `strategy_opt.pure_bound` (valid for E_1
-since ``||A||_1 >= ||A||_2``) for n <= `strategy_opt.pure_bound.LOWER_BOUND_MAX_N`, computed in a quarter
-of the time the candidates took; above that the compiler's SVD bound.
+``auto-pure`` (`strategy_opt.programs.auto_pure`) races this optimiser against the
+other epsilon-DP candidates.
 
 Options: ``p`` (rows of Theta for the random starts, default n/16),
 ``random_starts`` (default 1; 0 in ``auto-pure``, where they rarely pay for
 their time), ``seed`` (default 0). Budget: the solver profile's ``max_iters``
 (L-BFGS-B iterations per start), ``tol`` (a start has converged when E_1's
 mean relative decrease per iteration over `STALL_WINDOW` iterations falls
-below it; in auto-pure `AUTO_PURE_TOL` = 1e-6 unless the profile's is looser,
-or its option ``tol``) and ``time_limit`` (shared among the starts).
+below it; in auto-pure `strategy_opt.programs.auto_pure.AUTO_PURE_TOL` = 1e-6 unless
+the profile's is looser, or its option ``tol``) and ``time_limit`` (shared among the starts).
 """
 
 from __future__ import annotations
@@ -104,7 +93,7 @@ import itertools
 import logging
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as la
@@ -113,15 +102,15 @@ import scipy.sparse as sp
 from threadpoolctl import ThreadpoolController
 
 from ..defaults import MAX_DENSE_N
-from ..compiler import compile_strategy, reported_error
+from ..compiler import compile_strategy
 from ..error import KroneckerMatrix
 from ..exceptions import InputError, OptionError, SolverError, setting
-from ..problem import Problem, is_number
+from ..problem import Problem
 from ..pure_bound import lower_bound_facts
 from ..registry import register_method
 from ..workload import Kronecker, Union, Workload, gram_unit
 
-__all__ = ["merged_cells", "expand_cells", "pidentity_strategy", "marginals_strategy", "auto_pure", "pidentity_loss", "pidentity_matrix", "hat_rows", "hat_templates", "optimise_theta", "PIdentityResult", "solve_pidentity", "p_identity"]
+__all__ = ["merged_cells", "expand_cells", "pidentity_strategy", "marginals_strategy", "pidentity_loss", "pidentity_matrix", "hat_rows", "hat_templates", "optimise_theta", "PIdentityResult", "solve_pidentity", "p_identity"]
 
 log = logging.getLogger("strategy_opt")
 
@@ -839,165 +828,3 @@ def pidentity_strategy(problem: Problem, time_limit: float, fallback_random_star
             A = marg[0]
             extra.update(template="marginals", marginal_weights=marg[2])
     return A, extra
-
-
-#: auto-pure's optimiser budget in seconds: ``AUTO_BASE_SECONDS + AUTO_SCALE_SECONDS sum_i (n_i / 4096)^2`` over the
-#: domains p-identity optimises (the workload's, or each attribute's for a Kronecker workload; then the profile's time_limit caps it).
-AUTO_BASE_SECONDS, AUTO_SCALE_SECONDS = 60.0, 300.0
-#: auto-pure tries svd-approx (Program 3.4.3 refinement) up to this many cells ...
-AUTO_SVD_MAX_N = 64
-#: ... and, on workloads of fewer queries than cells (rank-deficient, where p-identity's full-rank
-#: strategies waste budget on directions no query asks for), up to this many: measured on Gaussian
-#: 5 x n workloads and a rank-3 40 x 100 one, svd-approx's E_1 is 0.35-0.74 of p-identity's, in 0.1-1.3 s.
-AUTO_SVD_LOW_RANK_MAX_N = 1024
-#: auto-pure runs GreedyH up to this many cells: its strategy is analysed densely (16384 cells:
-#: 80 s and 6.5 GB, where p-identity's Kronecker strategy was 0.68x its E_1).
-AUTO_GREEDY_H_MAX_N = 4096
-#: auto-pure runs OM when the workload matrix has at most this many entries (m n) ...
-AUTO_ORTHOGONAL_MAX_ENTRIES = 10**6
-#: auto-pure runs minerror-l1 (Program 3.4.1, SDPs of (2n + n)^2 variables) up to this many cells:
-#: 1-2 s at 8 cells, ~30 s at 16; it beats every other candidate on signed, low-rank workloads
-#: (rank 2 over 6 cells: 53.30 against the identity's 61.65; rank 3 over 16: 613 against 707).
-AUTO_MINERROR_L1_MAX_N = 8
-#: ... and p-identity's OPT_0-style random start from the outset up to AUTO_SVD_MAX_N cells (cheap there).
-AUTO_RANDOM_STARTS_SMALL = 1
-#: p-identity's convergence tolerance inside auto-pure (option ``tol``; the solver profile's
-#: if looser): a start stops when E_1 falls by less than 1e-4 (relative) over `STALL_WINDOW`
-#: iterations. Against the native profile's 1e-8 (measured, one BLAS thread, auto-pure on
-#: prefix:256 ... prefix:800, random-range:1000:300:0, all-range:500): 2-4x faster, for E_1
-#: 0.01-0.09% higher on 7 of 9 workloads, 0.30% on prefix:800 and 0.54% on prefix:384.
-AUTO_PURE_TOL = 1e-6
-#: Branching factors auto-pure tries for H_b.
-AUTO_BRANCHINGS = tuple(range(2, 17))
-
-
-def _per_dimension(domain, build):
-    return build(domain[0]) if len(domain) == 1 else KroneckerMatrix([build(d) for d in domain])
-
-
-@register_method(
-    "auto-pure",
-    options=("time_budget", "tol", "random_starts", "seed", "p"),
-    privacy=("pure",),
-    source="strategy_opt",
-    summary="epsilon-DP: best of identity, best H_b, wavelet, GreedyH (1-D/2-D), OM (m n <= 1e6), p-identity on merged cells (and svd-approx for n <= 64, Fourier and l1-weighted Fourier for marginals) in a default budget; (eps,delta) optimum as lower bound",
-)
-def auto_pure(problem: Problem):
-    """The best epsilon-DP strategy among the library's candidates.
-
-    Options: ``time_budget`` (seconds), ``tol`` (p-identity's convergence
-    tolerance, `AUTO_PURE_TOL` or the solver profile's if looser), and
-    p-identity's ``random_starts``, ``seed`` and ``p``.
-
-    Examples
-    --------
-    >>> from strategy_opt.api import solve
-    >>> s = solve("prefix:32", privacy="pure", method="auto-pure")
-    >>> s.meta["auto_pure_choice"] in s.meta["auto_pure_candidates"], s.meta["lower_bound_kind"]
-    (True, 'l2-optimum')
-    """
-    from ..bases import hierarchical_matrix, identity_matrix, wavelet_matrix
-    from .baselines import branching_errors, marginal_attribute_sets
-
-    if problem.privacy != "pure":
-        raise InputError(f"auto-pure chooses among epsilon-DP strategies; use {setting('privacy', 'pure')}")
-    t0 = time.perf_counter()
-    W = problem.workload
-    n = W.n
-    # p-identity's work grows with the square of the domains it optimises over: the whole domain, or each
-    # attribute of a Kronecker workload (256 x 256 cells: two 256-cell problems, not one of 65536)
-    parts = _kron_parts(W)
-    sizes = [f.n for f in parts[0][1]] if parts is not None else [n]
-    budget = problem.option(
-        "time_budget", min(problem.solver.time_limit, AUTO_BASE_SECONDS + AUTO_SCALE_SECONDS * sum((d / 4096) ** 2 for d in sizes)),
-        lambda v: is_number(v) and v > 0, "a positive number of seconds",
-    )
-    tol = problem.option(
-        "tol", max(problem.solver.tol, AUTO_PURE_TOL),
-        lambda v: is_number(v) and 0 < v < 1, "a number in (0, 1) (the mean relative decrease of E_1 per iteration at which p-identity stops)",
-    )
-    cands: dict[str, tuple[object, float]] = {}
-    skipped: dict[str, str] = {}
-
-    def attempt(name: str, make, started: float | None = None) -> None:
-        """Evaluate candidate ``name`` (logged with the seconds since ``started``, default now); one that
-        fails is skipped (the others stand), except for a bad option."""
-        started = time.perf_counter() if started is None else started
-        try:
-            cands[name] = make()
-        except OptionError:
-            raise
-        except (InputError, SolverError, np.linalg.LinAlgError, MemoryError) as exc:  # a numerical failure or a lack of memory skips the candidate too
-            log.info("auto-pure: %s skipped (%s)", name, exc)
-            skipped[name] = " ".join(str(exc).split())
-            return
-        log.info("auto-pure: %s E_1 %.10g (%.3g s)", name, cands[name][1], time.perf_counter() - started)
-
-    repairs: dict[str, dict] = {}
-
-    def compiled(strategy, name: str) -> tuple[object, float]:
-        """A candidate that is a compiled strategy, scored like the others (its meta's E_1 includes the
-        workload's log_scale); the identity share its compiler mixed in is kept for the final meta."""
-        if "support_repair" in strategy.meta:
-            repairs[name] = strategy.meta["support_repair"]
-        return reported_error(strategy.matrix, W, 1)
-
-    attempt("identity", lambda: reported_error(_per_dimension(W.domain, identity_matrix), W, 1))  # Kronecker on product domains
-    started = time.perf_counter()
-    by_branching = branching_errors(W, AUTO_BRANCHINGS, 1)
-    best_b = min(by_branching, key=by_branching.get)  # the first of equal errors, as before
-    attempt("hierarchical", lambda: reported_error(_per_dimension(W.domain, lambda d: hierarchical_matrix(d, best_b)), W, 1), started)
-    attempt("wavelet", lambda: reported_error(_per_dimension(W.domain, wavelet_matrix), W, 1))
-    if len(W.domain) <= 2 and n <= AUTO_GREEDY_H_MAX_N:
-        from .greedy_h import greedy_h_matrix
-
-        attempt("greedy-h", lambda: reported_error(greedy_h_matrix(W)[0], W, 1))
-    elif len(W.domain) <= 2:
-        skipped["greedy-h"] = f"{n} cells > {AUTO_GREEDY_H_MAX_N}: its strategy (not a Kronecker product) needs dense n x n error analysis"
-    if W.m * n <= AUTO_ORTHOGONAL_MAX_ENTRIES:
-        from .orthogonal import om_strategy
-
-        attempt("orthogonal", lambda: reported_error(om_strategy(W)[0], W, 1))  # may meet an ill-conditioned decomposition
-    default_starts = AUTO_RANDOM_STARTS_SMALL if max(sizes) <= AUTO_SVD_MAX_N else 0  # per attribute on Kronecker workloads
-    sub = problem.with_options(random_starts=problem.options.get("random_starts", default_starts))
-    fallback = 0 if "random_starts" in problem.options else 1
-    started = time.perf_counter()
-    pid_problem = replace(sub, solver=replace(problem.solver, tol=float(tol)))
-    A, pid_meta = pidentity_strategy(pid_problem, max(float(budget) - (started - t0), 1.0), fallback_random_starts=fallback)
-    attempt("p-identity", lambda: reported_error(A, W, 1), started)
-    random_start = pid_meta.get("starts", {}).get("random0", {}).get("unit_error") if fallback else None
-    if n <= AUTO_SVD_MAX_N or (W.m < n and n <= AUTO_SVD_LOW_RANK_MAX_N):
-        from .svd_approx import svd_approx
-
-        attempt("svd-approx", lambda: compiled(svd_approx(sub), "svd-approx"))
-    if n <= AUTO_MINERROR_L1_MAX_N:
-        from .minerror_l1 import minerror_l1
-
-        attempt("minerror-l1", lambda: compiled(minerror_l1(replace(problem, options={})), "minerror-l1"))
-    sets = marginal_attribute_sets(W)
-    if sets is not None and n > MAX_DENSE_N:
-        skipped["fourier"] = skipped["l1-weighting/fourier"] = f"{n} cells > {MAX_DENSE_N}: the Fourier basis is dense (not a Kronecker product)"
-    elif sets is not None:
-        from ..bases import fourier_matrix
-        from .l1_weighting import weighted_basis
-
-        attempt("fourier", lambda: reported_error(fourier_matrix(W.domain, sets), W, 1))
-        attempt("l1-weighting/fourier", lambda: reported_error(weighted_basis(problem.with_options(basis="fourier"))[0], W, 1))
-    choice = min(cands, key=lambda k: cands[k][1])
-    bound = lower_bound_facts(W, time.perf_counter() - t0)
-    extra = bound.pop("extra")
-    extra.update(
-        auto_pure_choice=choice,
-        auto_pure_candidates={k: float(v[1]) for k, v in cands.items()},
-        hierarchical_branching=best_b,
-        auto_pure_random_start=random_start,
-        time_budget=float(budget),
-        p_identity_tol=float(tol),
-    )
-    if skipped:
-        extra["auto_pure_skipped"] = skipped
-    if choice in repairs:
-        extra["support_repair"] = repairs[choice]
-    if choice == "p-identity":
-        extra.update({k: v for k, v in pid_meta.items() if k in ("theta_rows", "start", "starts", "kronecker_rounds", "template", "marginal_weights", "merged_cells")})
-    return compile_strategy(cands[choice][0], problem, "auto-pure", solver="native", status="best-of-candidates", solve_seconds=time.perf_counter() - t0, extra=extra, **bound)
