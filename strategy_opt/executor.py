@@ -54,6 +54,7 @@ __all__ = [
     "reconstruct",
     "answer_intervals",
     "check_measured_cells",
+    "check_histogram",
     "probe_support",
     "check_noise_resolution",
     "check_finite_answers",
@@ -546,6 +547,41 @@ def _as_histogram(x, domain: tuple[int, ...] | None = None) -> np.ndarray:
     return arr.ravel()
 
 
+def check_histogram(x, n: int | None = None, domain: tuple[int, ...] | None = None) -> np.ndarray:
+    """Data as a flat float array of counts, checked once for every method that answers on it.
+
+    Parameters
+    ----------
+    x : array_like
+        Counts: a vector, or an array of the domain's shape (flattened in row-major order).
+    n : int, optional
+        Number of cells the data must have (the workload's).
+    domain : tuple of int, optional
+        The workload's domain: a multi-dimensional array must have this shape.
+
+    Raises
+    ------
+    InputError
+        Sparse, non-numeric or complex data, another shape or size, an empty,
+        NaN, infinite or negative count.
+
+    Examples
+    --------
+    >>> check_histogram([[1, 2], [3, 4]], n=4, domain=(2, 2)).tolist()
+    [1.0, 2.0, 3.0, 4.0]
+    """
+    x = _as_histogram(x, domain)
+    if x.size == 0:
+        raise InputError("histogram is empty")
+    if n is not None and x.size != n:
+        raise InputError(f"data has {x.size} cells but the workload has {n}")
+    if not np.all(np.isfinite(x)):
+        raise InputError("data contains NaN or infinite counts")
+    if np.any(x < 0):
+        raise InputError(f"data (histogram) has negative counts (smallest {x.min():g}); counts must be >= 0")
+    return x
+
+
 def run(
     strategy,
     x: np.ndarray,
@@ -614,14 +650,8 @@ def run(
     if not isinstance(strategy, Strategy):
         strategy = Strategy(strategy)  # checks the matrix: 2-D, real, finite
     A = _as_operator_matrix(strategy)
-    x = _as_histogram(x, workload.domain)
+    x = check_histogram(x, workload.n, workload.domain)
     check_columns(A, workload)
-    if x.size != workload.n:
-        raise InputError(f"data has {x.size} cells but the workload has {workload.n}")
-    if not np.all(np.isfinite(x)):
-        raise InputError("data contains NaN or infinite counts")
-    if np.any(x < 0):
-        raise InputError("data (histogram) has negative counts; counts must be >= 0")
     if not isinstance(estimator, str) or estimator not in ESTIMATORS:
         raise InputError(f"unknown estimator {estimator!r}; use one of {', '.join(ESTIMATORS)}")
     if estimator == "hybrid" and workload.n > MAX_DENSE_N:

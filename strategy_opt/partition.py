@@ -63,7 +63,7 @@ import math
 import numpy as np
 
 from .exceptions import InputError
-from .executor import check_noise_resolution, resolve_sampler
+from .executor import check_histogram, check_noise_resolution, resolve_sampler
 from .samplers import opendp_perturb
 
 log = logging.getLogger("strategy_opt")
@@ -302,17 +302,6 @@ def _dp_all_intervals(n: int, first: np.ndarray, cost: np.ndarray) -> list[int]:
     return start
 
 
-def _check_histogram(x) -> np.ndarray:
-    x = np.asarray(x, dtype=float).ravel()
-    if x.size == 0:
-        raise InputError("histogram is empty")
-    if not np.all(np.isfinite(x)):
-        raise InputError("histogram contains NaN or infinite counts")
-    if np.any(x < 0):
-        raise InputError(f"histogram has negative counts (smallest {x.min():g}); counts must be >= 0")
-    return x
-
-
 def private_partition(
     x,
     eps1: float,
@@ -355,7 +344,7 @@ def private_partition(
     >>> private_partition(x, eps1=1.0, eps2=0.1, rng=0).tolist()
     [0, 64, 128]
     """
-    x = _check_histogram(x)
+    x = check_histogram(x)
     if not (eps1 > 0 and math.isfinite(eps1)) or not (eps2 > 0 and math.isfinite(eps2)):
         raise InputError(f"stage budgets must be positive and finite, got eps1={eps1!r}, eps2={eps2!r}")
     sampler = resolve_sampler(sampler, rng)
@@ -387,7 +376,7 @@ def optimal_partition(x, eps2: float, *, all_intervals: bool = False) -> np.ndar
     Fig. 6.4): the same candidates and dynamic program as `private_partition`
     on the exact costs.
     """
-    x = _check_histogram(x)
+    x = check_histogram(x)
     if all_intervals and x.size > MAX_ALL_INTERVALS_N:
         raise InputError(f"all_intervals needs O(n^2) memory; n = {x.size} exceeds {MAX_ALL_INTERVALS_N}")
     lo, length = candidate_buckets(x.size, all_intervals)

@@ -38,7 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..exceptions import InputError
-from ..executor import Release, measure, release_sampler
+from ..executor import Release, check_histogram, measure, release_sampler
 from ..partition import NOISE_RULES, bucket_counts, expand, private_partition
 from ..privacy import Privacy, PureDP
 from ..registry import register_release
@@ -87,17 +87,6 @@ class DawaResult:
         return int(self.edges.size - 1)
 
 
-def _check_data(x, workload: Workload) -> np.ndarray:
-    x = np.asarray(x, dtype=float).ravel()
-    if x.size != workload.n:
-        raise InputError(f"data has {x.size} cells but the workload has {workload.n}")
-    if not np.all(np.isfinite(x)):
-        raise InputError("histogram contains NaN or infinite counts")
-    if np.any(x < 0):
-        raise InputError(f"histogram has negative counts (smallest {x.min():g}); counts must be >= 0")
-    return x
-
-
 def _check_rho(rho) -> float:
     if isinstance(rho, bool) or not isinstance(rho, (int, float, np.floating, np.integer)) or not 0.0 <= float(rho) < 1.0:
         raise InputError(f"rho (share of epsilon for the partition) must be in [0, 1), got {rho!r}")
@@ -144,7 +133,7 @@ def dawa_estimate(
     -------
     DawaResult
     """
-    x = _check_data(x, workload)
+    x = check_histogram(x, workload.n, workload.domain)
     rho = _check_rho(rho)
     branching = check_branching(branching)
     if not isinstance(all_intervals, (bool, np.bool_)):

@@ -44,7 +44,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..exceptions import InputError
-from ..executor import Release, check_noise_resolution, measure, release_sampler
+from ..executor import Release, check_histogram, check_noise_resolution, measure, release_sampler
 from ..privacy import Privacy, PureDP
 from ..progress import Progress
 from ..registry import register_release
@@ -145,11 +145,7 @@ def mwem_estimate(
 
 
 def _validated(x, workload: Workload, epsilon: float, rounds, sweeps) -> tuple[np.ndarray, int, int]:
-    x = np.asarray(x, dtype=float).ravel()
-    if x.size != workload.n:
-        raise InputError(f"data has {x.size} cells but the workload has {workload.n}")
-    if not np.all(np.isfinite(x)) or np.any(x < 0):
-        raise InputError("histogram must have finite counts >= 0")
+    x = check_histogram(x, workload.n, workload.domain)
     rounds = _check_count(rounds, "rounds")
     sweeps = _check_count(sweeps, "sweeps")
     if not (np.isfinite(epsilon) and epsilon > 0):
