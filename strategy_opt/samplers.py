@@ -62,8 +62,8 @@ def _release(dp, values, privacy, sensitivity, scale):
     if not ok and privacy.notion == "approx":  # outside OpenDP's search the sigma is the analytic Gaussian's
         raise InputError(
             f"OpenDP cannot certify epsilon={privacy.epsilon:g}, delta={privacy.delta:g}: its privacy map gives "
-            f"epsilon {achieved[0]:.6g} for the noise sigma {scale:.6g}, which the analytic Gaussian calibration gives where "
-            f"OpenDP's own calibration fails (epsilon beyond about 1e4, or tiny epsilon with tiny delta); "
+            f"epsilon {achieved[0]:.6g} for the calibrated noise sigma {scale:.6g} (OpenDP's own search, or the analytic "
+            f"Gaussian calibration where that search fails: epsilon beyond about 1e4, or tiny epsilon with tiny delta); "
             f"use {setting('sampler', 'simulate')} for simulations with extreme parameters"
         )
     if not ok:
