@@ -501,7 +501,7 @@ def _cmd_error(args) -> int:
 
 # ----------------------------------------------------------------------------------------- run
 def _load_data(args, workload):
-    from .io import histogram_from_records, read_histogram
+    from .histograms import histogram_from_records, read_histogram
     from .workload import stated_domain
 
     if args.column or args.bins:
@@ -550,7 +550,8 @@ def _provenance(args, workload, privacy, sampler, release, estimator: str) -> di
 
 
 def _write_release(args, release, provenance: dict) -> None:
-    from .io import narrow_last_bin, write_answers
+    from .answers import write_answers
+    from .histograms import narrow_last_bin
 
     for bins in getattr(args, "bins", None) or []:  # after success, so that an error stays one line
         note = narrow_last_bin(bins)
@@ -616,7 +617,8 @@ def _grid_from_data(args, workload):
     curve, so a 256 x 256 histogram with a 65536-column rectangle workload is
     released as 2-D, as with ``SPEC*SPEC`` workloads, whichever form the data take.
     """
-    from .io import bins_count, npy_shape
+    from .histograms import bins_count
+    from .io import npy_shape
     from .workload import ExplicitWorkload
 
     if not isinstance(workload, ExplicitWorkload) or len(workload.domain) != 1:

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import strategy_opt as so
+from strategy_opt import histograms
 from strategy_opt import io as sio
 from strategy_opt.exceptions import InputError
 from strategy_opt.spec import canonical_spec, parse_spec
@@ -197,7 +198,7 @@ def test_mutated_workload_and_histogram_files_are_refused_or_read(tmp_path_facto
         W = _read(sio.read_workload_file, f)
         assert W is None or np.all(np.isfinite(W.matrix().toarray()))
     else:
-        x = _read(lambda p: sio.read_histogram(p, 6), f)
+        x = _read(lambda p: histograms.read_histogram(p, 6), f)
         assert x is None or (x.shape == (6,) and np.all(np.isfinite(x)))
 
 
@@ -206,6 +207,6 @@ def test_mutated_workload_and_histogram_files_are_refused_or_read(tmp_path_facto
 def test_random_bytes_are_refused(tmp_path_factory, suffix, blob):
     f = tmp_path_factory.mktemp("r") / f"f{suffix}"
     f.write_bytes(blob)
-    readers = [sio.read_workload_file] + ([sio.read_strategy] if suffix != ".npy" else []) + ([lambda p: sio.read_histogram(p, 3)] if suffix in (".npy", ".csv") else [])
+    readers = [sio.read_workload_file] + ([sio.read_strategy] if suffix != ".npy" else []) + ([lambda p: histograms.read_histogram(p, 3)] if suffix in (".npy", ".csv") else [])
     for reader in readers:
         _read(reader, f)

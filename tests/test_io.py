@@ -10,6 +10,8 @@ import scipy.io
 import scipy.sparse as sp
 
 import strategy_opt as so
+from strategy_opt import answers
+from strategy_opt import histograms
 from strategy_opt import io as sio
 from strategy_opt.exceptions import InputError
 from strategy_opt.strategy import Strategy
@@ -167,20 +169,20 @@ def test_workload_file_formats(tmp_path):
 
 def test_histograms(tmp_path):
     np.save(tmp_path / "x.npy", np.arange(12).reshape(3, 4))
-    np.testing.assert_array_equal(sio.read_histogram(tmp_path / "x.npy", 12, (3, 4)), np.arange(12.0))
+    np.testing.assert_array_equal(histograms.read_histogram(tmp_path / "x.npy", 12, (3, 4)), np.arange(12.0))
     with pytest.raises(InputError, match="has 12 cells"):
-        sio.read_histogram(tmp_path / "x.npy", 10)
+        histograms.read_histogram(tmp_path / "x.npy", 10)
     (tmp_path / "r.csv").write_text("age,income\n3,10\n4,11\n4,12\n9,50\n")
-    x = sio.histogram_from_records(tmp_path / "r.csv", ["age"], ["0:10"])
+    x = histograms.histogram_from_records(tmp_path / "r.csv", ["age"], ["0:10"])
     np.testing.assert_array_equal(x, [0, 0, 0, 1, 2, 0, 0, 0, 0, 1])
-    x2 = sio.histogram_from_records(tmp_path / "r.csv", ["age", "income"], ["0:10:5", "0:60:30"])
+    x2 = histograms.histogram_from_records(tmp_path / "r.csv", ["age", "income"], ["0:10:5", "0:60:30"])
     np.testing.assert_array_equal(x2, [3, 0, 0, 1])
     with pytest.raises(InputError, match="no column"):
-        sio.histogram_from_records(tmp_path / "r.csv", ["zip"], ["0:5"])
+        histograms.histogram_from_records(tmp_path / "r.csv", ["zip"], ["0:5"])
 
 
 def test_answers_csv(tmp_path):
-    sio.write_answers(tmp_path / "a.csv", np.array([1.5, 2.0]), np.array([1.0, np.nan]), np.array([2.0, np.nan]))
+    answers.write_answers(tmp_path / "a.csv", np.array([1.5, 2.0]), np.array([1.0, np.nan]), np.array([2.0, np.nan]))
     assert (tmp_path / "a.csv").read_text().splitlines() == ["query,answer,lower,upper", "0,1.5,1.0,2.0", "1,2.0,,"]
 
 
@@ -198,21 +200,21 @@ def _records(tmp_path, seed=3, n=400):
 def test_records_equal_to_hi_are_dropped_like_any_value_outside(tmp_path):
     f, age, income = _records(tmp_path)
     assert np.any(age == 10) and np.any(income == 60)  # records sit exactly on HI
-    x = sio.histogram_from_records(f, ["age"], ["0:10"])
+    x = histograms.histogram_from_records(f, ["age"], ["0:10"])
     np.testing.assert_array_equal(x, [np.sum(age == k) for k in range(10)])  # counted by hand: bins [k, k+1)
     assert x.sum() == np.sum((age >= 0) & (age < 10))
     # a record on HI is dropped exactly as one beyond it: moving it to HI + 5 changes nothing
     g = tmp_path / "moved.csv"
     g.write_text("age\n" + "".join(f"{a + 5 * (a == 10):g}\n" for a in age))
-    np.testing.assert_array_equal(sio.histogram_from_records(g, ["age"], ["0:10"]), x)
+    np.testing.assert_array_equal(histograms.histogram_from_records(g, ["age"], ["0:10"]), x)
     # WIDTH not dividing HI - LO: the last bin [9, 12) still stops at HI = 10
-    x3 = sio.histogram_from_records(f, ["age"], ["0:10:3"])
+    x3 = histograms.histogram_from_records(f, ["age"], ["0:10:3"])
     np.testing.assert_array_equal(x3, [np.sum((age >= lo) & (age < min(lo + 3, 10))) for lo in (0, 3, 6, 9)])
 
 
 def test_records_on_hi_are_dropped_in_two_dimensions(tmp_path):
     f, age, income = _records(tmp_path, seed=4)
-    x = sio.histogram_from_records(f, ["age", "income"], ["0:10:5", "0:60:30"])
+    x = histograms.histogram_from_records(f, ["age", "income"], ["0:10:5", "0:60:30"])
     expected = [np.sum((age >= a) & (age < a + 5) & (income >= b) & (income < b + 30)) for a in (0, 5) for b in (0, 30)]
     np.testing.assert_array_equal(x, expected)
     inside = (age >= 0) & (age < 10) & (income >= 0) & (income < 60)
@@ -223,30 +225,30 @@ def test_records_header_with_bom_and_duplicate_names(tmp_path):
     f = tmp_path / "bom.csv"
     f.write_text("age,name\n1,a\n2,b\n3,c\n3,d\n", encoding="utf-8-sig")
     assert f.read_bytes()[:3] == b"\xef\xbb\xbf"
-    np.testing.assert_array_equal(sio.histogram_from_records(f, ["age"], ["0:5"]), [0, 1, 1, 2, 0])
+    np.testing.assert_array_equal(histograms.histogram_from_records(f, ["age"], ["0:5"]), [0, 1, 1, 2, 0])
     dup = tmp_path / "dup.csv"
     dup.write_text("age,age,name,name\n1,5,a,b\n2,6,c,d\n")
     with pytest.raises(InputError, match=r"column 'age' appears 2 times"):
-        sio.histogram_from_records(dup, ["age"], ["0:8"])
+        histograms.histogram_from_records(dup, ["age"], ["0:8"])
     # a duplicated column that is not asked for is no ambiguity
     other = tmp_path / "other.csv"
     other.write_text("age,name,name\n1,a,b\n2,c,d\n")
-    np.testing.assert_array_equal(sio.histogram_from_records(other, ["age"], ["0:3"]), [0, 1, 1])
+    np.testing.assert_array_equal(histograms.histogram_from_records(other, ["age"], ["0:3"]), [0, 1, 1])
 
 
 def test_records_rows_must_match_the_header(tmp_path):
     short = tmp_path / "short.csv"
     short.write_text("age,x\n1,2\n3\n")
     with pytest.raises(InputError, match="line 3 has 1 fields, the header 2"):
-        sio.histogram_from_records(short, ["age"], ["0:5"])
+        histograms.histogram_from_records(short, ["age"], ["0:5"])
     extra = tmp_path / "extra.csv"
     extra.write_text("age,x\n1,2\n\n3,4,5\n")  # the blank line is skipped, the row with a third field is not
     with pytest.raises(InputError, match="line 4 has 3 fields"):
-        sio.histogram_from_records(extra, ["age"], ["0:5"])
+        histograms.histogram_from_records(extra, ["age"], ["0:5"])
     binary = tmp_path / "x.npy"
     np.save(binary, np.arange(4.0))
     with pytest.raises(InputError, match="UTF-8 CSV file with a header row"):
-        sio.histogram_from_records(binary, ["age"], ["0:5"])
+        histograms.histogram_from_records(binary, ["age"], ["0:5"])
 
 
 @pytest.mark.parametrize("bins", ["0:1_0", "0:10:\u0662", "0x0:10"])
@@ -254,13 +256,13 @@ def test_bins_are_ascii_decimals(tmp_path, bins):
     f = tmp_path / "r.csv"
     f.write_text("age\n1\n")
     with pytest.raises(InputError, match="decimal numbers"):
-        sio.histogram_from_records(f, ["age"], [bins])
+        histograms.histogram_from_records(f, ["age"], [bins])
 
 
 def test_narrow_last_bin_is_noted():
-    assert sio.narrow_last_bin("0:95:10") == "--bins '0:95:10': the last bin [90, 95) is narrower than the others (HI - LO is not a multiple of WIDTH)"
-    assert sio.narrow_last_bin("0:1:0.1") is None and sio.narrow_last_bin("-5:5") is None
-    assert "[0.9, 1)" in sio.narrow_last_bin("0:1:0.3")
+    assert histograms.narrow_last_bin("0:95:10") == "--bins '0:95:10': the last bin [90, 95) is narrower than the others (HI - LO is not a multiple of WIDTH)"
+    assert histograms.narrow_last_bin("0:1:0.1") is None and histograms.narrow_last_bin("-5:5") is None
+    assert "[0.9, 1)" in histograms.narrow_last_bin("0:1:0.3")
 
 
 def test_csv_matrices_with_a_byte_order_mark(tmp_path):

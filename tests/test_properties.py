@@ -22,6 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from strategy_opt import answers as answer_files
+from strategy_opt import histograms
 from strategy_opt import io as sio
 from strategy_opt.error import per_query_variances, supports, svd_bound, unit_error
 from strategy_opt.exceptions import InputError
@@ -217,7 +219,7 @@ def test_histogram_files_round_trip_exactly(tmp_path_factory, x, name):
         np.save(f, x)
     else:
         np.savetxt(f, x, fmt="%.17g")
-    np.testing.assert_array_equal(sio.read_histogram(f, x.size), x)
+    np.testing.assert_array_equal(histograms.read_histogram(f, x.size), x)
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -225,8 +227,8 @@ def test_histogram_files_round_trip_exactly(tmp_path_factory, x, name):
 def test_answer_files_round_trip_exactly_with_sidecar(tmp_path_factory, answers, with_intervals, name):
     f = tmp_path_factory.mktemp("a") / name
     lower, upper = (answers - 1.5, answers + 1.5) if with_intervals else (None, None)
-    sio.write_answers(f, answers, lower, upper, meta={"workload": "identity:3", "sampler": "opendp"})
-    got, lo, hi, meta = sio.read_answers(f)
+    answer_files.write_answers(f, answers, lower, upper, meta={"workload": "identity:3", "sampler": "opendp"})
+    got, lo, hi, meta = answer_files.read_answers(f)
     np.testing.assert_array_equal(got, answers)
     if name == "a.csv":
         if with_intervals:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import strategy_opt.samplers as samplers
+from strategy_opt import answers as answer_files
 from strategy_opt import io as sio
 from strategy_opt.cli import build_parser, main
 from strategy_opt.exceptions import InputError
@@ -35,7 +36,7 @@ def identity_strategy(tmp_path_factory):
 
 def _run(d, out, *extra):
     assert cli("-q", "run", d / "s.npz", "--data", d / "x.npy", "--workload", f"identity:{N}", "--epsilon", 1, "--out", d / out, *extra) == 0
-    answers, _, _, meta = sio.read_answers(d / out)
+    answers, _, _, meta = answer_files.read_answers(d / out)
     return answers, meta
 
 
@@ -139,7 +140,7 @@ def test_answer_sidecar_records_provenance_and_detects_corruption(identity_strat
     text = (d / "p.csv").read_text()
     (d / "p.csv").write_text(text.replace("1", "7", 1))
     with pytest.raises(InputError, match="corrupted"):
-        sio.read_answers(d / "p.csv")
+        answer_files.read_answers(d / "p.csv")
 
 
 def test_opendp_perturb_draws_laplace_at_each_values_own_scale():

@@ -167,7 +167,7 @@ def _requirements(args, m: int, scales: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 def _write(path: Path, results, provenance: dict) -> None:
     """The answers (.npy, or .csv with sources and budgets) and their sidecar ``<out>.json``."""
-    from ..io import csv_number as fmt, write_answer_file
+    from ..answers import csv_number as fmt, write_answer_file
 
     def write(fh) -> None:
         if path.suffix.lower() == ".npy":
@@ -181,7 +181,8 @@ def _write(path: Path, results, provenance: dict) -> None:
 
 def _cmd_online(args) -> int:
     from ..cli import _sampler, naming_data
-    from ..io import check_answers_path, read_histogram
+    from ..histograms import read_histogram
+    from ..io import check_answers_path
     from ..workload import stated_domain
     from ..online import OnlineAnswerer
     from ..spec import file_paths

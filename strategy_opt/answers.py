@@ -1,0 +1,126 @@
+"""Answer files: ``.npy`` (the m answers) or ``.csv`` (``query,answer,lower,upper``), each with a sidecar ``<out>.json``.
+
+The sidecar records the SHA-256 of the answer file, the library version, and
+how the answers were made (workload, privacy, sampler, estimator, strategy
+hash); reading checks the hash.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from .defaults import FILE_FORMAT_VERSION
+from .exceptions import InputError
+from .io import _READ_ERRORS, _version, atomic_path, file_sha256, missing_file, read_npy
+
+__all__ = ["write_answers", "write_answer_file", "csv_number", "read_answers"]
+
+
+def _answers_sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".json")
+
+
+def write_answers(path: str | os.PathLike, answers: np.ndarray, lower=None, upper=None, meta: dict | None = None) -> Path:
+    """Write workload answers and their sidecar ``<path>.json``; both atomic.
+
+    Parameters
+    ----------
+    path : path-like
+        ``.npy`` (vector of answers) or ``.csv`` (``query,answer,lower,upper``;
+        empty fields where no interval exists).
+    answers, lower, upper : ndarray (m,)
+    meta : dict, optional
+        Provenance for the sidecar (workload, privacy, sampler, estimator, ...).
+        The sidecar always records ``sha256`` (of the answer file),
+        ``strategy_opt_version``, ``format_version``, ``created`` and ``m``.
+    """
+    path = Path(path)
+    answers = np.asarray(answers, dtype=float)
+    m = answers.size
+    if path.suffix.lower() != ".csv":
+        return write_answer_file(path, lambda fh: np.save(fh, answers), m, meta)
+    columns = [answers] + [np.full(m, np.nan) if b is None else np.asarray(b, dtype=float) for b in (lower, upper)]
+
+    def write_csv(fh) -> None:
+        fh.write(b"query,answer,lower,upper\n")
+        fh.writelines(f"{i},{csv_number(a)},{csv_number(lo)},{csv_number(hi)}\n".encode() for i, (a, lo, hi) in enumerate(zip(*(c.tolist() for c in columns))))
+
+    return write_answer_file(path, write_csv, m, meta)
+
+
+def write_answer_file(path: str | os.PathLike, write, m: int, meta: dict | None = None) -> Path:
+    """Write an answer file (``.npy`` or ``.csv``) by ``write(binary file)`` and its sidecar ``<path>.json``, both atomic.
+
+    The sidecar holds ``meta`` (provenance) and always ``file``, ``sha256`` (of
+    the answer file), ``m`` (answers), ``format_version``,
+    ``strategy_opt_version`` and ``created``.
+    """
+    path = Path(path)
+    if path.suffix.lower() not in (".npy", ".csv"):
+        raise InputError(f"answers must be written to .npy or .csv, got {path.suffix!r}")
+    with atomic_path(_answers_sidecar(path)) as tmp_json, atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            write(fh)
+        side = dict(meta or {})
+        side.update(
+            {
+                "file": path.name,
+                "sha256": file_sha256(tmp),
+                "m": int(m),
+                "format_version": FILE_FORMAT_VERSION,
+                "strategy_opt_version": _version(),
+                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            }
+        )
+        tmp_json.write_text(json.dumps(side, sort_keys=True, allow_nan=False, indent=1) + "\n")
+    return path
+
+
+def csv_number(v: float) -> str:
+    """A CSV field for an answer: ``repr`` of the float (round-trips exactly), empty for NaN."""
+    return "" if math.isnan(v) else repr(float(v))
+
+
+def read_answers(path: str | os.PathLike, verify: bool = True):
+    """Read an answer file written by `write_answers`, checking it against its sidecar.
+
+    Returns
+    -------
+    answers, lower, upper : ndarray (m,); lower/upper are None for ``.npy``
+    meta : dict
+        The sidecar.
+
+    Raises
+    ------
+    InputError
+        Missing sidecar, or a file whose SHA-256 differs from the recorded one.
+    """
+    path = Path(path)
+    side = _answers_sidecar(path)
+    if not path.is_file():
+        raise missing_file(path, "answer")
+    if not side.is_file():
+        raise InputError(f"{path}: no sidecar {side.name}; cannot verify the answers")
+    try:
+        meta = json.loads(side.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read {side}: {exc}") from None
+    if not isinstance(meta, dict):
+        raise InputError(f"{side}: must be a JSON object")
+    if verify and file_sha256(path) != meta.get("sha256"):
+        raise InputError(f"answer file {path} is corrupted: its SHA-256 does not match {side.name}")
+    if path.suffix.lower() == ".npy":
+        return read_npy(path, "answers"), None, None, meta
+    try:
+        table = np.genfromtxt(path, delimiter=",", skip_header=1, ndmin=2, filling_values=np.nan)
+    except _READ_ERRORS as exc:
+        raise InputError(f"cannot read {path}: malformed answers CSV ({exc})") from None
+    if table.shape[1] != 4:
+        raise InputError(f"{path}: expected columns query,answer,lower,upper")
+    return table[:, 1], table[:, 2], table[:, 3], meta
