@@ -853,6 +853,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("what", nargs="?", choices=LISTINGS, help="what to list (default: everything)")
     p.set_defaults(func=_cmd_list)
 
+    from . import cli_online  # noqa: F401  (registers the online sub-command)
     from .registry import subcommands
 
     for register in subcommands():

@@ -8,7 +8,6 @@ from . import baselines  # noqa: F401
 from . import orthogonal  # noqa: F401
 from . import workload_division  # noqa: F401
 from . import eigen_design  # noqa: F401
-from . import online_cli  # noqa: F401
 from . import greedy_h  # noqa: F401
 from . import dawa  # noqa: F401
 from . import auto  # noqa: F401

@@ -43,10 +43,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..defaults import CONFIDENCE, DECIMAL_PATTERN
-from ..exceptions import InputError
-from ..progress import Progress
-from ..registry import register_subcommand
+from .defaults import CONFIDENCE, DECIMAL_PATTERN
+from .exceptions import InputError
+from .progress import Progress
+from .registry import register_subcommand
 
 __all__ = ["register"]
 
@@ -74,8 +74,8 @@ def _is_matrix_path(text: str) -> bool:
 
 
 def _load_queries(text: str):
-    from ..io import read_workload_file
-    from ..spec import parse_spec
+    from .io import read_workload_file
+    from .spec import parse_spec
 
     return read_workload_file(text) if _is_matrix_path(text) else parse_spec(text)
 
@@ -85,7 +85,7 @@ def _float(text):
 
     An ArgumentTypeError, not a ValueError: argparse would print "invalid _float value".
     """
-    from ..cli import number  # cli imports this module
+    from .cli import number  # cli imports this module
 
     return number(text)
 
@@ -167,7 +167,7 @@ def _requirements(args, m: int, scales: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 def _write(path: Path, results, provenance: dict) -> None:
     """The answers (.npy, or .csv with sources and budgets) and their sidecar ``<out>.json``."""
-    from ..answers import csv_number as fmt, write_answer_file
+    from .answers import csv_number as fmt, write_answer_file
 
     def write(fh) -> None:
         if path.suffix.lower() == ".npy":
@@ -180,12 +180,12 @@ def _write(path: Path, results, provenance: dict) -> None:
 
 
 def _cmd_online(args) -> int:
-    from ..cli import _sampler, naming_data
-    from ..histograms import read_histogram
-    from ..io import check_answers_path
-    from ..workload import stated_domain
-    from ..online import OnlineAnswerer
-    from ..spec import file_paths
+    from .cli import _sampler, naming_data
+    from .histograms import read_histogram
+    from .io import check_answers_path
+    from .workload import stated_domain
+    from .online import OnlineAnswerer
+    from .spec import file_paths
 
     out = Path(args.out)
     queries_files = [args.queries] if _is_matrix_path(args.queries) else file_paths(args.queries)
@@ -242,7 +242,7 @@ def _cmd_online(args) -> int:
 @register_subcommand
 def register(subparsers, common) -> None:
     """Add the ``online`` sub-command to the ``strategy-opt`` parser (``common``: the shared -q/-v options)."""
-    from ..cli import _nonneg_int  # the main commands' --seed type (cli imports this module)
+    from .cli import _nonneg_int  # the main commands' --seed type (cli imports this module)
 
     p = subparsers.add_parser(
         "online",
