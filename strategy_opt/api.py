@@ -319,7 +319,8 @@ def error_report(strategy, workload, privacy: str | None = None) -> dict:
     >>> r["unit_total_squared_error"], r["max_query_variance"], round(r["ratio_to_svd_bound"], 4)
     (10.0, 4.0, 1.5597)
     """
-    from .error import ErrorProfile, KroneckerMatrix, _kron_parts, check_columns, log_svd_bound, sensitivity
+    from .error import STRUCTURED, ErrorProfile, _kron_parts, check_columns, log_svd_bound, sensitivity
+    from .marginals import MarginalsMatrix, marginals_trace
 
     if not isinstance(strategy, Strategy):
         strategy = Strategy(strategy)
@@ -342,8 +343,11 @@ def error_report(strategy, workload, privacy: str | None = None) -> dict:
             max_var = sens**2 * max(float(w) ** 2 * math.prod(float(Wj.query_variances(P).max()) for Wj, P in zip(factors, pinvs)) for w, factors in kparts)
         except InputError:  # a factor with too many queries to enumerate
             max_var = None
+    elif isinstance(A, MarginalsMatrix) and marginals_trace(A, W) is not None:
+        E = unit_error(A, W, p)  # per eigenspace of the marginal algebra, at any size
+        max_var = None  # per-query variances need the n x n profile
     else:
-        if isinstance(A, KroneckerMatrix):
+        if isinstance(A, STRUCTURED):
             A = A.tocsr()
         prof = ErrorProfile(A)
         G = prof.check_workload(W)

@@ -32,6 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .error import KroneckerMatrix
+from .marginals import MarginalsMatrix
 
 __all__ = ["complete_columns_l1", "COMPLETION_RTOL"]
 
@@ -65,6 +66,8 @@ def complete_columns_l1(A):
         Number of rows appended (for a Kronecker strategy: the increase of the
         product's row count).
     """
+    if isinstance(A, MarginalsMatrix):  # every cell lies in one row of each marginal: equal column norms
+        return A, 0
     if isinstance(A, KroneckerMatrix):
         factors = [complete_columns_l1(f)[0] for f in A.factors]
         out = KroneckerMatrix(factors)

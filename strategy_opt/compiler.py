@@ -29,7 +29,8 @@ import scipy.sparse as sp
 from . import __version__
 from .augment import complete_columns_l1
 from .defaults import EIG_RTOL, FILE_FORMAT_VERSION
-from .error import ErrorProfile, KroneckerMatrix, log_svd_bound, sensitivity, unit_error
+from .error import STRUCTURED, ErrorProfile, KroneckerMatrix, log_svd_bound, sensitivity, unit_error
+from .marginals import MarginalsMatrix
 from .exceptions import InputError
 from .problem import Problem
 from .progress import PROGRESS_MIN_N
@@ -117,7 +118,7 @@ def final_strategy(A, p: int, workload=None) -> tuple[object, dict | None, Error
     if p == 1:
         A, completed = _completed_l1(A, workload)
     A, profile = _null_space_removed(A)
-    if profile is None and not isinstance(A, KroneckerMatrix):
+    if profile is None and not isinstance(A, STRUCTURED):
         profile = ErrorProfile(A)
     return A, completed, profile
 
@@ -307,6 +308,8 @@ def compile_strategy(
         meta["support_repair"] = repair
     if isinstance(A, KroneckerMatrix):
         meta["kronecker_factor_shapes"] = [[int(s) for s in f.shape] for f in A.factors]
+    if isinstance(A, MarginalsMatrix):  # read back as stacked marginals (`MarginalsMatrix.from_meta`)
+        meta["marginal_weights"] = A.weights_by_subset()
     ratio = _ratio_to_identity(A, W, problem.p, E)
     if ratio is not None:
         meta["ratio_to_identity"] = ratio
@@ -323,7 +326,7 @@ def _ratio_to_identity(A, W, p: int, E: float) -> float | None:
     Kronecker strategy per factor; the workload's Gram matrix is never formed. None when the
     identity's error is 0 or not finite.
     """
-    if not isinstance(A, KroneckerMatrix):
+    if not isinstance(A, KroneckerMatrix):  # the identity's E_p is trace(W^T W) whatever the strategy's form
         ident = float(W.gram_diagonal().sum())
     else:
         ident = unit_error(KroneckerMatrix([sp.identity(f.shape[1], format="csr") for f in A.factors]), W, p)

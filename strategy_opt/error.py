@@ -35,6 +35,7 @@ import scipy.sparse as sp
 
 from .defaults import EIG_RTOL, SUPPORT_RTOL, TINY_GRAM
 from .exceptions import InputError
+from .marginals import MarginalsMatrix, marginals_trace
 from .privacy import check_privacy
 from .threads import factorization_threads
 from .workload import ExplicitWorkload, Kronecker, Union, Workload, _check_dense_n
@@ -80,6 +81,8 @@ def sensitivity(A, p: int) -> float:
     A = as_strategy_matrix(A)
     if isinstance(A, KroneckerMatrix):
         return float(np.prod([sensitivity(f, p) for f in A.factors]))
+    if isinstance(A, MarginalsMatrix):
+        return A.sensitivity(p)
     if p not in (1, 2):
         raise InputError(f"sensitivity norm must be 1 or 2, got {p!r}")
     if sp.issparse(A):
@@ -117,6 +120,10 @@ class KroneckerMatrix:
             return sp.csr_matrix(self.product)
         return sp.csr_matrix(reduce(lambda a, b: sp.kron(a, b, format="csr"), [sp.csr_matrix(f) for f in self.factors]))
 
+
+#: Strategies kept in a structured form (their analysis never forms the n x n matrices where the
+#: workload matches the structure); `tocsr` gives their rows.
+STRUCTURED = (KroneckerMatrix, MarginalsMatrix)
 
 #: `kronecker_factors`: largest entry difference from the stored product, relative to its largest entry.
 KRON_RTOL = 1e-12
@@ -207,6 +214,8 @@ def as_strategy_matrix(M, what: str = "strategy matrix"):
     >>> as_strategy_matrix(KroneckerMatrix([np.eye(2, dtype=np.int8) * 17])).factors[0].dtype
     dtype('float64')
     """
+    if isinstance(M, MarginalsMatrix):  # its weights were checked when it was built
+        return M
     if isinstance(M, KroneckerMatrix):
         if not M.factors:
             raise InputError(f"{what} is a Kronecker product of no factors")
@@ -253,7 +262,7 @@ def diagonal_inverse(A) -> np.ndarray | None:
 
 def _diagonal_inverse(A) -> np.ndarray | None:
     """`diagonal_inverse` of an A that `as_strategy_matrix` has checked."""
-    if isinstance(A, KroneckerMatrix):
+    if isinstance(A, STRUCTURED):
         A = A.tocsr()
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
         if sp.issparse(A):
@@ -597,8 +606,9 @@ def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = Non
 
     Parameters
     ----------
-    A : ndarray, sparse matrix or KroneckerMatrix, shape (p, n)
-        The strategy.
+    A : ndarray, sparse matrix, KroneckerMatrix or MarginalsMatrix, shape (p, n)
+        The strategy (a structured one analysed per factor or per eigenspace
+        of the marginal algebra when the workload matches its structure).
     workload : Workload
         The workload W (its Gram matrix is used).
     p : {1, 2}
@@ -631,7 +641,11 @@ def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = Non
                 term *= prof.trace_with(G)
             total += term
         return sensitivity(A, p) ** 2 * total
-    if isinstance(A, KroneckerMatrix):
+    if isinstance(A, MarginalsMatrix):
+        trace = marginals_trace(A, workload)  # None for a workload that is not marginals on A's domain
+        if trace is not None:
+            return A.sensitivity(p) ** 2 * trace
+    if isinstance(A, STRUCTURED):
         A = A.tocsr()
     prof = profile if profile is not None else ErrorProfile(A)
     G = prof.check_workload(workload)
@@ -652,7 +666,7 @@ def per_query_variances(A, workload: Workload, p: int, noise_variance_factor: fl
     """
     A, workload = as_strategy_matrix(A), _check_workload(workload)
     check_columns(A, workload)
-    if isinstance(A, KroneckerMatrix):
+    if isinstance(A, STRUCTURED):
         A = A.tocsr()
     prof = ErrorProfile(A)
     prof.check_workload(workload)
@@ -681,7 +695,7 @@ def supports(A, workload: Workload) -> bool:
     """
     A, workload = as_strategy_matrix(A), _check_workload(workload)
     check_columns(A, workload)
-    if isinstance(A, KroneckerMatrix):
+    if isinstance(A, STRUCTURED):
         A = A.tocsr()
     prof = ErrorProfile(A)
     return prof.full_rank or prof.support_gap(workload.gram(), workload) is None

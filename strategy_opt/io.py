@@ -65,7 +65,8 @@ import scipy.io
 import scipy.sparse as sp
 
 from .defaults import FILE_FORMAT_VERSION
-from .error import KroneckerMatrix, kronecker_factors
+from .error import STRUCTURED, KroneckerMatrix, kronecker_factors
+from .marginals import MarginalsMatrix
 from .exceptions import InputError
 from .resources import require_memory
 from .strategy import Strategy
@@ -130,7 +131,7 @@ def content_hash(A) -> str:
     >>> content_hash(np.eye(3)) == content_hash(sp.identity(3, format="coo"))
     True
     """
-    M = A.tocsr() if isinstance(A, KroneckerMatrix) else sp.csr_matrix(A, dtype=np.float64)
+    M = A.tocsr() if isinstance(A, STRUCTURED) else sp.csr_matrix(A, dtype=np.float64)
     M = M.copy()
     M.sum_duplicates()
     M.eliminate_zeros()
@@ -460,6 +461,8 @@ def _require_write_memory(strategy: Strategy, path: Path, suffix: str) -> None:
     A = strategy.matrix
     if isinstance(A, KroneckerMatrix):
         nnz = math.prod(float(f.nnz if sp.issparse(f) else np.count_nonzero(f)) for f in A.factors)
+    elif isinstance(A, MarginalsMatrix):
+        nnz = float(len(A.marginals()) * A.shape[1])  # one entry per cell in each marginal
     elif sp.issparse(A):
         nnz = float(A.nnz)
     else:
@@ -988,6 +991,8 @@ def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
     _check_claims(A, meta, path)
     if "kronecker_factor_shapes" in meta:  # its error analysis per factor, as when it was solved
         A = kronecker_factors(A, meta["kronecker_factor_shapes"]) or A
+    elif "marginal_weights" in meta:  # per eigenspace of the marginal algebra, as when it was solved
+        A = MarginalsMatrix.from_meta(A, meta) or A
     return Strategy(A, meta, meta_fingerprint=meta_fingerprint(meta))
 
 

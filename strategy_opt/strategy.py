@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from .error import KroneckerMatrix, as_strategy_matrix, sensitivity
+from .error import STRUCTURED, as_strategy_matrix, sensitivity
 from .exceptions import InputError
 
 __all__ = ["Strategy"]
@@ -40,7 +40,7 @@ class Strategy:
 
     Attributes
     ----------
-    matrix : ndarray, scipy.sparse matrix or KroneckerMatrix
+    matrix : ndarray, scipy.sparse matrix, KroneckerMatrix or MarginalsMatrix
         The strategy queries, one per row. Checked whenever it is set: 2-D,
         non-empty, real and finite (`InputError` otherwise). Array-likes such
         as nested lists become float ndarrays; a sparse matrix keeps its
@@ -107,7 +107,7 @@ class Strategy:
 
     def sparse(self) -> sp.csr_matrix:
         """A as a sparse CSR matrix."""
-        if isinstance(self.matrix, KroneckerMatrix):
+        if isinstance(self.matrix, STRUCTURED):
             return self.matrix.tocsr()
         return sp.csr_matrix(self.matrix)
 

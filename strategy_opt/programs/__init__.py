@@ -16,5 +16,6 @@ from . import minerror_l2  # noqa: F401
 from . import svd_approx  # noqa: F401
 from . import l1_weighting  # noqa: F401
 from . import minerror_l1  # noqa: F401
+from . import marginals_template  # noqa: F401
 from . import pidentity  # noqa: F401
 from . import auto_pure  # noqa: F401

@@ -40,6 +40,7 @@ from ..certificates import relative_gap
 from ..compiler import compile_strategy, finite_or_none
 from ..error import KroneckerMatrix, per_query_variances
 from ..exceptions import InputError, OptionError, SolverError
+from ..marginals import marginal_attribute_sets
 from ..objectives import get_objective
 from ..problem import Problem
 from ..registry import methods, register_method
@@ -73,6 +74,8 @@ def _candidates(problem: Problem) -> list[str]:
             names.append("eigen-design")
         if "minerror-l2" in table and n <= EXACT_L2_MAX_N:
             names.append("minerror-l2")
+        if "marginals" in table and marginal_attribute_sets(problem.workload) is not None:
+            names.append("marginals")  # HDMM's template: the one optimiser past the dense limit on marginal workloads
     return [k for k in names if problem.privacy in table[k].privacy and (table[k].objectives is None or problem.objective in table[k].objectives)]
 
 

@@ -97,7 +97,8 @@ def auto_pure(problem: Problem):
     (True, 'l2-optimum')
     """
     from ..bases import hierarchical_matrix, identity_matrix, wavelet_matrix
-    from .baselines import branching_errors, marginal_attribute_sets
+    from ..marginals import marginal_attribute_sets
+    from .baselines import branching_errors
 
     if problem.privacy != "pure":
         raise InputError(f"auto-pure chooses among epsilon-DP strategies; use {setting('privacy', 'pure')}")

@@ -17,9 +17,9 @@ from ..compiler import compile_strategy, reported_error
 from ..error import KroneckerMatrix
 from ..exceptions import OptionError
 from ..problem import Problem
+from ..marginals import marginal_attribute_sets
 from ..registry import register_method
 from ..tree_error import hierarchy_unit_error
-from ..workload import Kronecker, Union, _Identity, _Total
 
 log = logging.getLogger("strategy_opt")
 
@@ -94,18 +94,6 @@ def wavelet(problem: Problem):
     t0 = time.perf_counter()
     A = _per_dimension(problem.workload.domain, wavelet_matrix)
     return compile_strategy(A, problem, "wavelet", solve_seconds=time.perf_counter() - t0)
-
-
-def marginal_attribute_sets(workload) -> list[tuple[int, ...]] | None:
-    """Attribute sets of a marginal workload (union of Kronecker identity/total factors), else None."""
-    parts = workload.parts if isinstance(workload, Union) else [workload]
-    sets = []
-    for part in parts:
-        factors = part.factors if isinstance(part, Kronecker) else [part]
-        if not all(isinstance(f, (_Identity, _Total)) for f in factors):
-            return None
-        sets.append(tuple(i for i, f in enumerate(factors) if isinstance(f, _Identity)))
-    return sets
 
 
 @register_method(

@@ -91,7 +91,7 @@ from ..pure_bound import lower_bound_facts
 from ..registry import register_method
 from ..solvers import SolverProfile, cvxpy_solve_kwargs
 from ..workload import gram_unit
-from .baselines import marginal_attribute_sets
+from ..marginals import marginal_attribute_sets
 
 __all__ = ["BASES", "L1WeightingResult", "design_basis", "weighting_costs", "dual_bound_l1", "solve_l1_weighting", "weighted_basis", "completion_line_search", "LINE_SEARCH_POINTS", "refine_completed_weights", "completed_error", "l1_weighting"]
 

@@ -64,7 +64,7 @@ OPT_kron): each factor's sensitivity is 1, so the product's is 1, and
 (block coordinate descent), each on the Gram ``sum_k c_k G_ki`` with weights
 ``c_k = w_k^2 prod_{j != i} trace(G_kj X_j^{-1})`` from the other factors.
 For marginal workloads HDMM's marginals template (weighted marginals,
-`marginals_strategy`) is solved too and the better of the two is returned
+`strategy_opt.programs.marginals_template`) is solved too and the better of the two is returned
 (``meta.template``).
 
 On a 1-D (non-Kronecker) workload the optimiser runs on the minimized
@@ -101,7 +101,6 @@ import scipy.optimize as so
 import scipy.sparse as sp
 from threadpoolctl import ThreadpoolController
 
-from ..defaults import MAX_DENSE_N
 from ..compiler import compile_strategy
 from ..error import KroneckerMatrix
 from ..exceptions import InputError, OptionError, SolverError, setting
@@ -109,8 +108,9 @@ from ..problem import Problem
 from ..pure_bound import lower_bound_facts
 from ..registry import register_method
 from ..workload import Kronecker, Union, Workload, gram_unit
+from .marginals_template import MARGINALS_MAX_ITERS, marginals_strategy
 
-__all__ = ["merged_cells", "expand_cells", "pidentity_strategy", "marginals_strategy", "pidentity_loss", "pidentity_matrix", "hat_rows", "hat_templates", "optimise_theta", "PIdentityResult", "solve_pidentity", "p_identity"]
+__all__ = ["merged_cells", "expand_cells", "pidentity_strategy", "pidentity_loss", "pidentity_matrix", "hat_rows", "hat_templates", "optimise_theta", "PIdentityResult", "solve_pidentity", "p_identity"]
 
 log = logging.getLogger("strategy_opt")
 
@@ -158,18 +158,12 @@ LOG_EVERY = 2.0
 #: scanned when every factor has at most this many (merged) cells.
 ONES_ROW_SCAN = tuple(np.geomspace(1e-2, 1e3, 31))
 ONES_ROW_SCAN_MAX_N = 256
-#: The marginals template (2^d weights) is tried up to this many attributes.
-MARGINALS_MAX_ATTRIBUTES = 16
-#: L-BFGS-B iterations per start of the marginals template.
-MARGINALS_MAX_ITERS = 2000
 #: p-Identity loss evaluations of at most this many ``p n^2`` run on one BLAS thread (`optimise_theta`).
 THREADED_LOSS_FLOPS = 1e9
 #: A support pattern covering at least this share of Theta is handled as a dense array
 #: (measured, one BLAS thread: dense 2.3x faster at 256 cells, share 0.37; even at
 #: 1024 cells, share 0.11-0.13; sparse 1.2-2.2x faster at 4096 cells, share 0.03-0.06).
 DENSE_SUPPORT_SHARE = 0.2
-#: Marginal weights below this share of the largest are dropped from the strategy.
-MARGINAL_WEIGHT_FLOOR = 1e-6
 _THREADPOOLS = ThreadpoolController()
 
 
@@ -670,107 +664,6 @@ def _solve_kron(parts, opts: dict, problem: Problem, time_limit: float) -> tuple
                      "theta_rows": [int(T.shape[0]) for T in thetas], "merged_cells": [int(reps.size) for _, reps in merges]}
 
 
-def _superset_sums(a: np.ndarray, d: int) -> np.ndarray:
-    """``out[U] = sum_{S ⊇ U} a[S]`` over bitmask-indexed arrays (zeta transform, O(d 2^d))."""
-    x = a.reshape((2,) * d).copy()
-    for axis in range(d):
-        idx0 = [slice(None)] * d
-        idx1 = [slice(None)] * d
-        idx0[axis], idx1[axis] = 0, 1
-        x[tuple(idx0)] += x[tuple(idx1)]
-    return x.reshape(-1)
-
-
-def _subset_sums(b: np.ndarray, d: int) -> np.ndarray:
-    """``out[S] = sum_{U ⊆ S} b[U]`` (Moebius dual of `_superset_sums`)."""
-    x = b.reshape((2,) * d).copy()
-    for axis in range(d):
-        idx0 = [slice(None)] * d
-        idx1 = [slice(None)] * d
-        idx0[axis], idx1[axis] = 0, 1
-        x[tuple(idx1)] += x[tuple(idx0)]
-    return x.reshape(-1)
-
-
-def marginals_strategy(W: Workload, *, max_iters: int, ftol: float):
-    """HDMM's marginals template under L1 (OPT_M, McKenna et al. 2018, Sec. 6): weighted marginals, or None.
-
-    For a (weighted) union of marginals over attributes of sizes d_i, strategies
-    ``A = [theta_S M_S]_S`` over all attribute subsets S (M_S: the marginal on S)
-    have ``||A||_1 = sum_S theta_S``, and every Gram in play is a sum of
-    Kronecker products of I and J, diagonalised by one basis whose eigenspaces
-    are indexed by subsets U (multiplicity ``prod_{i in U} (d_i - 1)``). Derived
-    here: with ``out(S) = prod_{i not in S} d_i``,
-
-        E_1 = (sum_S theta_S)^2 sum_U mult(U) g(U) / x(U),
-        x(U) = sum_{S ⊇ U} theta_S^2 out(S),   g(U) = sum_{T ⊇ U} w_T^2 out(T),
-
-    minimised by L-BFGS-B over theta >= 0 (2^d variables, zeta transforms) from four
-    starts: the workload's marginals, those plus the full table, the table alone
-    (the identity) and all subsets.
-    Returns ``(A, E_1, {subset: theta})`` or None if W is not a marginal workload
-    or has more than `MARGINALS_MAX_ATTRIBUTES` attributes. A is a `KroneckerMatrix`
-    when one marginal carries all the weight, else a sparse stack.
-    """
-    from .baselines import marginal_attribute_sets
-
-    sets = marginal_attribute_sets(W)
-    domain = W.domain
-    d = len(domain)
-    if sets is None or d > MARGINALS_MAX_ATTRIBUTES or len(sets) != len(W.parts if isinstance(W, Union) else [W]):
-        return None
-    weights = W.weights if isinstance(W, Union) else np.ones(1)
-    masks = np.arange(2**d)
-    bits = (masks[:, None] >> np.arange(d)[::-1][None, :]) & 1  # bit for attribute i (most significant = attribute 0)
-    sizes = np.asarray(domain, dtype=float)
-    out = np.prod(np.where(bits == 1, 1.0, sizes[None, :]), axis=1)
-    mult = np.prod(np.where(bits == 1, sizes[None, :] - 1.0, 1.0), axis=1)
-    wt = np.zeros(2**d)
-    for w, T in zip(weights, sets):
-        wt[sum(1 << (d - 1 - i) for i in T)] += float(w) ** 2
-    g = _superset_sums(wt * out, d)
-    cost = mult * g
-    live = cost > 0
-
-    def fun(theta):
-        total = theta.sum()
-        x = _superset_sums(theta**2 * out, d)
-        if np.any(x[live] <= 0):
-            return math.inf, np.zeros_like(theta)
-        r = cost[live] / x[live]
-        e = float(r.sum())
-        b = np.zeros(2**d)
-        b[live] = r / x[live]
-        grad = 2.0 * total * e - total**2 * 2.0 * theta * out * _subset_sums(b, d)
-        return total**2 * e, grad
-
-    workload_only = np.where(wt > 0, 1.0, 1e-3)
-    with_table = workload_only.copy()
-    with_table[-1] = 1.0  # the full contingency table (the identity)
-    best = None
-    table_only = np.full(2**d, 1e-3)
-    table_only[-1] = 1.0
-    for theta0 in (workload_only, with_table, table_only, np.ones(2**d)):
-        with _THREADPOOLS.limit(limits=1, user_api="blas"):
-            res = so.minimize(fun, theta0, jac=True, method="L-BFGS-B", bounds=so.Bounds(0.0, np.inf), options={"maxiter": max_iters, "ftol": ftol, "gtol": 0.0})
-        if best is None or res.fun < best.fun:
-            best = res
-    theta = best.x / best.x.sum()
-    keep = theta > MARGINAL_WEIGHT_FLOOR * theta.max()
-    from ..bases import kron_all
-
-    def marginal_factors(m: int) -> list:
-        return [np.eye(dd) if bits[m, i] else np.ones((1, dd)) for i, dd in enumerate(domain)]
-
-    kept = np.flatnonzero(keep)
-    if kept.size == 1:  # one weighted marginal: a Kronecker product, analysed per factor at any size
-        A = KroneckerMatrix(marginal_factors(int(kept[0])))
-    else:
-        A = sp.vstack([theta[m] * kron_all(marginal_factors(m)) for m in kept], format="csr")
-    chosen = {"".join(map(str, bits[m])): float(theta[m]) for m in np.flatnonzero(keep)}
-    return A, float(fun(np.where(keep, theta, 0.0))[0]), chosen
-
-
 @register_method(
     "p-identity",
     options=("random_starts", "seed", "p"),
@@ -819,12 +712,10 @@ def pidentity_strategy(problem: Problem, time_limit: float, fallback_random_star
     factors, extra = _solve_kron(parts, opts, problem, time_limit)
     A = KroneckerMatrix(factors)
     extra.update(template="kronecker")
-    marg = marginals_strategy(W, max_iters=min(problem.solver.max_iters, MARGINALS_MAX_ITERS), ftol=problem.solver.tol)
+    marg = marginals_strategy(W, 1, max_iters=min(problem.solver.max_iters, MARGINALS_MAX_ITERS), ftol=problem.solver.tol)
     if marg is not None:
         extra["marginals_template_error"] = marg[1]
-        if W.n > MAX_DENSE_N and not isinstance(marg[0], KroneckerMatrix):  # a stack of weighted marginals: its analysis is dense
-            log.info("p-identity: the marginals template (E_1 %.6g) is not used on %d cells (> %d): its strategy needs a dense n x n analysis", marg[1], W.n, MAX_DENSE_N)
-        elif marg[1] < unit_error(A, W, 1):
+        if marg[1] < unit_error(A, W, 1):
             A = marg[0]
             extra.update(template="marginals", marginal_weights=marg[2])
     return A, extra

@@ -1,0 +1,253 @@
+"""Stacks of weighted marginals on a product domain, analysed without any n x n matrix.
+
+A marginal ``M_S`` on a set S of attributes of the domain ``d_1 x ... x d_k`` is
+the Kronecker product of ``I_{d_i}`` for i in S and of the ones row ``1_{d_i}^T``
+for the other attributes. A strategy ``A = [theta_S M_S]_S`` (HDMM's marginals
+template, McKenna et al. PVLDB 2018, Sec. 6) measures every cell once in each
+marginal, so
+
+    ||A||_1 = sum_S theta_S,      ||A||_2 = sqrt(sum_S theta_S^2),
+
+and ``A^T A = sum_S theta_S^2 (x)_{i in S} I (x)_{i not in S} J`` lies in the
+algebra of Kronecker products of I and J. That algebra is diagonalised by one
+basis whose eigenspaces are indexed by subsets U of the attributes, of
+multiplicity ``mult(U) = prod_{i in U} (d_i - 1)``; with ``out(S) = prod_{i not
+in S} d_i`` the eigenvalue of ``A^T A`` on U is ``x(U) = sum_{S ⊇ U} theta_S^2
+out(S)``. A marginal workload (a weighted union of marginals, weights ``w_T``)
+has Gram eigenvalues ``g(U) = sum_{T ⊇ U} w_T^2 out(T)`` on the same
+eigenspaces, so
+
+    trace(W^T W (A^T A)^+) = sum_U mult(U) g(U) / x(U),
+
+and A supports W exactly when ``x(U) > 0`` wherever ``g(U) > 0``: O(k 2^k)
+work for any domain size. Subsets are bit masks, attribute i on bit ``k - 1 - i``
+(the most significant bit is attribute 0).
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+
+import numpy as np
+import scipy.sparse as sp
+
+from .exceptions import InputError
+from .workload import Kronecker, Union, Workload, _Identity, _Total
+
+__all__ = ["MarginalsMatrix", "marginal_attribute_sets", "marginal_spectrum", "marginals_trace", "superset_sums", "subset_sums"]
+
+#: `MarginalsMatrix.from_product`: largest entry difference from the stored product, relative to its largest entry.
+PRODUCT_RTOL = 1e-12
+
+
+def marginal_attribute_sets(workload: Workload) -> list[tuple[int, ...]] | None:
+    """Attribute sets of a marginal workload (a union of Kronecker products of identity and total factors), else None.
+
+    Examples
+    --------
+    >>> from strategy_opt.spec import parse_spec
+    >>> marginal_attribute_sets(parse_spec("marginals:2x3x4:2"))
+    [(0, 1), (0, 2), (1, 2)]
+    >>> marginal_attribute_sets(parse_spec("prefix:4")) is None
+    True
+    """
+    parts = workload.parts if isinstance(workload, Union) else [workload]
+    sets = []
+    for part in parts:
+        factors = part.factors if isinstance(part, Kronecker) else [part]
+        if not all(isinstance(f, (_Identity, _Total)) for f in factors):
+            return None
+        sets.append(tuple(i for i, f in enumerate(factors) if isinstance(f, _Identity)))
+    return sets
+
+
+def superset_sums(a: np.ndarray, d: int) -> np.ndarray:
+    """``out[U] = sum_{S ⊇ U} a[S]`` over bit-mask-indexed arrays (zeta transform, O(d 2^d))."""
+    x = np.array(a, dtype=float).reshape((2,) * d)
+    for axis in range(d):
+        lo = [slice(None)] * d
+        hi = [slice(None)] * d
+        lo[axis], hi[axis] = 0, 1
+        x[tuple(lo)] += x[tuple(hi)]
+    return x.reshape(-1)
+
+
+def subset_sums(b: np.ndarray, d: int) -> np.ndarray:
+    """``out[S] = sum_{U ⊆ S} b[U]`` (the transpose of `superset_sums`)."""
+    x = np.array(b, dtype=float).reshape((2,) * d)
+    for axis in range(d):
+        lo = [slice(None)] * d
+        hi = [slice(None)] * d
+        lo[axis], hi[axis] = 0, 1
+        x[tuple(hi)] += x[tuple(lo)]
+    return x.reshape(-1)
+
+
+def subset_bits(d: int) -> np.ndarray:
+    """``bits[mask, i]``: whether attribute i is in the subset ``mask``, shape ``(2^d, d)``."""
+    masks = np.arange(2**d)
+    return (masks[:, None] >> np.arange(d)[::-1][None, :]) & 1
+
+
+def _outside_and_multiplicity(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``out(S) = prod_{i not in S} d_i`` and ``mult(U) = prod_{i in U} (d_i - 1)`` for every subset."""
+    bits = subset_bits(sizes.size)
+    out = np.prod(np.where(bits == 1, 1.0, sizes[None, :]), axis=1)
+    mult = np.prod(np.where(bits == 1, sizes[None, :] - 1.0, 1.0), axis=1)
+    return out, mult
+
+
+def marginal_spectrum(W: Workload) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(mult, g, out)`` of a marginal workload over its domain (see the module docstring), or None.
+
+    ``g[U]`` is the eigenvalue of ``W^T W`` on eigenspace U (``workload.log_scale`` excluded).
+    """
+    sets = marginal_attribute_sets(W)
+    if sets is None or len(W.domain) < 1:
+        return None
+    d = len(W.domain)
+    sizes = np.asarray(W.domain, dtype=float)
+    out, mult = _outside_and_multiplicity(sizes)
+    weights = W.weights if isinstance(W, Union) else np.ones(1)
+    wt = np.zeros(2**d)
+    for w, T in zip(weights, sets):
+        wt[sum(1 << (d - 1 - i) for i in T)] += float(w) ** 2
+    return mult, superset_sums(wt * out, d), out
+
+
+class MarginalsMatrix:
+    """A strategy stacking weighted marginals ``theta_S M_S`` on a product domain (see the module docstring).
+
+    Parameters
+    ----------
+    domain : sequence of int
+        The attribute sizes.
+    theta : array_like, shape (2^k,)
+        Weight of the marginal on each attribute subset (bit mask); zero weights
+        give no rows.
+    product : sparse matrix, optional
+        The product as stored in a file, when read back (`from_product`):
+        `tocsr` returns it bit for bit.
+
+    Examples
+    --------
+    The two 1-way marginals of a 2 x 3 table, each at weight 1/2: L1 sensitivity 1.
+    Mask 1 (binary 01) is the marginal on attribute 1, whose first row sums cells
+    (0, 0) and (1, 0), cells 0 and 3 in row-major order.
+
+    >>> A = MarginalsMatrix((2, 3), [0.0, 0.5, 0.5, 0.0])
+    >>> A.shape, A.tocsr().toarray()[0].tolist(), A.sensitivity(1)
+    ((5, 6), [0.5, 0.0, 0.0, 0.5, 0.0, 0.0], 1.0)
+    """
+
+    def __init__(self, domain, theta, product=None):
+        self.domain = tuple(int(d) for d in domain)
+        k = len(self.domain)
+        theta = np.asarray(theta, dtype=float).ravel()
+        if k < 1 or any(d < 1 for d in self.domain):
+            raise InputError(f"marginals strategy: domain must be positive attribute sizes, got {domain!r}")
+        if theta.size != 2**k:
+            raise InputError(f"marginals strategy: {theta.size} weights for {k} attributes (one per subset: {2**k} needed)")
+        if not np.all(np.isfinite(theta)) or np.any(theta < 0) or not np.any(theta > 0):
+            raise InputError("marginals strategy: weights must be finite, >= 0 and not all zero")
+        self.theta = theta
+        self.product = product
+        bits = subset_bits(k)
+        rows = sum(int(np.prod([d for d, b in zip(self.domain, bits[m]) if b])) for m in np.flatnonzero(theta > 0))
+        self.shape = (rows, int(np.prod(self.domain)))
+
+    def marginals(self) -> list[tuple[tuple[int, ...], float]]:
+        """``[(attribute set, weight)]`` of the marginals with a positive weight, in row order."""
+        bits = subset_bits(len(self.domain))
+        return [(tuple(int(i) for i in np.flatnonzero(bits[m])), float(self.theta[m])) for m in np.flatnonzero(self.theta > 0)]
+
+    def weights_by_subset(self) -> dict[str, float]:
+        """``{bit string: weight}`` of the positive weights, as recorded in ``meta['marginal_weights']``."""
+        bits = subset_bits(len(self.domain))
+        return {"".join(map(str, bits[m])): float(self.theta[m]) for m in np.flatnonzero(self.theta > 0)}
+
+    def sensitivity(self, p: int) -> float:
+        """``sum theta`` (p = 1) or ``sqrt(sum theta^2)`` (p = 2): every cell lies in one row of each marginal."""
+        if p not in (1, 2):
+            raise InputError(f"sensitivity norm must be 1 or 2, got {p!r}")
+        return float(self.theta.sum()) if p == 1 else float(np.sqrt((self.theta**2).sum()))
+
+    def tocsr(self) -> sp.csr_matrix:
+        """The stacked rows as a sparse CSR matrix."""
+        if self.product is not None:
+            return sp.csr_matrix(self.product)
+        blocks = []
+        for attrs, weight in self.marginals():
+            factors = [sp.identity(d, format="csr") if i in attrs else sp.csr_matrix(np.ones((1, d))) for i, d in enumerate(self.domain)]
+            blocks.append(weight * reduce(lambda a, b: sp.kron(a, b, format="csr"), factors))
+        return sp.vstack(blocks, format="csr")
+
+    def eigenvalues(self) -> np.ndarray:
+        """``x(U)``: the eigenvalue of ``A^T A`` on each eigenspace U."""
+        out, _ = _outside_and_multiplicity(np.asarray(self.domain, dtype=float))
+        return superset_sums(self.theta**2 * out, len(self.domain))
+
+    @classmethod
+    def from_meta(cls, A, meta: dict) -> MarginalsMatrix | None:
+        """The stacked marginals a stored matrix is, read off ``meta['marginal_weights']`` and ``meta['domain']``; None if it is not.
+
+        The weights are checked against the stored product (same pattern, entries
+        within `PRODUCT_RTOL` of the largest), which is kept as the ``product``.
+        """
+        weights, domain = meta.get("marginal_weights"), meta.get("domain")
+        if not isinstance(weights, dict) or not isinstance(domain, list) or len(domain) < 2:
+            return None
+        if any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in domain):
+            return None
+        k = len(domain)
+        theta = np.zeros(2**k)
+        for key, value in weights.items():
+            if not (isinstance(key, str) and len(key) == k and set(key) <= {"0", "1"}) or isinstance(value, bool) or not isinstance(value, (int, float)):
+                return None
+            theta[int(key, 2)] = float(value)
+        try:
+            M = cls(domain, theta, product=None)
+        except InputError:
+            return None
+        stored = sp.csr_matrix(A)
+        if M.shape != stored.shape:
+            return None
+        built = M.tocsr()
+        diff = abs(built - stored)
+        scale = max(abs(stored).max(), 1e-300)
+        if diff.nnz and diff.max() > PRODUCT_RTOL * scale:
+            return None
+        return cls(domain, theta, product=A)
+
+
+def marginals_trace(A: MarginalsMatrix, W: Workload) -> float | None:
+    """``trace(W^T W (A^T A)^+)`` for a marginal workload on A's domain (None for another workload).
+
+    Raises
+    ------
+    InputError
+        If A does not support W: an eigenspace the workload needs has no
+        measured direction (``g(U) > 0 = x(U)``).
+
+    Examples
+    --------
+    Measuring the 1-way marginals themselves: ``A = W``, so the trace is rank(W^T W) = 2 + 3 - 1
+    (the two marginals share their total):
+
+    >>> from strategy_opt.spec import parse_spec
+    >>> marginals_trace(MarginalsMatrix((2, 3), [0.0, 1.0, 1.0, 0.0]), parse_spec("marginals:2x3:1"))
+    4.0
+    """
+    if tuple(W.domain) != A.domain:
+        return None
+    spectrum = marginal_spectrum(W)
+    if spectrum is None:
+        return None
+    mult, g, _ = spectrum
+    x = A.eigenvalues()
+    need = (g > 0) & (mult > 0)
+    tiny = x <= 1e-12 * x.max()
+    if np.any(need & tiny):
+        missing = ", ".join(str(list(map(int, np.flatnonzero(subset_bits(len(A.domain))[u])))) for u in np.flatnonzero(need & tiny)[:3])
+        raise InputError(f"strategy does not support the workload (W A+ A != W): the workload's interactions of attributes {missing} are never measured")
+    return float(np.sum(mult[need] * g[need] / x[need]))

@@ -1,0 +1,155 @@
+"""Stacks of weighted marginals (strategy_opt.marginals) and HDMM's marginals template (method ``marginals``).
+
+Oracles: the stacked matrix itself (numpy's pinv and column norms), finite differences.
+"""
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from oracles import direct_error
+from strategy_opt.api import solve
+from strategy_opt.cli import main
+from strategy_opt.error import unit_error
+from strategy_opt.exceptions import InputError
+from strategy_opt.io import read_strategy, write_strategy
+from strategy_opt.marginals import MarginalsMatrix, marginal_spectrum, marginals_trace
+from strategy_opt.spec import parse_spec
+from strategy_opt.workload import kronecker, total, identity, union
+
+
+def _random_theta(k: int, rng) -> np.ndarray:
+    theta = rng.random(2**k) * (rng.random(2**k) < 0.6)
+    theta[-1] = max(theta[-1], 0.05)  # the full table: supports every marginal workload
+    return theta
+
+
+@pytest.mark.parametrize("domain", [(2, 3), (3, 2, 2), (2, 2, 3, 2)])
+def test_stack_matches_its_matrix(domain):
+    """Rows, sensitivities and E_p per eigenspace equal those of the explicit stacked matrix (numpy's pinv)."""
+    rng = np.random.default_rng(len(domain))
+    k = len(domain)
+    for trial in range(4):
+        theta = _random_theta(k, rng)
+        A = MarginalsMatrix(domain, theta)
+        dense = A.tocsr().toarray()
+        assert dense.shape == A.shape
+        assert A.sensitivity(1) == pytest.approx(np.abs(dense).sum(axis=0).max(), rel=1e-12)
+        assert A.sensitivity(2) == pytest.approx(np.sqrt((dense**2).sum(axis=0)).max(), rel=1e-12)
+        for order in range(k + 1):
+            W = parse_spec(f"marginals:{'x'.join(map(str, domain))}:{order}")
+            for p in (1, 2):
+                assert unit_error(A, W, p) == pytest.approx(direct_error(dense, W, p), rel=1e-9)
+
+
+def test_weighted_unions_and_the_spectrum():
+    """A weighted union of marginals: its Gram's eigenvalues are g(U) with multiplicity mult(U)."""
+    W = union(kronecker(identity(3), total(2), identity(2)), kronecker(total(3), identity(2), total(2)), weights=[2.0, 0.5])
+    mult, g, _ = marginal_spectrum(W)
+    expected = np.sort(np.repeat(g, mult.astype(int)))
+    np.testing.assert_allclose(np.sort(np.linalg.eigvalsh(W.gram())), expected, atol=1e-9)
+    A = MarginalsMatrix((3, 2, 2), _random_theta(3, np.random.default_rng(5)))
+    assert unit_error(A, W, 1) == pytest.approx(direct_error(A.tocsr(), W, 1), rel=1e-9)
+
+
+def test_unsupported_interactions_are_refused():
+    """Measuring only the 1-way marginals cannot answer a 2-way marginal; the dense check agrees."""
+    A = MarginalsMatrix((3, 4), [0.0, 1.0, 1.0, 0.0])
+    with pytest.raises(InputError, match=r"interactions of attributes \[0, 1\] are never measured"):
+        marginals_trace(A, parse_spec("marginals:3x4:2"))
+    with pytest.raises(InputError, match="does not support"):
+        unit_error(A.tocsr(), parse_spec("marginals:3x4:2"), 1)
+    assert marginals_trace(A, parse_spec("prefix:3*prefix:4")) is None  # not a marginal workload: no formula
+
+
+def test_bad_weights_are_refused():
+    for theta, match in (([1.0, 2.0], "2 weights for 2 attributes"), ([0.0, 0.0, 0.0, 0.0], "not all zero"), ([0.0, -1.0, 1.0, 1.0], ">= 0")):
+        with pytest.raises(InputError, match=match):
+            MarginalsMatrix((2, 3), theta)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_template_gradient_and_value(p):
+    """The template's loss has the gradient of central differences, and its value is E_p of the strategy it builds."""
+    from strategy_opt.programs import marginals_template as mt
+
+    W = parse_spec("marginals:2x3x2:2")
+    A, value, weights = mt.marginals_strategy(W, p, max_iters=300, ftol=1e-12)
+    assert value == pytest.approx(direct_error(A.tocsr(), W, p), rel=1e-8)
+    assert abs(sum(weights.values()) - 1.0) < 1e-9
+    # the gradient, through a second build of the loss at a random point
+    captured = {}
+    original = mt.so.minimize
+
+    def spy(fun, x0, **kw):
+        captured.setdefault("fun", fun)
+        return original(fun, x0, **kw)
+
+    mt.so.minimize = spy
+    try:
+        mt.marginals_strategy(W, p, max_iters=1, ftol=1e-12)
+    finally:
+        mt.so.minimize = original
+    x = np.random.default_rng(1).random(8) + 0.1
+    f, g = captured["fun"](x)
+    h = 1e-6
+    fd = [(captured["fun"](x + h * e)[0] - captured["fun"](x - h * e)[0]) / (2 * h) for e in np.eye(8)]
+    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-7 * abs(f))
+
+
+def test_past_the_dense_limit_the_stack_is_kept_structured(tmp_path, monkeypatch, capsys):
+    """With the dense limit lowered, the template returns a MarginalsMatrix: its E_p (per eigenspace) equals the dense
+    computation; the file reads back as stacked marginals; error and run on the file agree with the dense route."""
+    from strategy_opt.programs import marginals_template as mt
+
+    spec = "marginals:3x2x4:2"
+    dense = solve(spec, privacy="approx", method="marginals")
+    monkeypatch.setattr(mt, "MAX_DENSE_N", 10)
+    s = solve(spec, privacy="approx", method="marginals")
+    assert isinstance(s.matrix, MarginalsMatrix)
+    W = parse_spec(spec)
+    assert s.meta["unit_total_squared_error"] == pytest.approx(direct_error(s.matrix.tocsr(), W, 2), rel=1e-9)
+    assert s.meta["unit_total_squared_error"] == pytest.approx(dense.meta["unit_total_squared_error"], rel=1e-9)
+    f = write_strategy(s, tmp_path / "m.npz")
+    back = read_strategy(f)
+    assert isinstance(back.matrix, MarginalsMatrix)
+    np.testing.assert_array_equal(back.matrix.tocsr().toarray(), s.matrix.tocsr().toarray())
+    assert main(["error", str(f), "--workload", spec, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["unit_total_squared_error"] == pytest.approx(s.meta["unit_total_squared_error"], rel=1e-12)
+    x = np.arange(24.0)
+    np.save(tmp_path / "x.npy", x)
+    for name, strategy in (("flat", dense), ("stack", s)):
+        write_strategy(strategy, tmp_path / f"{name}.npz")
+        assert main(["-q", "run", str(tmp_path / f"{name}.npz"), "--data", str(tmp_path / "x.npy"), "--workload", spec,
+                     "--epsilon", "1e6", "--delta", "1e-6", "--seed", "3", "--out", str(tmp_path / f"{name}.npy")]) == 0
+    np.testing.assert_allclose(np.load(tmp_path / "stack.npy"), np.load(tmp_path / "flat.npy"), rtol=1e-9, atol=1e-9)  # same rows, same noise
+    np.testing.assert_allclose(np.load(tmp_path / "stack.npy"), W.matvec(x), atol=0.05)
+
+
+def test_a_tampered_stack_is_read_as_a_plain_matrix(tmp_path):
+    """``from_meta`` checks the weights against the stored rows: a stack that does not match stays a sparse matrix."""
+    A = MarginalsMatrix((2, 3), [0.0, 0.5, 0.5, 0.0])
+    meta = {"domain": [2, 3], "marginal_weights": A.weights_by_subset()}
+    assert isinstance(MarginalsMatrix.from_meta(A.tocsr(), meta), MarginalsMatrix)
+    other = A.tocsr().tolil()
+    other[0, 0] = 0.7
+    assert MarginalsMatrix.from_meta(sp.csr_matrix(other), meta) is None
+    assert MarginalsMatrix.from_meta(A.tocsr(), {"domain": [2, 3], "marginal_weights": {"01": 0.5, "1x": 0.5}}) is None
+
+
+def test_auto_uses_the_template_on_large_marginal_workloads():
+    """65536 cells (8 attributes of 4): the 1-way marginals under (eps, delta)-DP within 1.12 of the SVD bound, and
+    under eps-DP the workload itself at equal weights, E_1 = 8^2 rank(W^T W) = 64 (1 + 8 * 3) = 1600."""
+    approx = solve("marginals:4x4x4x4x4x4x4x4:1", privacy="approx", method="auto")
+    assert approx.meta["auto_choice"] == "marginals"
+    assert approx.meta["unit_total_squared_error"] <= 1.12 * approx.meta["svd_bound"]
+    pure = solve("marginals:4x4x4x4x4x4x4x4:1", privacy="pure", method="auto")
+    assert pure.meta["unit_total_squared_error"] == pytest.approx(1600.0, rel=1e-9)
+
+
+def test_the_method_refuses_other_workloads():
+    with pytest.raises(InputError, match="is not a marginal workload"):
+        solve("prefix:8", privacy="pure", method="marginals")
