@@ -21,12 +21,17 @@ MAX_DENSE_N = 20_000
 #: run on flat domains of any size, with no n x n matrix (`strategy_opt.error.diagonal_inverse`).
 DIAGONAL_METHODS = frozenset({"identity"})
 
-#: Support test on flat domains past `MAX_DENSE_N` (`strategy_opt.executor.probe_support`): random
-#: vectors W^T g of the workload's row space tested for lying in the strategy's row space by LSMR,
-#: the number of such probes, LSMR's iteration cap per probe, and the most queries m for which g is drawn.
+#: Support test on flat domains past `MAX_DENSE_N` (`strategy_opt.executor.probe_support`): rounds of
+#: random probes (a direction of the strategy's null space against each query; a random combination
+#: of the queries against the strategy's row space), LSMR's iteration cap per solve, the most queries
+#: m for which a probe is drawn or answered, the share of a random combination outside the row space
+#: refused (a combination can exceed every query's own share, so above `SUPPORT_RTOL`), and the
+#: smallest null-space part of a Gaussian vector (relative) taken as a null space.
 SUPPORT_PROBES = 2
 SUPPORT_PROBE_MAX_ITER = 5_000
 SUPPORT_PROBE_MAX_QUERIES = 2**26
+SUPPORT_PROBE_MASS_RTOL = 1e-6
+SUPPORT_PROBE_NULL_FLOOR = 1e-6
 
 #: Strategies with at most this many entries are reconstructed with dense lstsq;
 #: larger or sparse strategies use LSMR.

@@ -37,10 +37,10 @@ from scipy.sparse.linalg import lsmr
 
 from .defaults import (
     BYTES_PER_QUERY, CONFIDENCE, DENSE_LSTSQ_ENTRIES, EIG_RTOL, MAX_DENSE_N, NNLS_DENSE_MAX_N, NNLS_MAX_ITER, NOISE_RESOLUTION,
-    SUPPORT_PROBE_MAX_ITER, SUPPORT_PROBES, SUPPORT_RTOL,
+    SUPPORT_PROBE_MASS_RTOL, SUPPORT_PROBE_MAX_ITER, SUPPORT_PROBE_MAX_QUERIES, SUPPORT_PROBE_NULL_FLOOR, SUPPORT_PROBES, SUPPORT_RTOL,
 )
 from .certificates import gram_factor
-from .error import ADD_ROWS, ErrorProfile, KroneckerMatrix, as_strategy_matrix, check_columns, check_kronecker_support, diagonal_inverse, kronecker_query_variances, sensitivity
+from .error import ADD_ROWS, STRUCTURED, ErrorProfile, as_strategy_matrix, check_columns, check_kronecker_support, diagonal_inverse, kronecker_query_variances, sensitivity
 from .exceptions import InputError, NoiseScaleError, PrecisionError, setting
 from .privacy import Privacy, check_privacy
 from .progress import PROGRESS_MIN_N, Progress
@@ -104,7 +104,7 @@ class Release:
 def _as_operator_matrix(A):
     """The strategy matrix of a `Strategy` or a matrix, validated (`as_strategy_matrix`); Kronecker factors multiplied out."""
     A = as_strategy_matrix(A.matrix if isinstance(A, Strategy) else A)
-    return A.tocsr() if isinstance(A, KroneckerMatrix) else A
+    return A.tocsr() if isinstance(A, STRUCTURED) else A
 
 
 def _check_vector(v, size: int, what: str, sized_by: str) -> np.ndarray:
@@ -423,27 +423,35 @@ def _intervals(A, privacy: Privacy, answers: np.ndarray, query_variances: np.nda
 def probe_support(A, workload: Workload, probes: int = SUPPORT_PROBES, seed: int = 0) -> bool:
     """Randomised support test for domains too large for the n x n one.
 
-    Each probe draws a random vector ``r = W^T g`` of the workload's row space
-    (`Workload.row_space_sample`) and solves ``min_y ||A^T y - r||`` by LSMR. If
-    A supports W, r lies in A's row space and the residual vanishes; if not, a
-    random r leaves A's row space with probability one. A residual share
-    ``||A^T y - r||^2 / ||r||^2`` above `SUPPORT_RTOL` at LSMR's convergence is a
-    refusal; the test is undecided when LSMR stops at its iteration limit first.
+    Two probes per round, each solved by LSMR on ``A^T``:
+
+    * per query: a random direction r of A's null space (a Gaussian vector less
+      its least-squares fit by A's rows). A query w supported by A is
+      orthogonal to it; for any other ``(w . r)^2 / (||w||^2 ||r||^2)`` is at
+      most the share of ``||w||^2`` outside A's row space (the dense test's
+      per-query share), and above zero with probability one. A query whose
+      share of the probe exceeds `SUPPORT_RTOL` is refused: the dense test
+      would refuse it too.
+    * mass: a random combination ``W^T g`` of the queries
+      (`Workload.row_space_sample`) tested for lying in A's row space; its
+      share outside estimates the dense test's share of ``||W||_F^2`` but can
+      exceed every query's own share, so it refuses only beyond
+      `SUPPORT_PROBE_MASS_RTOL`.
 
     Parameters
     ----------
     A : strategy matrix (p x n), dense or sparse
     workload : Workload
     probes : int
-        Random vectors tested.
+        Rounds of the two probes.
     seed : int
         Seed of the probes (the test does not touch the data or the noise).
 
     Returns
     -------
     bool
-        True when every probe lies in A's row space (A supports W), False when
-        the test is undecided (LSMR's iteration limit, or m too large to draw g).
+        True when every probe passed, False when the test is undecided (LSMR's
+        iteration limit, or too many queries to draw or answer a probe).
 
     Raises
     ------
@@ -456,31 +464,54 @@ def probe_support(A, workload: Workload, probes: int = SUPPORT_PROBES, seed: int
     >>> from strategy_opt.workload import prefix
     >>> probe_support(np.tril(np.ones((4, 4))), prefix(4))
     True
-    >>> probe_support(np.ones((1, 4)), prefix(4))
+    >>> probe_support(np.vstack([np.eye(4)[:2], [0.0, 0.0, 1.0, 1.0]]), prefix(4))  # cells 2 and 3 only as their sum
     Traceback (most recent call last):
     ...
-    strategy_opt.exceptions.InputError: strategy does not support the workload (W A+ A != W): 0.185 of a random combination of the queries lies outside the strategy's row space; add rows (e.g. the identity) so that every query is a linear combination of strategy queries
+    strategy_opt.exceptions.InputError: strategy does not support the workload (W A+ A != W): 0.167 of query 2's squared norm lies outside the strategy's row space; add rows (e.g. the identity) so that every query is a linear combination of strategy queries
     """
     rng = np.random.default_rng(seed)
     At = A.T.tocsr() if sp.issparse(A) else np.asarray(A, dtype=float).T
+    solve = lambda b: lsmr(At, b, atol=1e-14, btol=1e-14, maxiter=SUPPORT_PROBE_MAX_ITER)  # noqa: E731
+    try:
+        norms = workload.diagonal_query_variances(np.ones(workload.n)) if workload.m <= SUPPORT_PROBE_MAX_QUERIES else None
+    except InputError:  # rows too many to build
+        norms = None
+    decided = norms is not None
     for _ in range(probes):
-        r = workload.row_space_sample(rng)
-        if r is None:
-            return False
-        norm = float(np.linalg.norm(r))
+        z = rng.standard_normal(workload.n)
+        y, istop = solve(z)[:2]
+        r = z - At @ y
+        if istop in (3, 7):
+            decided = False
+        elif norms is not None and np.linalg.norm(r) > SUPPORT_PROBE_NULL_FLOOR * np.linalg.norm(z):  # A has a null space
+            y, istop = solve(r)[:2]  # once more: what the first solve left of A's row space in r
+            r = r - At @ y
+            shares = np.divide(workload.matvec(r) ** 2, norms * float(r @ r), out=np.zeros(workload.m), where=norms > 0)
+            i = int(np.argmax(shares))
+            if shares[i] > SUPPORT_RTOL and istop not in (3, 7):
+                raise InputError(
+                    f"strategy does not support the workload (W A+ A != W): {shares[i]:.3g} of query {i}'s squared norm lies "
+                    f"outside the strategy's row space; {ADD_ROWS}"
+                )
+        v = workload.row_space_sample(rng)
+        if v is None:
+            decided = False
+            continue
+        norm = float(np.linalg.norm(v))
         if norm == 0:
             continue
-        y, istop, _, rnorm = lsmr(At, r / norm, atol=1e-12, btol=1e-12, maxiter=SUPPORT_PROBE_MAX_ITER)[:4]
+        istop, rnorm = (lambda res: (res[1], res[3]))(solve(v / norm))
         share = float(rnorm) ** 2
-        if share <= SUPPORT_RTOL:
+        if share <= SUPPORT_PROBE_MASS_RTOL:
             continue
         if istop in (3, 7):  # condition or iteration limit: not converged, undecided
-            return False
+            decided = False
+            continue
         raise InputError(
             f"strategy does not support the workload (W A+ A != W): {share:.3g} of a random combination of the queries "
             f"lies outside the strategy's row space; {ADD_ROWS}"
         )
-    return True
+    return decided
 
 
 def check_measured_cells(A, workload: Workload, cell_weights: np.ndarray | None = None) -> None:
