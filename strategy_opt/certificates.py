@@ -44,6 +44,7 @@ __all__ = [
     "nuclear_norm_weighted",
     "dual_bound",
     "kkt_weights",
+    "kkt_bound",
     "relative_gap",
     "bound_below_error",
     "reconcile_bound",
@@ -172,9 +173,10 @@ def _inverse(X: np.ndarray, rtol: float = EIG_RTOL) -> np.ndarray:
 
 #: `kkt_weights`: weights below ``-KKT_NEGATIVE_RTOL`` times the largest (a diagonal of a PSD matrix,
 #: so non-negative but for rounding) mean the inverse was swamped by near-null directions of X; they
-#: are recomputed with the pseudo-inverse dropping eigenvalues below ``KKT_PINV_RTOL`` of the largest.
+#: are recomputed with pseudo-inverses dropping eigenvalues below each of ``KKT_PINV_RTOLS`` of the largest
+#: (`kkt_bound` keeps the best bound).
 KKT_NEGATIVE_RTOL = 1e-8
-KKT_PINV_RTOL = 1e-7
+KKT_PINV_RTOLS = (1e-5, 1e-7, 1e-9)
 
 
 def kkt_weights(G: np.ndarray | None, X: np.ndarray, *, factor: np.ndarray | None = None) -> np.ndarray:
@@ -201,14 +203,30 @@ def kkt_weights(G: np.ndarray | None, X: np.ndarray, *, factor: np.ndarray | Non
     ndarray, shape (n,)
         Weights on the simplex.
     """
+    return _kkt_candidates(G, X, factor)[0]
+
+
+def kkt_bound(G: np.ndarray | None, X: np.ndarray, *, factor: np.ndarray | None = None) -> float:
+    """`dual_bound` at the KKT weights of X (`kkt_weights`): the larger when X gives two candidates.
+
+    Every weight vector on the simplex gives a valid bound; when the weights of
+    X's inverse are swamped by its near-null directions, both they (clipped)
+    and those of its pseudo-inverse are tried.
+    """
+    return max(dual_bound(G, u, factor=factor) for u in _kkt_candidates(G, X, factor))
+
+
+def _kkt_candidates(G, X, factor) -> list[np.ndarray]:
+    """The KKT weight vectors of X on the simplex, the one `kkt_weights` returns first."""
     X = np.asarray(X, dtype=float)
+    out = []
     if factor is not None:
         try:
             c = _cho_factor(X, check_finite=False)  # reads the lower triangle only
             Y = la.cho_solve(c, factor, check_finite=False)
         except la.LinAlgError:
             Y = _inverse(0.5 * (X + X.T)) @ factor
-        u = np.einsum("ij,ij->i", Y, Y)
+        out.append(np.einsum("ij,ij->i", Y, Y))
     else:
         S = X + X.T
         S *= 0.5
@@ -224,14 +242,16 @@ def kkt_weights(G: np.ndarray | None, X: np.ndarray, *, factor: np.ndarray | Non
         del S
         if not u.max() > 0 or u.min() < -KKT_NEGATIVE_RTOL * u.max():
             # X nearly singular with a solver's rounding in its near-null directions (eigenvalue 1e-9 of the
-            # largest): those directions swamp u with rounding; without them u is accurate, and any u on
-            # the simplex gives a valid bound
-            Xi = _inverse(0.5 * (X + X.T), rtol=KKT_PINV_RTOL)
-            u = np.einsum("ij,ji->i", Xi @ G, Xi)
-        u = np.clip(u, 0.0, None)
-    if u.sum() <= 0:
+            # largest): those directions swamp u with rounding; without them u is accurate
+            for rtol in KKT_PINV_RTOLS:  # where the near-null directions end is not known: a few cutoffs
+                Xi = _inverse(0.5 * (X + X.T), rtol=rtol)
+                out.append(np.einsum("ij,ji->i", Xi @ G, Xi))
+        out.append(u)
+    weights = [np.clip(u, 0.0, None) for u in out]
+    weights = [u / u.sum() for u in weights if u.sum() > 0]
+    if not weights:
         raise InputError("KKT weights vanish: X does not see the workload (is G zero?)")
-    return u / u.sum()
+    return weights
 
 
 def relative_gap(primal: float, lower: float) -> float:

@@ -355,3 +355,17 @@ def test_run_past_the_dense_limit_refuses_an_unsupported_flat_strategy(monkeypat
     np.testing.assert_allclose(far.answers, dense.answers, rtol=1e-8, atol=1e-8)
     assert far.lower is None
     assert run(sums, x, kronecker(total(16), identity(16)), PureDP(1.0), rng=3).answers.shape == (16,)  # what it does support
+
+
+def test_support_probes_see_a_small_unsupported_query():
+    """Six large queries and two small ones the strategy measures only as their sum: a random combination of the
+    queries hides the small ones (share ~1e-8), the null-space probe does not (0.5 of each), as the dense check."""
+    from strategy_opt.error import ErrorProfile
+    from strategy_opt.executor import probe_support
+
+    W = from_matrix(np.diag([1e4] * 6 + [1.0, 1.0]))
+    A = np.vstack([np.eye(8)[:6], [0, 0, 0, 0, 0, 0, 1, 1]])
+    assert "0.5 of query" in ErrorProfile(A).support_gap(W.gram(), W)
+    for seed in range(10):
+        with pytest.raises(InputError, match=r"0\.5 of query [67]'s squared norm"):
+            probe_support(A, W, seed=seed)

@@ -65,7 +65,7 @@ import scipy.linalg as la
 import scipy.sparse as sp
 
 from ..bases import fourier_matrix, wavelet_matrix
-from ..certificates import INACCURATE_RTOL, dual_bound, kkt_weights, reconcile_bound, relative_gap
+from ..certificates import INACCURATE_RTOL, kkt_bound, reconcile_bound, relative_gap
 from ..compiler import compile_strategy, finite_or_none
 from ..defaults import EIG_RTOL
 from ..error import ErrorProfile
@@ -642,9 +642,9 @@ def _certificate(A_min: np.ndarray, gram: Callable[[], np.ndarray], factor: np.n
     """
     with factorization_threads():
         if factor is not None:
-            return dual_bound(None, kkt_weights(None, A_min.T @ A_min, factor=factor), factor=factor)
+            return kkt_bound(None, A_min.T @ A_min, factor=factor)
         G = gram()
-        return dual_bound(G, kkt_weights(G, A_min.T @ A_min), factor=None)
+        return kkt_bound(G, A_min.T @ A_min)
 
 
 def _gram_factor(eigen: _Eigen) -> np.ndarray | None:
@@ -788,7 +788,7 @@ def eigen_design(problem: Problem):
         if want_cert:
             # the dual bound of the program the design minimises (weighted Gram) at the strategy's KKT weights
             with factorization_threads():
-                obj_lower = dual_bound(G_design, kkt_weights(G_design, A_min.T @ A_min)) * math.exp(design.log_scale)
+                obj_lower = kkt_bound(G_design, A_min.T @ A_min) * math.exp(design.log_scale)
             extra.update(
                 objective_lower_bound=finite_or_none(obj_lower),
                 objective_lower_bound_kind="dual-certificate",

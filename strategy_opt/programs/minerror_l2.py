@@ -80,7 +80,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ..certificates import INACCURATE_RTOL, dual_bound, gram_factor, kkt_weights, reconcile_bound, relative_gap
+from ..certificates import INACCURATE_RTOL, dual_bound, gram_factor, kkt_bound, reconcile_bound, relative_gap
 from ..compiler import compile_strategy, finite_or_none, strategy_from_gram
 from ..defaults import EIG_RTOL
 from ..error import ErrorProfile, per_query_variances
@@ -288,7 +288,7 @@ def _total_cvxpy(G: np.ndarray, L: np.ndarray, problem: Problem) -> tuple[np.nda
     unit = cp.diag(X) <= 1
     prob = cp.Problem(cp.Minimize(cp.matrix_frac(L / scale, X)), [unit])
     Xv, status, iters = _solve_cvxpy(prob, X, problem, [n, n + L.shape[1]])
-    bounds = [dual_bound(G, kkt_weights(G, Xv), factor=L)]
+    bounds = [kkt_bound(G, Xv, factor=L)]
     y = np.clip(np.asarray(unit.dual_value, dtype=float).ravel(), 0.0, None) if unit.dual_value is not None else np.zeros(n)
     if y.sum() > 0:
         bounds.append(dual_bound(G, y, factor=L))
