@@ -69,16 +69,19 @@ def _check_count_lines(path: Path) -> None:
     """Refuse a blank or comment line before the last count of a CSV histogram.
 
     One count per line means line k is cell k; a line skipped by the CSV reader
-    would move every later count to the wrong cell. Blank lines at the end are harmless.
+    would move every later count to the wrong cell. Blank and comment lines
+    after the last count are harmless. The file is streamed (no list of lines).
     """
+    first_gap = None  # (line number, what) of the first blank or comment line
     with open(path, encoding="utf-8-sig", errors="replace") as fh:
-        lines = [line.strip() for line in fh]
-    while lines and not lines[-1]:
-        lines.pop()
-    for k, line in enumerate(lines, start=1):
-        if not line or line.startswith("#"):
-            what = "blank" if not line else "a comment"
-            raise InputError(f"{path}: line {k} is {what}; a CSV histogram has one count per line (line k is cell k), so remove it")
+        for k, line in enumerate(fh, start=1):
+            text = line.strip()
+            if not text or text.startswith("#"):
+                if first_gap is None:
+                    first_gap = (k, "blank" if not text else "a comment")
+            elif first_gap is not None:  # a count after the gap
+                raise InputError(f"{path}: line {first_gap[0]} is {first_gap[1]}; a CSV histogram has one count per line "
+                                 "(line k is cell k), so remove it")
 
 
 def _parse_bins(text: str) -> tuple[np.ndarray, float]:

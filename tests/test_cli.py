@@ -525,14 +525,14 @@ def test_identity_release_on_a_large_kronecker_workload_has_intervals(tmp_path):
 
 def test_histogram_lines_and_shapes(tmp_path, capsys, strategy_and_data):
     """Line k of a CSV histogram is cell k: a blank or comment line inside is refused (it would shift every later
-    count); trailing blank lines are fine. An .npy that is neither a vector nor the domain's shape is refused."""
+    count); trailing blank and comment lines are fine. An .npy that is neither a vector nor the domain's shape is refused."""
     s, _ = strategy_and_data
     out = tmp_path / "a.npy"
     (tmp_path / "gap.csv").write_text("1\n2\n\n3\n4\n5\n6\n7\n8\n")
     assert "line 3 is blank" in _bad(tmp_path, capsys, "run", s, "--data", tmp_path / "gap.csv", "--workload", "prefix:8", "--epsilon", 1, "--seed", 0, "--out", out, out=out)
     (tmp_path / "note.csv").write_text("1\n# a note\n2\n3\n4\n5\n6\n7\n8\n")
     assert "line 2 is a comment" in _bad(tmp_path, capsys, "run", s, "--data", tmp_path / "note.csv", "--workload", "prefix:8", "--epsilon", 1, "--seed", 0, "--out", out, out=out)
-    (tmp_path / "tail.csv").write_text("".join(f"{k}\n" for k in range(1, 9)) + "\n\n")
+    (tmp_path / "tail.csv").write_text("".join(f"{k}\n" for k in range(1, 9)) + "\n# end\n\n")
     assert cli("run", s, "--data", tmp_path / "tail.csv", "--workload", "prefix:8", "--epsilon", 1e9, "--seed", 0, "--out", out) == 0
     np.testing.assert_allclose(np.load(out), np.cumsum(np.arange(1.0, 9.0)), atol=1e-6)
     np.save(tmp_path / "square.npy", np.ones((2, 4)))
