@@ -599,3 +599,15 @@ def test_max_on_all_predicate_beyond_float64_is_refused_in_one_line(tmp_path, ca
     assert not out.exists()
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "m=~10^331 queries give ~10^337 entries" in err[0], err
+
+
+def test_auto_reports_the_best_bound_any_candidate_certified():
+    """A diagonal workload over eight orders of magnitude: the identity is optimal (for a diagonal Gram G and
+    diag(X) <= 1, trace(G X^-1) >= sum_j G_jj / X_jj >= trace(G)), and auto returns it; the bound the identity's
+    compiler gives (the SVD bound) is weak here, the certificate another candidate computed is tight: auto reports it."""
+    w = np.geomspace(1, 1e-8, 8)
+    s = solve(np.diag(w), privacy="approx", method="auto")
+    optimum = float((w**2).sum())
+    assert s.meta["unit_total_squared_error"] == pytest.approx(optimum, rel=1e-9)
+    assert s.meta["lower_bound"] == pytest.approx(optimum, rel=1e-8) and s.meta["lower_bound"] <= s.meta["unit_total_squared_error"]
+    assert s.meta["ratio_to_lower_bound"] == pytest.approx(1.0, abs=1e-8)

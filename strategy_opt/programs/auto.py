@@ -96,6 +96,38 @@ def _candidate_problem(problem: Problem, name: str) -> Problem | None:
     return candidate
 
 
+def _take_best_bound(meta: dict, candidates: dict[str, dict]) -> None:
+    """Give the chosen strategy's meta the largest lower bound any candidate certified (total objective).
+
+    Every candidate's ``lower_bound`` bounds the same optimum, the least E_p of
+    any strategy (a dual certificate, the (eps, delta) optimum, the SVD bound),
+    so the largest is valid for the strategy returned; ``lower_bound_from``
+    names the candidate it came from when that is not the chosen one.
+    """
+    chosen = meta.get("lower_bound_log10")
+    E = meta.get("unit_total_squared_error_log10")
+    best = max(((m.get("lower_bound_log10"), k) for k, m in candidates.items() if m.get("lower_bound_log10") is not None), default=None)
+    if best is None or chosen is None or E is None or best[0] <= chosen + 1e-12:
+        return
+    log10_lb, source = best
+    if log10_lb > E + BOUND_TIE_LOG10:  # above the error beyond rounding: not trusted
+        return
+    log10_lb = min(log10_lb, E)
+    other = candidates[source]
+    meta.update(
+        lower_bound=other.get("lower_bound") if log10_lb == other["lower_bound_log10"] else meta.get("unit_total_squared_error"),
+        lower_bound_log10=log10_lb,
+        lower_bound_kind=other.get("lower_bound_kind"),
+        lower_bound_from=other.get("method", source),
+        ratio_to_lower_bound=finite_or_none(10 ** (E - log10_lb)),
+        relative_gap=finite_or_none(10 ** (E - log10_lb) - 1.0),
+    )
+
+
+#: A candidate's bound above the chosen error by more than this (log10) is not taken (rounding allows less).
+BOUND_TIE_LOG10 = 1e-9
+
+
 def _reason(exc: Exception) -> str:
     """One line, at most `REASON_MAX_CHARS`, naming the error type unless it is an `InputError`."""
     text = " ".join(str(exc).split()) or type(exc).__name__
@@ -229,7 +261,7 @@ def auto(problem: Problem):
     for key, value in sorted(problem.options.items()):  # say where each option goes: the others' results do not use it
         takers = [k for k in names if key in (table[k].options or ())]
         log.info("auto: option %s=%s applies to %s only", key, value, ", ".join(takers))
-    best, errors, failures = None, {}, {}
+    best, errors, failures, bounds = None, {}, {}, {}
     rank = {}  # log10 of each candidate's objective value: values beyond float64 (all-predicate:1100) still compare
     searched_b = None  # the best H_b branching found by auto-pure, when it ran
     for name in names:
@@ -255,6 +287,7 @@ def auto(problem: Problem):
             continue
         E, rank[name] = _objective_value(strategy.meta)
         errors[name] = E
+        bounds[name] = strategy.meta
         if name == "auto-pure":
             searched_b = strategy.meta.get("hierarchical_branching")
         log.info("auto: %s gives %s objective %s", name, problem.objective, f"{E:.8g}" if E is not None else f"10^{rank[name]:.6f}")
@@ -286,6 +319,8 @@ def auto(problem: Problem):
     if best is None:
         raise no_candidate_error(failures)
     name, strategy = best
+    if problem.objective == "total":
+        _take_best_bound(strategy.meta, bounds)
     strategy.meta.update(
         {"method": "auto", "auto_choice": strategy.meta.get("method", name), "auto_candidates": errors, "total_seconds": time.perf_counter() - t0}
     )
