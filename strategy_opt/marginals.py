@@ -63,23 +63,22 @@ def marginal_attribute_sets(workload: Workload) -> list[tuple[int, ...]] | None:
 
 def superset_sums(a: np.ndarray, d: int) -> np.ndarray:
     """``out[U] = sum_{S ⊇ U} a[S]`` over bit-mask-indexed arrays (zeta transform, O(d 2^d))."""
-    x = np.array(a, dtype=float).reshape((2,) * d)
-    for axis in range(d):
-        lo = [slice(None)] * d
-        hi = [slice(None)] * d
-        lo[axis], hi[axis] = 0, 1
-        x[tuple(lo)] += x[tuple(hi)]
-    return x.reshape(-1)
+    return _zeta(a, d, into=0)
 
 
 def subset_sums(b: np.ndarray, d: int) -> np.ndarray:
     """``out[S] = sum_{U ⊆ S} b[U]`` (the transpose of `superset_sums`)."""
-    x = np.array(b, dtype=float).reshape((2,) * d)
+    return _zeta(b, d, into=1)
+
+
+def _zeta(a: np.ndarray, d: int, into: int) -> np.ndarray:
+    """Along each attribute, add the entries with its bit ``1 - into`` to those with bit ``into``."""
+    x = np.array(a, dtype=float).reshape((2,) * d)
     for axis in range(d):
-        lo = [slice(None)] * d
-        hi = [slice(None)] * d
-        lo[axis], hi[axis] = 0, 1
-        x[tuple(hi)] += x[tuple(lo)]
+        to = [slice(None)] * d
+        frm = [slice(None)] * d
+        to[axis], frm[axis] = into, 1 - into
+        x[tuple(to)] += x[tuple(frm)]
     return x.reshape(-1)
 
 
