@@ -8,6 +8,7 @@ import os
 import time
 
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from .defaults import BYTES_PER_QUERY, MAX_DENSE_N
 from .error import supports, unit_error
@@ -17,7 +18,7 @@ from .objectives import get_objective
 from .problem import Problem
 from .registry import get_method
 from .resources import require_memory
-from .solvers import load_profile
+from .solvers import SolverProfile, load_profile
 from .spec import file_paths, parse_spec
 from .strategy import Strategy
 from .workload import ExplicitWorkload, Kronecker, Union, Workload, check_entry_scale
@@ -86,12 +87,12 @@ def _from_matrix(workload) -> Workload:
 
 
 def solve(
-    workload,
+    workload: Workload | str | ArrayLike,
     *,
     privacy: str = "approx",
     method: str = "auto",
     objective: str = "total",
-    solver=None,
+    solver: SolverProfile | str | os.PathLike | None = None,
     **options,
 ) -> Strategy:
     """Compute a strategy for a workload.
@@ -277,7 +278,7 @@ def checked_hand_written(strategy: Strategy, where) -> Strategy:
     return Strategy(strategy.matrix, meta)
 
 
-def error_report(strategy, workload, privacy: str | None = None) -> dict:
+def error_report(strategy: Strategy | ArrayLike, workload: Workload | str | ArrayLike, privacy: str | None = None) -> dict:
     """Unit error, SVD bound and per-query statistics of a strategy on a workload.
 
     Parameters
