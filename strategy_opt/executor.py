@@ -467,7 +467,7 @@ def probe_support(A, workload: Workload, probes: int = SUPPORT_PROBES, seed: int
     >>> probe_support(np.vstack([np.eye(4)[:2], [0.0, 0.0, 1.0, 1.0]]), prefix(4))  # cells 2 and 3 only as their sum
     Traceback (most recent call last):
     ...
-    strategy_opt.exceptions.InputError: strategy does not support the workload (W A+ A != W): 0.167 of query 2's squared norm lies outside the strategy's row space; add rows (e.g. the identity) so that every query is a linear combination of strategy queries
+    strategy_opt.exceptions.InputError: strategy does not support the workload (W A+ A != W): at least 0.167 of query 2's squared norm lies outside the strategy's row space (a random probe's lower bound); add rows (e.g. the identity) so that every query is a linear combination of strategy queries
     """
     rng = np.random.default_rng(seed)
     At = A.T.tocsr() if sp.issparse(A) else np.asarray(A, dtype=float).T
@@ -490,8 +490,8 @@ def probe_support(A, workload: Workload, probes: int = SUPPORT_PROBES, seed: int
             i = int(np.argmax(shares))
             if shares[i] > SUPPORT_RTOL and istop not in (3, 7):
                 raise InputError(
-                    f"strategy does not support the workload (W A+ A != W): {shares[i]:.3g} of query {i}'s squared norm lies "
-                    f"outside the strategy's row space; {ADD_ROWS}"
+                    f"strategy does not support the workload (W A+ A != W): at least {shares[i]:.3g} of query {i}'s squared norm "
+                    f"lies outside the strategy's row space (a random probe's lower bound); {ADD_ROWS}"
                 )
         v = workload.row_space_sample(rng)
         if v is None:

@@ -149,10 +149,13 @@ def matrix_fingerprint(A, digest: str | None = None) -> str:
 
     Identifies the matrix a strategy's metadata was computed for without
     expanding a Kronecker product (whose flat hash took 11 s for H_2 x H_2 on
-    1024 x 1024 cells, against 1.7 s for the solve).
+    1024 x 1024 cells, against 1.7 s for the solve) or a stack of marginals
+    (by its domain and weights).
     """
     if isinstance(A, KroneckerMatrix):
         return "kronecker:" + ",".join(content_hash(f) for f in A.factors)
+    if isinstance(A, MarginalsMatrix):  # its domain and weights (the stack can hold 1e8 entries)
+        return "marginals:" + _json_sha256({"domain": list(A.domain), "theta": A.theta.tolist()})
     return digest or content_hash(A)
 
 
@@ -455,8 +458,9 @@ def _meta_for_write(strategy: Strategy, digest: str) -> dict:
 def _require_write_memory(strategy: Strategy, path: Path, suffix: str) -> None:
     """Refuse up front a strategy whose flat matrix (the files store no Kronecker factors) does not fit.
 
-    A Kronecker strategy is expanded to CSR for its content hash and the file
-    (about 3 copies of 16 bytes per non-zero); a ``.csv`` holds it dense.
+    A Kronecker strategy or a stack of marginals is expanded to CSR for its
+    content hash and the file (about 3 copies of 16 bytes per non-zero); a
+    ``.csv`` holds it dense.
     """
     A = strategy.matrix
     if isinstance(A, KroneckerMatrix):
@@ -469,8 +473,9 @@ def _require_write_memory(strategy: Strategy, path: Path, suffix: str) -> None:
         return  # already in memory as a dense array
     p, n = strategy.shape
     nbytes = 8.0 * p * n * 2 if suffix == ".csv" else 48.0 * nnz + 8.0 * p
-    require_memory(nbytes, f"writing the {p}x{n} strategy ({nnz:.3g} non-zeros once the Kronecker factors are multiplied out) to {path}",
-                   "the strategy files hold the flat matrix; use a smaller domain, a sparser method (identity, hierarchical) or the Python API, which keeps the factors")
+    require_memory(nbytes, f"writing the {p}x{n} strategy ({nnz:.3g} non-zeros in its flat matrix) to {path}",
+                   "the strategy files hold the flat matrix; use a smaller domain, a sparser method (identity, hierarchical) or the Python API, "
+                   "which keeps a Kronecker product's factors or a stack of marginals' weights")
 
 
 def write_strategy(strategy: Strategy, path: str | os.PathLike) -> Path:

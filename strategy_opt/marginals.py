@@ -50,14 +50,24 @@ def marginal_attribute_sets(workload: Workload) -> list[tuple[int, ...]] | None:
     [(0, 1), (0, 2), (1, 2)]
     >>> marginal_attribute_sets(parse_spec("prefix:4")) is None
     True
+    >>> marginal_attribute_sets(parse_spec("identity:12+identity:3*total:4"))  # a flat identity: the full table
+    [(0, 1), (0,)]
     """
     parts = workload.parts if isinstance(workload, Union) else [workload]
+    domain = tuple(workload.domain)
     sets = []
     for part in parts:
-        factors = part.factors if isinstance(part, Kronecker) else [part]
-        if not all(isinstance(f, (_Identity, _Total)) for f in factors):
+        if isinstance(part, Kronecker):
+            factors = part.factors
+            if tuple(f.n for f in factors) != domain or not all(isinstance(f, (_Identity, _Total)) for f in factors):
+                return None
+            sets.append(tuple(i for i, f in enumerate(factors) if isinstance(f, _Identity)))
+        elif isinstance(part, _Identity):  # a flat identity over a product domain is the full table
+            sets.append(tuple(range(len(domain))))
+        elif isinstance(part, _Total):  # and a flat total the empty marginal
+            sets.append(())
+        else:
             return None
-        sets.append(tuple(i for i, f in enumerate(factors) if isinstance(f, _Identity)))
     return sets
 
 
@@ -194,7 +204,7 @@ class MarginalsMatrix:
         within `PRODUCT_RTOL` of the largest), which is kept as the ``product``.
         """
         weights, domain = meta.get("marginal_weights"), meta.get("domain")
-        if not isinstance(weights, dict) or not isinstance(domain, list) or len(domain) < 2:
+        if not isinstance(weights, dict) or not isinstance(domain, list) or not domain:
             return None
         if any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in domain):
             return None

@@ -1014,13 +1014,21 @@ class Union(Workload):
             )
         if any(p.log_scale for p in parts):
             raise InputError("union of workloads with rescaled Gram matrices is not supported")
-        self.parts = parts
-        self.weights = np.ones(len(parts)) if weights is None else _weights(weights, len(parts))
-        self.domain = union_domain([p.domain for p in self.parts])
-        if np.all(self.weights == 1):
-            self.spec = "+".join(p.spec for p in self.parts)
+        weights = np.ones(len(parts)) if weights is None else _weights(weights, len(parts))
+        self.domain = union_domain([p.domain for p in parts])
+        if np.all(weights == 1):
+            self.spec = "+".join(p.spec for p in parts)
         else:
-            self.spec = "union(" + ",".join(f"{w:g}*({p.spec})" for w, p in zip(self.weights, self.parts)) + ")"
+            self.spec = "union(" + ",".join(f"{w:g}*({p.spec})" for w, p in zip(weights, parts)) + ")"
+        # a union of unions (marginals:4x4:1+marginals:4x4:2) is one union of their parts, in row
+        # order, weights multiplied: the structured analyses (Kronecker, marginal) see every term
+        self.parts, flat = [], []
+        for w, part in zip(weights, parts):
+            inner = zip(part.weights, part.parts) if isinstance(part, Union) else [(1.0, part)]
+            for v, q in inner:
+                self.parts.append(q)
+                flat.append(float(w) * float(v))
+        self.weights = np.asarray(flat)
         self._gram_cache: np.ndarray | None = None
 
     @property

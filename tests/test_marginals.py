@@ -153,3 +153,48 @@ def test_auto_uses_the_template_on_large_marginal_workloads():
 def test_the_method_refuses_other_workloads():
     with pytest.raises(InputError, match="is not a marginal workload"):
         solve("prefix:8", privacy="pure", method="marginals")
+
+
+def test_a_flat_identity_or_total_in_a_union_is_the_full_table_or_the_empty_marginal():
+    """identity:12 in a union over 3 x 4 cells is the full table (it was read as the marginal on attribute 0, which gave
+    an error below the SVD bound for a strategy that does not support the workload)."""
+    W = parse_spec("identity:12+identity:3*total:4")
+    one_way = MarginalsMatrix((3, 4), [0.0, 1.0, 1.0, 0.0])
+    with pytest.raises(InputError, match="never measured"):
+        unit_error(one_way, W, 2)
+    for p, privacy in ((1, "pure"), (2, "approx")):
+        s = solve(W, privacy=privacy, method="marginals")
+        assert s.meta["unit_total_squared_error"] == pytest.approx(direct_error(s.matrix.tocsr(), W, p), rel=1e-9)
+        assert s.meta["unit_total_squared_error"] <= 24.0 * (1 + 1e-9)  # the identity's: trace(W^T W) = 12 + 12
+    T = parse_spec("total:12+identity:3*total:4")
+    A = MarginalsMatrix((3, 4), [1.0, 0.0, 1.0, 0.0])
+    assert unit_error(A, T, 1) == pytest.approx(direct_error(A.tocsr(), T, 1), rel=1e-9)
+
+
+def test_unions_of_marginal_specs_are_one_marginal_workload():
+    """A union of unions is flattened (weights multiplied, rows in order): the template and the per-factor analyses
+    see every term, and the answers and the Gram are those of the stacked rows."""
+    W = parse_spec("marginals:2x3x4:1+marginals:2x3x4:2")
+    assert [p.spec for p in W.parts] == ["identity:2*total:3*total:4", "total:2*identity:3*total:4", "total:2*total:3*identity:4",
+                                         "identity:2*identity:3*total:4", "identity:2*total:3*identity:4", "total:2*identity:3*identity:4"]
+    M = sp.vstack([parse_spec("marginals:2x3x4:1").matrix(), parse_spec("marginals:2x3x4:2").matrix()]).toarray()
+    np.testing.assert_allclose(W.gram(), M.T @ M)
+    x = np.arange(24.0)
+    np.testing.assert_allclose(W.matvec(x), M @ x)
+    s = solve(W, privacy="approx", method="marginals")
+    assert s.meta["unit_total_squared_error"] == pytest.approx(direct_error(s.matrix.tocsr(), W, 2), rel=1e-9)
+    nested = union([union([identity(6), total(6)], weights=[2.0, 3.0]), identity(6)], weights=[0.5, 1.0])
+    np.testing.assert_allclose(nested.weights, [1.0, 1.5, 1.0])
+
+
+def test_one_attribute_stacks_and_structural_fingerprints(tmp_path, monkeypatch):
+    """A stack on one attribute reads back as one; its fingerprint comes from its weights (a stack of 1e8 entries
+    is never expanded to identify it)."""
+    from strategy_opt.io import matrix_fingerprint
+
+    A = MarginalsMatrix((5,), [1.0, 30.0])
+    back = MarginalsMatrix.from_meta(A.tocsr(), {"domain": [5], "marginal_weights": A.weights_by_subset()})
+    assert isinstance(back, MarginalsMatrix) and back.weights_by_subset() == {"0": 1.0, "1": 30.0}
+    monkeypatch.setattr(MarginalsMatrix, "tocsr", lambda self: (_ for _ in ()).throw(AssertionError("expanded")))
+    assert matrix_fingerprint(A).startswith("marginals:")
+    assert matrix_fingerprint(A) != matrix_fingerprint(MarginalsMatrix((5,), [1.0, 31.0]))
