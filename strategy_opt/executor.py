@@ -42,6 +42,7 @@ from .defaults import (
 from .certificates import gram_factor
 from .error import ADD_ROWS, STRUCTURED, ErrorProfile, as_strategy_matrix, check_columns, check_kronecker_support, diagonal_inverse, kronecker_query_variances, sensitivity
 from .exceptions import InputError, NoiseScaleError, PrecisionError, setting
+from .marginals import MarginalsMatrix, marginals_trace
 from .privacy import Privacy, check_privacy
 from .progress import PROGRESS_MIN_N, Progress
 from .resources import require_memory
@@ -707,7 +708,9 @@ def run(
             prof.check_support(G, workload=workload)
     else:
         kron = check_kronecker_support(strategy.matrix, workload)  # a product strategy on a product workload: checked factor by factor
-        if kron is None:
+        if kron is None and isinstance(strategy.matrix, MarginalsMatrix) and marginals_trace(strategy.matrix, workload) is not None:
+            log.info("domain of %d cells: support checked per eigenspace of the marginal algebra; intervals are omitted", workload.n)
+        elif kron is None:
             check_measured_cells(A, workload)
             if probe_support(A, workload):
                 log.info("domain of %d cells: support checked by %d random probes; intervals are omitted (they need the n x n error profile)", workload.n, SUPPORT_PROBES)

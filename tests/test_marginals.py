@@ -198,3 +198,21 @@ def test_one_attribute_stacks_and_structural_fingerprints(tmp_path, monkeypatch)
     monkeypatch.setattr(MarginalsMatrix, "tocsr", lambda self: (_ for _ in ()).throw(AssertionError("expanded")))
     assert matrix_fingerprint(A).startswith("marginals:")
     assert matrix_fingerprint(A) != matrix_fingerprint(MarginalsMatrix((5,), [1.0, 31.0]))
+
+
+def test_run_past_the_dense_limit_checks_a_stack_per_eigenspace(monkeypatch):
+    """Past the dense limit run checks a stack of marginals on a marginal workload exactly (per eigenspace), answers
+    as the dense route does, and refuses the 2-way marginals from the 1-way ones."""
+    from strategy_opt import executor
+    from strategy_opt.executor import run
+    from strategy_opt.privacy import PureDP
+
+    A = MarginalsMatrix((3, 4), [0.0, 0.5, 0.5, 0.0])
+    x = np.arange(12.0)
+    one_way, two_way = parse_spec("marginals:3x4:1"), parse_spec("marginals:3x4:2")
+    dense = run(A, x, one_way, PureDP(1.0), rng=5)
+    monkeypatch.setattr(executor, "MAX_DENSE_N", 5)
+    far = run(A, x, one_way, PureDP(1.0), rng=5)
+    np.testing.assert_allclose(far.answers, dense.answers, rtol=1e-9, atol=1e-9)
+    with pytest.raises(InputError, match="interactions of attributes \\[0, 1\\] are never measured"):
+        run(A, x, two_way, PureDP(1.0), rng=5)
