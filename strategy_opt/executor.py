@@ -472,7 +472,11 @@ def probe_support(A, workload: Workload, probes: int = SUPPORT_PROBES, seed: int
     """
     rng = np.random.default_rng(seed)
     At = A.T.tocsr() if sp.issparse(A) else np.asarray(A, dtype=float).T
-    solve = lambda b: lsmr(At, b, atol=1e-14, btol=1e-14, maxiter=SUPPORT_PROBE_MAX_ITER)  # noqa: E731
+
+    def solve(b: np.ndarray) -> tuple:
+        """LSMR's least-squares fit of b by A's rows: (y, istop, itn, ||A^T y - b||, ...)."""
+        return lsmr(At, b, atol=1e-14, btol=1e-14, maxiter=SUPPORT_PROBE_MAX_ITER)
+
     try:
         norms = workload.diagonal_query_variances(np.ones(workload.n)) if workload.m <= SUPPORT_PROBE_MAX_QUERIES else None
     except InputError:  # rows too many to build
@@ -501,8 +505,8 @@ def probe_support(A, workload: Workload, probes: int = SUPPORT_PROBES, seed: int
         norm = float(np.linalg.norm(v))
         if norm == 0:
             continue
-        istop, rnorm = (lambda res: (res[1], res[3]))(solve(v / norm))
-        share = float(rnorm) ** 2
+        fit = solve(v / norm)
+        istop, share = fit[1], float(fit[3]) ** 2
         if share <= SUPPORT_PROBE_MASS_RTOL:
             continue
         if istop in (3, 7):  # condition or iteration limit: not converged, undecided
