@@ -135,7 +135,7 @@ class MarginalsMatrix:
         Weight of the marginal on each attribute subset (bit mask); zero weights
         give no rows.
     product : sparse matrix, optional
-        The product as stored in a file, when read back (`from_product`):
+        The product as stored in a file, when read back (`from_meta`):
         `tocsr` returns it bit for bit.
 
     Examples
