@@ -38,7 +38,7 @@ from .exceptions import InputError
 from .marginals import MarginalsMatrix, marginals_trace
 from .privacy import check_privacy
 from .threads import factorization_threads
-from .workload import ExplicitWorkload, Kronecker, Union, Workload, _check_dense_n
+from .workload import ExplicitWorkload, Kronecker, Union, Workload, _check_dense_n, _factors_on
 
 __all__ = [
     "as_strategy_matrix",
@@ -540,9 +540,10 @@ def _kron_parts(A, workload: Workload):
     doms = [f.shape[1] for f in A.factors]
     out = []
     for w, part in zip(weights, parts):
-        if not isinstance(part, Kronecker) or [f.n for f in part.factors] != doms:
+        factors = _factors_on(part, tuple(workload.domain)) if isinstance(workload, Union) else (part.factors if isinstance(part, Kronecker) else [part])
+        if [f.n for f in factors] != doms:
             return None
-        out.append((w, part.factors))
+        out.append((w, factors))
     return out
 
 

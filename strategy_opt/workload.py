@@ -1092,6 +1092,16 @@ class Union(Workload):
         return np.concatenate([w**2 * p.diagonal_query_variances(d) for w, p in zip(self.weights, self.parts)])
 
 
+def _factors_on(part: Workload, domain: tuple[int, ...]) -> list[Workload]:
+    """A union term's factors over the union's domain: a flat identity or total over a product domain is
+    the product of identities or of totals (``identity:24`` in ``marginals:3x4x2:2+identity:24``)."""
+    if isinstance(part, Kronecker):
+        return list(part.factors)
+    if len(domain) > 1 and isinstance(part, (_Identity, _Total)):
+        return [(identity if isinstance(part, _Identity) else total)(d) for d in domain]
+    return [part]
+
+
 def _aligned_union_eigvals(W: Union) -> np.ndarray | None:
     """Eigenvalues of a union of aligned Kronecker products in closed form (see `Union.gram_eigvals`); None if it is not one.
 
@@ -1104,7 +1114,7 @@ def _aligned_union_eigvals(W: Union) -> np.ndarray | None:
     ``N * classes`` operations however many parts (marginals over 20 binary
     attributes, k = 10: 184756 parts, 2^20 classes).
     """
-    factor_lists = [list(p.factors) if isinstance(p, Kronecker) else [p] for p in W.parts]
+    factor_lists = [_factors_on(p, W.domain) for p in W.parts]
     sizes = [f.n for f in factor_lists[0]]
     if any([f.n for f in fl] != sizes for fl in factor_lists):
         return None
