@@ -35,7 +35,7 @@ import scipy.sparse as sp
 
 from .defaults import EIG_RTOL, SUPPORT_RTOL, TINY_GRAM
 from .exceptions import InputError
-from .marginals import MarginalsMatrix, marginals_trace
+from .marginals import MarginalsMatrix, marginals_query_variances, marginals_trace
 from .privacy import check_privacy
 from .threads import factorization_threads
 from .workload import ExplicitWorkload, Kronecker, Union, Workload, _check_dense_n, _factors_on
@@ -667,6 +667,10 @@ def per_query_variances(A, workload: Workload, p: int, noise_variance_factor: fl
     """
     A, workload = as_strategy_matrix(A), _check_workload(workload)
     check_columns(A, workload)
+    if isinstance(A, MarginalsMatrix):
+        variances = marginals_query_variances(A, workload)  # per marginal, at any size
+        if variances is not None:
+            return noise_variance_factor * A.sensitivity(p) ** 2 * variances
     if isinstance(A, STRUCTURED):
         A = A.tocsr()
     prof = ErrorProfile(A)

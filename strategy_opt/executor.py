@@ -42,7 +42,7 @@ from .defaults import (
 from .certificates import gram_factor
 from .error import ADD_ROWS, STRUCTURED, ErrorProfile, as_strategy_matrix, check_columns, check_kronecker_support, diagonal_inverse, kronecker_query_variances, sensitivity
 from .exceptions import InputError, NoiseScaleError, PrecisionError, setting
-from .marginals import MarginalsMatrix, marginals_trace
+from .marginals import MarginalsMatrix, marginals_query_variances, marginals_trace
 from .privacy import Privacy, check_privacy
 from .progress import PROGRESS_MIN_N, Progress
 from .resources import require_memory
@@ -701,7 +701,7 @@ def run(
         float(min(BYTES_PER_QUERY * workload.m, 10**300)), f"answering the {workload.m:,} queries of workload {workload.spec!r}", "use fewer queries"
     )
     sampler = release_sampler(sampler, rng)
-    prof = kron = None
+    prof = kron = marginal = None
     if workload.n >= PROGRESS_MIN_N:
         log.info("run: checking that the %d x %d strategy supports the workload", *A.shape)
     if workload.n <= MAX_DENSE_N or diagonal_inverse(A) is not None:  # a diagonal A^T A (the identity) needs no n x n matrix
@@ -713,7 +713,8 @@ def run(
     else:
         kron = check_kronecker_support(strategy.matrix, workload)  # a product strategy on a product workload: checked factor by factor
         if kron is None and isinstance(strategy.matrix, MarginalsMatrix) and marginals_trace(strategy.matrix, workload) is not None:
-            log.info("domain of %d cells: support checked per eigenspace of the marginal algebra; intervals are omitted", workload.n)
+            log.info("domain of %d cells: support checked per eigenspace of the marginal algebra", workload.n)
+            marginal = marginals_query_variances(strategy.matrix, workload)
         elif kron is None:
             check_measured_cells(A, workload)
             if probe_support(A, workload):
@@ -733,4 +734,6 @@ def run(
         lower, upper = answer_intervals(A, workload, privacy, answers, profile=prof)
     elif intervals and estimator == "ls" and kron is not None:
         lower, upper = _intervals(A, privacy, answers, kronecker_query_variances(strategy.matrix, workload, kron), CONFIDENCE)
+    elif intervals and estimator == "ls" and marginal is not None:
+        lower, upper = _intervals(A, privacy, answers, marginal, CONFIDENCE)
     return Release(answers, lower, upper, x_hat, scale)

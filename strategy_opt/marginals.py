@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from .exceptions import InputError
 from .workload import Kronecker, Union, Workload, _Identity, _Total
 
-__all__ = ["MarginalsMatrix", "marginal_attribute_sets", "marginal_spectrum", "marginals_trace", "superset_sums", "subset_sums"]
+__all__ = ["MarginalsMatrix", "marginal_attribute_sets", "marginal_spectrum", "marginals_trace", "marginals_query_variances", "superset_sums", "subset_sums"]
 
 #: `MarginalsMatrix.from_product`: largest entry difference from the stored product, relative to its largest entry.
 PRODUCT_RTOL = 1e-12
@@ -260,3 +260,45 @@ def marginals_trace(A: MarginalsMatrix, W: Workload) -> float | None:
         missing = ", ".join(str(list(map(int, np.flatnonzero(subset_bits(len(A.domain))[u])))) for u in np.flatnonzero(need & tiny)[:3])
         raise InputError(f"strategy does not support the workload (W A+ A != W): the workload's interactions of attributes {missing} are never measured")
     return float(np.sum(mult[need] * g[need] / x[need]))
+
+
+def marginals_query_variances(A: MarginalsMatrix, W: Workload) -> np.ndarray | None:
+    """``w_i (A^T A)^+ w_i^T`` for every query of a marginal workload on A's domain (None for another workload).
+
+    A query of the marginal on T is ``(x)_{i in T} e_k (x)_{i not in T} 1^T``; on
+    eigenspace U its quadratic form is ``prod_{i in U} (1 - 1/d_i) prod_{i in T - U}
+    1/d_i prod_{i not in T} d_i`` for U inside T and 0 otherwise, the same for every
+    query of the marginal, so
+
+        variance(T) = w_T^2 sum_{U ⊆ T} term(U, T) / x(U),
+
+    in the workload's row order. `InputError` (from `marginals_trace`) if A does
+    not support W.
+
+    Examples
+    --------
+    The 1-way marginals of a 2 x 3 table measured at weight 1 each: least squares
+    spreads the rank, 4, over the 5 queries (the two marginals share their total).
+
+    >>> from strategy_opt.spec import parse_spec
+    >>> v = marginals_query_variances(MarginalsMatrix((2, 3), [0.0, 1.0, 1.0, 0.0]), parse_spec("marginals:2x3:1"))
+    >>> [round(float(t), 6) for t in v]
+    [0.8, 0.8, 0.8, 0.8, 0.8]
+    """
+    if marginals_trace(A, W) is None:  # also the support check
+        return None
+    sizes = np.asarray(A.domain, dtype=float)
+    k = sizes.size
+    bits = subset_bits(k).astype(bool)
+    x = A.eigenvalues()
+    parts = W.parts if isinstance(W, Union) else [W]
+    weights = W.weights if isinstance(W, Union) else np.ones(1)
+    out = []
+    for w, T, part in zip(weights, marginal_attribute_sets(W), parts):
+        in_t = np.zeros(k, dtype=bool)
+        in_t[list(T)] = True
+        inside = ~np.any(bits & ~in_t, axis=1)  # U ⊆ T
+        factor = np.where(bits, 1.0 - 1.0 / sizes, np.where(in_t, 1.0 / sizes, sizes))
+        term = np.prod(factor[inside], axis=1)
+        out.append(np.full(part.m, float(w) ** 2 * float(np.sum(term / x[inside]))))
+    return np.concatenate(out)

@@ -214,5 +214,23 @@ def test_run_past_the_dense_limit_checks_a_stack_per_eigenspace(monkeypatch):
     monkeypatch.setattr(executor, "MAX_DENSE_N", 5)
     far = run(A, x, one_way, PureDP(1.0), rng=5)
     np.testing.assert_allclose(far.answers, dense.answers, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(far.upper - far.answers, dense.upper - dense.answers, rtol=1e-9)  # the intervals too
     with pytest.raises(InputError, match="interactions of attributes \\[0, 1\\] are never measured"):
         run(A, x, two_way, PureDP(1.0), rng=5)
+
+
+@pytest.mark.parametrize("spec", ["marginals:2x3x4:1", "marginals:3x2x2:2", "identity:12+identity:3*total:4", "marginals:2x3:0+marginals:2x3:2"])
+def test_query_variances_match_the_matrix(spec):
+    """Per-query variances per marginal equal w_i pinv(A^T A) w_i^T of the stacked matrix (numpy), query by query."""
+    from strategy_opt.error import per_query_variances
+    from strategy_opt.marginals import marginals_query_variances
+
+    W = parse_spec(spec)
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        A = MarginalsMatrix(W.domain, _random_theta(len(W.domain), rng))
+        D = A.tocsr().toarray()
+        Wm = W.matrix().toarray()
+        expected = np.einsum("ij,jk,ik->i", Wm, np.linalg.pinv(D.T @ D), Wm)
+        np.testing.assert_allclose(marginals_query_variances(A, W), expected, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(per_query_variances(A, W, 1).sum(), direct_error(D, W, 1), rtol=1e-9)
