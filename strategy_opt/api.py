@@ -321,7 +321,7 @@ def error_report(strategy: Strategy | ArrayLike, workload: Workload | str | Arra
     (10.0, 4.0, 1.5597)
     """
     from .error import STRUCTURED, ErrorProfile, _kron_parts, check_columns, log_svd_bound, sensitivity
-    from .marginals import MarginalsMatrix, marginals_query_variances, marginals_trace
+    from .marginals import MarginalsMatrix, marginals_query_variances
 
     if not isinstance(strategy, Strategy):
         strategy = Strategy(strategy)
@@ -344,9 +344,9 @@ def error_report(strategy: Strategy | ArrayLike, workload: Workload | str | Arra
             max_var = sens**2 * max(float(w) ** 2 * math.prod(float(Wj.query_variances(P).max()) for Wj, P in zip(factors, pinvs)) for w, factors in kparts)
         except InputError:  # a factor with too many queries to enumerate
             max_var = None
-    elif isinstance(A, MarginalsMatrix) and marginals_trace(A, W) is not None:
+    elif isinstance(A, MarginalsMatrix) and (variances := marginals_query_variances(A, W)) is not None:
         E = unit_error(A, W, p)  # per eigenspace of the marginal algebra, at any size
-        max_var = sens**2 * float(marginals_query_variances(A, W).max())
+        max_var = sens**2 * float(variances.max())
     else:
         if isinstance(A, STRUCTURED):
             A = A.tocsr()

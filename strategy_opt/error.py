@@ -540,7 +540,7 @@ def _kron_parts(A, workload: Workload):
     doms = [f.shape[1] for f in A.factors]
     out = []
     for w, part in zip(weights, parts):
-        factors = _factors_on(part, tuple(workload.domain)) if isinstance(workload, Union) else (part.factors if isinstance(part, Kronecker) else [part])
+        factors = _factors_on(part, tuple(workload.domain))
         if [f.n for f in factors] != doms:
             return None
         out.append((w, factors))
@@ -645,7 +645,7 @@ def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = Non
     if isinstance(A, MarginalsMatrix):
         trace = marginals_trace(A, workload)  # None for a workload that is not marginals on A's domain
         if trace is not None:
-            return A.sensitivity(p) ** 2 * trace
+            return sensitivity(A, p) ** 2 * trace
     if isinstance(A, STRUCTURED):
         A = A.tocsr()
     prof = profile if profile is not None else ErrorProfile(A)
@@ -670,7 +670,7 @@ def per_query_variances(A, workload: Workload, p: int, noise_variance_factor: fl
     if isinstance(A, MarginalsMatrix):
         variances = marginals_query_variances(A, workload)  # per marginal, at any size
         if variances is not None:
-            return noise_variance_factor * A.sensitivity(p) ** 2 * variances
+            return noise_variance_factor * sensitivity(A, p) ** 2 * variances
     if isinstance(A, STRUCTURED):
         A = A.tocsr()
     prof = ErrorProfile(A)

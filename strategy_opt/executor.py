@@ -42,7 +42,7 @@ from .defaults import (
 from .certificates import gram_factor
 from .error import ADD_ROWS, STRUCTURED, ErrorProfile, as_strategy_matrix, check_columns, check_kronecker_support, diagonal_inverse, kronecker_query_variances, sensitivity
 from .exceptions import InputError, NoiseScaleError, PrecisionError, setting
-from .marginals import MarginalsMatrix, marginals_query_variances, marginals_trace
+from .marginals import MarginalsMatrix, marginals_query_variances
 from .privacy import Privacy, check_privacy
 from .progress import PROGRESS_MIN_N, Progress
 from .resources import require_memory
@@ -712,9 +712,10 @@ def run(
             prof.check_support(G, workload=workload)
     else:
         kron = check_kronecker_support(strategy.matrix, workload)  # a product strategy on a product workload: checked factor by factor
-        if kron is None and isinstance(strategy.matrix, MarginalsMatrix) and marginals_trace(strategy.matrix, workload) is not None:
-            log.info("domain of %d cells: support checked per eigenspace of the marginal algebra", workload.n)
+        if kron is None and isinstance(strategy.matrix, MarginalsMatrix):  # None for another workload; checks support
             marginal = marginals_query_variances(strategy.matrix, workload)
+        if marginal is not None:
+            log.info("domain of %d cells: support checked per eigenspace of the marginal algebra", workload.n)
         elif kron is None:
             check_measured_cells(A, workload)
             if probe_support(A, workload):
@@ -732,8 +733,7 @@ def run(
     lower = upper = None
     if intervals and estimator == "ls" and prof is not None:
         lower, upper = answer_intervals(A, workload, privacy, answers, profile=prof)
-    elif intervals and estimator == "ls" and kron is not None:
-        lower, upper = _intervals(A, privacy, answers, kronecker_query_variances(strategy.matrix, workload, kron), CONFIDENCE)
-    elif intervals and estimator == "ls" and marginal is not None:
-        lower, upper = _intervals(A, privacy, answers, marginal, CONFIDENCE)
+    elif intervals and estimator == "ls" and (kron is not None or marginal is not None):  # a structured strategy past the dense limit
+        variances = marginal if marginal is not None else kronecker_query_variances(strategy.matrix, workload, kron)
+        lower, upper = _intervals(A, privacy, answers, variances, CONFIDENCE)
     return Release(answers, lower, upper, x_hat, scale)

@@ -32,7 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .exceptions import InputError
-from .workload import Kronecker, Union, Workload, _Identity, _Total
+from .workload import Union, Workload, _factors_on, _Identity, _Total
 
 __all__ = ["MarginalsMatrix", "marginal_attribute_sets", "marginal_spectrum", "marginals_trace", "marginals_query_variances", "superset_sums", "subset_sums"]
 
@@ -57,17 +57,10 @@ def marginal_attribute_sets(workload: Workload) -> list[tuple[int, ...]] | None:
     domain = tuple(workload.domain)
     sets = []
     for part in parts:
-        if isinstance(part, Kronecker):
-            factors = part.factors
-            if tuple(f.n for f in factors) != domain or not all(isinstance(f, (_Identity, _Total)) for f in factors):
-                return None
-            sets.append(tuple(i for i, f in enumerate(factors) if isinstance(f, _Identity)))
-        elif isinstance(part, _Identity):  # a flat identity over a product domain is the full table
-            sets.append(tuple(range(len(domain))))
-        elif isinstance(part, _Total):  # and a flat total the empty marginal
-            sets.append(())
-        else:
+        factors = _factors_on(part, domain)  # a flat identity (total) over a product domain: the full table (empty marginal)
+        if tuple(f.n for f in factors) != domain or not all(isinstance(f, (_Identity, _Total)) for f in factors):
             return None
+        sets.append(tuple(i for i, f in enumerate(factors) if isinstance(f, _Identity)))
     return sets
 
 
