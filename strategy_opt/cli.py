@@ -237,8 +237,12 @@ def _summary(meta: dict) -> str:
     E = fmt(meta.get("unit_total_squared_error"), meta.get("unit_total_squared_error_log10"))
     lb = fmt(meta.get("lower_bound"), meta.get("lower_bound_log10"))
     ratio = meta.get("ratio_to_lower_bound")
+    objective = ""
+    if meta.get("objective") not in (None, "total"):  # the value the method minimised, beside the total error
+        objective = (f"objective={meta['objective']} value={fmt(meta.get('objective_value'), None)} "
+                     f"objective_lower_bound={fmt(meta.get('objective_lower_bound'), None)} ")
     return (
-        f"method={meta.get('method')} workload={meta.get('workload')} privacy={meta.get('privacy')} "
+        f"method={meta.get('method')} workload={meta.get('workload')} privacy={meta.get('privacy')} {objective}"
         f"shape={meta.get('shape')} E_{meta.get('sensitivity_norm', 'l?')[1:]}={E} lower_bound={lb} "
         f"({meta.get('lower_bound_kind')}) ratio={'n/a' if ratio is None else f'{ratio:.6g}'} "
         f"solver={meta.get('solver')} status={meta.get('solver_status')} seconds={meta.get('solve_seconds', 0):.3g}"

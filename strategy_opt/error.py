@@ -33,7 +33,7 @@ import numpy as np
 import scipy.linalg as la
 import scipy.sparse as sp
 
-from .defaults import EIG_RTOL, SUPPORT_RTOL, TINY_GRAM
+from .defaults import EIG_RTOL, MAX_DENSE_N, SUPPORT_RTOL, TINY_GRAM
 from .exceptions import InputError
 from .marginals import MarginalsMatrix, marginals_query_variances, marginals_trace
 from .privacy import check_privacy
@@ -262,6 +262,8 @@ def diagonal_inverse(A) -> np.ndarray | None:
 
 def _diagonal_inverse(A) -> np.ndarray | None:
     """`diagonal_inverse` of an A that `as_strategy_matrix` has checked."""
+    if isinstance(A, KroneckerMatrix) and any(_most_per_row(f) > 1 for f in A.factors):
+        return None  # a row of the product is a product of factor rows: never form a product that cannot be diagonal
     if isinstance(A, STRUCTURED):
         A = A.tocsr()
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
@@ -280,6 +282,24 @@ def _diagonal_inverse(A) -> np.ndarray | None:
     if d.min() > 0 and d.max() >= TINY_GRAM and np.all(np.isfinite(d)) and np.all(np.isfinite(inv)):
         return inv
     return None
+
+
+def _most_per_row(f) -> int:
+    """Most non-zeros in a row of a (dense or sparse) matrix."""
+    if sp.issparse(f):
+        f = sp.csr_matrix(f, copy=True)
+        f.eliminate_zeros()
+        return int(np.diff(f.indptr).max(initial=0))
+    return int(np.count_nonzero(f, axis=1).max(initial=0))
+
+
+def _analysable_rows(A):
+    """A structured strategy's rows for the dense analysis, refused (`InputError`) past the dense limit before they are formed."""
+    if isinstance(A, STRUCTURED):
+        if A.shape[1] > MAX_DENSE_N and _diagonal_inverse(A) is None:
+            _check_dense_n(A.shape[1], "error analysis of this strategy")
+        A = A.tocsr()
+    return A
 
 
 def _gram_of(A) -> np.ndarray:
@@ -646,8 +666,7 @@ def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = Non
         trace = marginals_trace(A, workload)  # None for a workload that is not marginals on A's domain
         if trace is not None:
             return sensitivity(A, p) ** 2 * trace
-    if isinstance(A, STRUCTURED):
-        A = A.tocsr()
+    A = _analysable_rows(A)
     prof = profile if profile is not None else ErrorProfile(A)
     G = prof.check_workload(workload)
     return sensitivity(A, p) ** 2 * prof.workload_trace(workload, G)
@@ -667,12 +686,11 @@ def per_query_variances(A, workload: Workload, p: int, noise_variance_factor: fl
     """
     A, workload = as_strategy_matrix(A), _check_workload(workload)
     check_columns(A, workload)
-    if isinstance(A, MarginalsMatrix):
-        variances = marginals_query_variances(A, workload)  # per marginal, at any size
-        if variances is not None:
-            return noise_variance_factor * sensitivity(A, p) ** 2 * variances
-    if isinstance(A, STRUCTURED):
-        A = A.tocsr()
+    # structured strategies on matching workloads: per marginal, or per factor, at any size
+    variances = marginals_query_variances(A, workload) if isinstance(A, MarginalsMatrix) else kronecker_query_variances(A, workload)
+    if variances is not None:
+        return noise_variance_factor * sensitivity(A, p) ** 2 * variances
+    A = _analysable_rows(A)
     prof = ErrorProfile(A)
     prof.check_workload(workload)
     return noise_variance_factor * sensitivity(A, p) ** 2 * prof.query_variances(workload)
@@ -700,8 +718,7 @@ def supports(A, workload: Workload) -> bool:
     """
     A, workload = as_strategy_matrix(A), _check_workload(workload)
     check_columns(A, workload)
-    if isinstance(A, STRUCTURED):
-        A = A.tocsr()
+    A = _analysable_rows(A)
     prof = ErrorProfile(A)
     return prof.full_rank or prof.support_gap(workload.gram(), workload) is None
 

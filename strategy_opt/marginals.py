@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from .exceptions import InputError
 from .workload import Union, Workload, _factors_on, _Identity, _Total
 
-__all__ = ["MarginalsMatrix", "marginal_attribute_sets", "marginal_spectrum", "marginals_trace", "marginals_query_variances", "superset_sums", "subset_sums"]
+__all__ = ["MarginalsMatrix", "marginal_attribute_sets", "marginal_spectrum", "marginals_trace", "marginals_query_variances", "marginal_variance_terms", "superset_sums", "subset_sums"]
 
 #: `MarginalsMatrix.from_product`: largest entry difference from the stored product, relative to its largest entry.
 PRODUCT_RTOL = 1e-12
@@ -280,18 +280,39 @@ def marginals_query_variances(A: MarginalsMatrix, W: Workload) -> np.ndarray | N
     """
     if marginals_trace(A, W) is None:  # also the support check
         return None
-    sizes = np.asarray(A.domain, dtype=float)
+    terms, sizes = marginal_variance_terms(W)
+    return np.repeat(terms @ (1.0 / A.eigenvalues()), sizes)
+
+
+def marginal_variance_terms(W: Workload) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Per-marginal variance coefficients of a marginal workload: ``(V, m)``.
+
+    ``V[t, U] = w_T^2 term(U, T)`` for the workload's t-th marginal T (the
+    quadratic form of any of its queries on eigenspace U, `marginals_query_variances`),
+    so every query of marginal t has variance ``(V @ (1 / x))[t]`` under a stack of
+    eigenvalues x; ``m[t] = prod_{i in T} d_i`` is its number of queries, and
+    ``m @ V = mult * g`` (`marginal_spectrum`). W must be a marginal workload.
+
+    Examples
+    --------
+    >>> from strategy_opt.spec import parse_spec
+    >>> V, m = marginal_variance_terms(parse_spec("marginals:2x3:1"))
+    >>> V.toarray().round(4).tolist(), m.tolist()
+    ([[1.5, 0.0, 1.5, 0.0], [0.6667, 1.3333, 0.0, 0.0]], [2, 3])
+    """
+    sizes = np.asarray(W.domain, dtype=float)
     k = sizes.size
     bits = subset_bits(k).astype(bool)
-    x = A.eigenvalues()
-    parts = W.parts if isinstance(W, Union) else [W]
     weights = W.weights if isinstance(W, Union) else np.ones(1)
-    out = []
-    for w, T, part in zip(weights, marginal_attribute_sets(W), parts):
+    rows, cols, vals, counts = [], [], [], []
+    for t, (w, T) in enumerate(zip(weights, marginal_attribute_sets(W))):
         in_t = np.zeros(k, dtype=bool)
         in_t[list(T)] = True
-        inside = ~np.any(bits & ~in_t, axis=1)  # U ⊆ T
-        factor = np.where(bits, 1.0 - 1.0 / sizes, np.where(in_t, 1.0 / sizes, sizes))
-        term = np.prod(factor[inside], axis=1)
-        out.append(np.full(part.m, float(w) ** 2 * float(np.sum(term / x[inside]))))
-    return np.concatenate(out)
+        inside = np.flatnonzero(~np.any(bits & ~in_t, axis=1))  # U ⊆ T
+        factor = np.where(bits[inside], 1.0 - 1.0 / sizes, np.where(in_t, 1.0 / sizes, sizes))
+        rows.append(np.full(inside.size, t))
+        cols.append(inside)
+        vals.append(float(w) ** 2 * np.prod(factor, axis=1))
+        counts.append(int(np.prod(sizes[in_t])))
+    V = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(len(counts), 2**k))
+    return V, np.asarray(counts, dtype=np.int64)

@@ -26,3 +26,11 @@ def direct_error(A, W, p: int) -> float:
     Wm = W.matrix().toarray()
     sens = np.abs(A).sum(0).max() if p == 1 else np.sqrt((A * A).sum(0)).max()
     return float(sens**2 * np.linalg.norm(Wm @ np.linalg.pinv(A), "fro") ** 2)
+
+
+def query_variances(A, W, p: int) -> np.ndarray:
+    """Unit per-query variances ``sensitivity^2 w_i pinv(A^T A) w_i^T`` by the definition (numpy's pinv)."""
+    A = dense(A)
+    Wm = W.matrix().toarray()
+    sens = np.abs(A).sum(0).max() if p == 1 else np.sqrt((A * A).sum(0)).max()
+    return sens**2 * np.einsum("ij,jk,ik->i", Wm, np.linalg.pinv(A.T @ A), Wm)

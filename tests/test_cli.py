@@ -381,8 +381,6 @@ def test_a_sidecar_that_cannot_be_written_leaves_no_output(tmp_path, capsys, mon
         (["solve", "--workload", "identity:-1"], "malformed workload SPEC 'identity:-1': N must be a positive integer, got '-1'"),
         (["solve", "--workload", "prefix:6", "--privacy", "approx", "--method", "minerror-l2", "--objective", "weighted", "--option", "weights=1,2,nan,4,5,-6"],
          "option weights must be finite and positive, got nan for query 2 (0-based; 2 such entries) (a query of weight 0 must still be answered by the strategy: give it a small weight)"),
-        (["solve", "--workload", "prefix:6", "--privacy", "pure", "--objective", "max"],
-         "auto: no pure method minimises objective 'max' (minerror-l2 does under approx privacy); use --objective total or --privacy approx"),
         (["online", "--data", "x.npy", "--queries", "prefix:32", "--budget", "1", "--half-width", "5", "--out", "o.csv"],
          "x.npy: histogram has 16 cells but the --queries stream has 32"),
         (["release", "--method", "dawa", "--data", "x.npy", "--workload", "prefix:16", "--epsilon", "1e-300", "--seed", "1", "--out", "e.npy"],

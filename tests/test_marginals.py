@@ -70,14 +70,21 @@ def test_bad_weights_are_refused():
             MarginalsMatrix((2, 3), theta)
 
 
+@pytest.mark.parametrize("kind", ["total", "weighted", "max"])
 @pytest.mark.parametrize("p", [1, 2])
-def test_template_gradient_and_value(p):
-    """The template's loss has the gradient of central differences, and its value is E_p of the strategy it builds."""
+def test_template_gradient_and_value(p, kind):
+    """The template's loss has the gradient of central differences, and its value is the objective at the strategy it
+    builds (numpy's pinv): E_p, a weighted total, or the largest per-query variance (its first smooth maximum's gradient)."""
+    from oracles import query_variances
     from strategy_opt.programs import marginals_template as mt
 
-    W = parse_spec("marginals:2x3x2:2")
-    A, value, weights = mt.marginals_strategy(W, p, max_iters=300, ftol=1e-12)
-    assert value == pytest.approx(direct_error(A.tocsr(), W, p), rel=1e-8)
+    W = parse_spec("marginals:2x3x2:2+marginals:2x3x2:1")
+    per_part = np.arange(1.0, 7.0)  # the union's 6 marginals: 3 two-way, then 3 one-way
+    objective = {"total": None, "weighted": mt.TemplateObjective("linear", per_part), "max": mt.TemplateObjective("max")}[kind]
+    A, value, weights, _ = mt.marginals_strategy(W, p, max_iters=300, ftol=1e-12, objective=objective)
+    u = query_variances(A, W, p)
+    expected = {"total": u.sum(), "weighted": np.repeat(per_part, [6, 4, 6, 2, 3, 2]) @ u, "max": u.max()}[kind]
+    assert value == pytest.approx(expected, rel=1e-8)
     assert abs(sum(weights.values()) - 1.0) < 1e-9
     # the gradient, through a second build of the loss at a random point
     captured = {}
@@ -89,7 +96,7 @@ def test_template_gradient_and_value(p):
 
     mt.so.minimize = spy
     try:
-        mt.marginals_strategy(W, p, max_iters=1, ftol=1e-12)
+        mt.marginals_strategy(W, p, max_iters=1, ftol=1e-12, objective=objective)
     finally:
         mt.so.minimize = original
     x = np.random.default_rng(1).random(8) + 0.1

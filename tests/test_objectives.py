@@ -303,13 +303,14 @@ def test_auto_says_why_no_optimiser_ran_and_falls_back_to_the_baselines(monkeypa
 
 def test_auto_names_a_candidate_skipped_for_its_solver(monkeypatch):
     # a non-linear objective with the native profile on > 64 cells: auto does not hand it to a generic SDP solver
-    s = solve("identity:65", privacy="approx", method="auto", objective="max", solver="native")
+    # (prefixes: not a marginal workload, which the marginals template would take)
+    s = solve("prefix:65", privacy="approx", method="auto", objective="max", solver="native")
     assert s.meta["auto_skipped"]["minerror-l2"].startswith("objective 'max' needs a generic SDP solver, which auto runs up to 64 cells (this workload has 65)")
     _no_baselines(monkeypatch)
     with pytest.raises(
         InputError, match=r"^auto: no candidate method can take this problem: minerror-l2: objective 'max' needs a generic SDP solver, which auto runs up to 64 cells \(this workload has 65\)"
     ):
-        solve("identity:65", privacy="approx", method="auto", objective="max", solver="native")
+        solve("prefix:65", privacy="approx", method="auto", objective="max", solver="native")
 
 
 def _failing(exc):

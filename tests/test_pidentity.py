@@ -93,7 +93,7 @@ def test_marginals_union_of_kronecker_products():
 @pytest.mark.parametrize("W", [marginals((3, 4, 5), 2), marginals((2,) * 6, 1), marginals((3, 3, 4), 1)], ids=lambda w: w.spec)
 def test_marginals_template_error_formula(W):
     """The eigenspace formula of the weighted-marginals template equals E_1 of the strategy it builds."""
-    A, E, weights = marginals_strategy(W, max_iters=500, ftol=1e-12)
+    A, E, weights, _ = marginals_strategy(W, max_iters=500, ftol=1e-12)
     assert E == pytest.approx(e1_from_gram(A.tocsr().toarray(), W.gram()), rel=1e-9)  # a sparse stack, or a Kronecker product (one marginal)
     assert abs(sum(weights.values()) - 1.0) < 1e-5
     assert E <= np.trace(W.gram()) * (1 + 1e-9)  # the identity (full table) is one of its starts

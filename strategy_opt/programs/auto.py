@@ -19,6 +19,9 @@ Under a non-total objective (``max``, ``weighted``, ``relative``, user
 objectives) the baselines are also built as for the total error and evaluated
 under the objective from their per-query variances: an optimiser's inaccurate
 solve (badly scaled rows) never leaves auto worse than a fixed construction.
+Under epsilon-DP the optimiser for such objectives is HDMM's marginals template on
+marginal workloads (method ``marginals``); elsewhere auto-pure's strategy for the
+total error is evaluated under the objective beside the baselines.
 
 The chosen strategy keeps the metadata of the method that produced it, with
 ``method = 'auto'``, ``auto_choice`` naming the winner and ``auto_candidates``
@@ -46,7 +49,7 @@ from ..problem import Problem
 from ..registry import methods, register_method
 from ..solvers import load_profile
 from ..workload import Kronecker
-from .minerror_l2 import LINEAR_OBJECTIVES, generic_sdp_profile, query_weights
+from .minerror_l2 import LINEAR_OBJECTIVES, UNWEIGHTED_OBJECTIVES, generic_sdp_profile, query_weights
 
 log = logging.getLogger("strategy_opt")
 
@@ -68,6 +71,8 @@ def _candidates(problem: Problem) -> list[str]:
         # auto-pure first (a tie keeps its certified l2-optimum lower bound); the baselines
         # also run, since auto-pure refuses domains whose dense Gram matrix is too large
         names = (["auto-pure"] if "auto-pure" in table else []) + list(BASELINES)
+        if problem.objective != "total" and "marginals" in table and marginal_attribute_sets(problem.workload) is not None:
+            names.append("marginals")  # auto-pure runs the template for the total; other objectives get it here
     else:
         names = ["identity", "wavelet", "hierarchical"]
         if "eigen-design" in table:
@@ -172,27 +177,44 @@ def _baselines_under_objective(problem: Problem):
     table = methods()
     objective = get_objective(problem.objective)
     weights = query_weights(problem)
-    for name in BASELINES:
+    # under epsilon-DP no optimiser minimises most objectives: auto-pure's strategy for the total competes too
+    constructions = BASELINES + (("auto-pure",) if problem.privacy == "pure" and "auto-pure" in table else ())
+    for name in constructions:
         if problem.privacy not in table[name].privacy:
             continue
         try:
             strategy = table[name].func(replace(problem, objective="total", options={}))
+            # past the dense limit some constructions have no per-query variances (InputError)
+            value = float(objective.value(per_query_variances(strategy.matrix, problem.workload, problem.p), weights))
         except (InputError, SolverError) as exc:
             log.info("auto: baseline %s skipped (%s)", name, exc)
             continue
-        value = float(objective.value(per_query_variances(strategy.matrix, problem.workload, problem.p), weights))
         if math.isfinite(value):
             yield name, strategy, value
 
 
-def _objective_facts(problem: Problem, value: float, solved: dict) -> dict:
-    """Metadata making a baseline's strategy answer for the problem's objective (bound from the optimiser that ran)."""
-    lower = solved.get("objective_lower_bound")
+def _objective_facts(problem: Problem, value: float, solved: dict, total_bound: float | None) -> dict:
+    """Metadata making a baseline's strategy answer for the problem's objective.
+
+    The bound is the optimiser's that ran (``solved``), or one from ``total_bound`` (a lower
+    bound on every strategy's total error), whichever is larger: ``max_i u_i >= sum_i u_i / m``
+    (kind ``total-bound-over-queries``) and ``sum_i c_i u_i >= min_i c_i sum_i u_i`` (kind
+    ``total-bound-times-least-weight``).
+    """
+    lower, kind = solved.get("objective_lower_bound"), solved.get("objective_lower_bound_kind")
+    derived = None
+    if total_bound is not None and problem.objective == "max":
+        derived = (total_bound / problem.workload.m, "total-bound-over-queries")
+    elif total_bound is not None and problem.objective in ("weighted", "relative"):
+        least = float(query_weights(problem).min())
+        derived = (least * total_bound, "total-bound-times-least-weight") if least > 0 else None
+    if derived is not None and derived[0] <= value and (lower is None or derived[0] > lower):
+        lower, kind = derived
     return {
         "objective": problem.objective,
         "objective_value": value,
         "objective_lower_bound": lower,
-        "objective_lower_bound_kind": solved.get("objective_lower_bound_kind"),
+        "objective_lower_bound_kind": kind if lower is not None else None,
         "objective_relative_gap": finite_or_none(relative_gap(value, lower)) if lower is not None else None,
     }
 
@@ -249,12 +271,11 @@ def auto(problem: Problem):
     t0 = time.perf_counter()
     table = methods()
     names = _candidates(problem)
-    if not names:
-        other = "approx" if problem.privacy == "pure" else "pure"
-        able = sorted(k for k, v in table.items() if k != "auto" and other in v.privacy and (v.objectives is None or problem.objective in v.objectives))
-        hint = f" ({', '.join(able)} {'does' if len(able) == 1 else 'do'} under {other} privacy)" if able else ""
-        raise InputError(f"auto: no {problem.privacy} method minimises objective {problem.objective!r}{hint}; use --objective total or --privacy {other}")
+    if not names:  # a non-total objective no epsilon-DP optimiser minimises: the constructions are evaluated under it
+        log.info("auto: no %s method minimises objective %r; evaluating the constructions (and auto-pure's strategy for the total) under it", problem.privacy, problem.objective)
     known = set().union(*(table[k].options or () for k in names))
+    if problem.objective not in UNWEIGHTED_OBJECTIVES:
+        known.add("weights")  # read by the objective itself (`query_weights`)
     unknown = sorted(set(problem.options) - known)
     if unknown:
         raise InputError(f"method 'auto': unknown option(s) {', '.join(map(repr, unknown))}; its candidates' options: {', '.join(sorted(known)) or 'none'}")
@@ -312,10 +333,13 @@ def auto(problem: Problem):
             errors[base], rank[base] = value, _log10(value)
             log.info("auto: %s (a construction, evaluated) gives %s objective %.8g", base, problem.objective, value)
             if best is None or rank[base] < rank[best[0]]:
-                base_strategy.meta.update(_objective_facts(problem, value, solved or {}))
+                base_strategy.meta.update(_objective_facts(problem, value, solved or {}, base_strategy.meta.get("lower_bound")))
                 best = (base, base_strategy)
         if solved is None and best is not None:
-            log.warning("auto: no optimiser for objective %r ran (%s); returning the best closed-form baseline, evaluated under it", problem.objective, _reasons(failures))
+            if failures:
+                log.warning("auto: no optimiser for objective %r ran (%s); returning the best closed-form baseline, evaluated under it", problem.objective, _reasons(failures))
+            else:
+                log.warning("auto: no %s method optimises objective %r here; returning the best construction evaluated under it (%s)", problem.privacy, problem.objective, best[0])
     if best is None:
         raise no_candidate_error(failures)
     name, strategy = best
