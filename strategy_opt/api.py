@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
 from .defaults import BYTES_PER_QUERY, MAX_DENSE_N
-from .error import supports, unit_error
+from .error import supports
 from .exceptions import InputError
 from .io import matrix_fingerprint, meta_fingerprint, workload_file_hashes
 from .objectives import get_objective
@@ -320,7 +320,7 @@ def error_report(strategy: Strategy | ArrayLike, workload: Workload | str | Arra
     >>> r["unit_total_squared_error"], r["max_query_variance"], round(r["ratio_to_svd_bound"], 4)
     (10.0, 4.0, 1.5597)
     """
-    from .error import STRUCTURED, ErrorProfile, _kron_parts, check_columns, log_svd_bound, sensitivity
+    from .error import ErrorProfile, _analysable_rows, _kron_parts, check_columns, log_svd_bound, scaled_unit_error, sensitivity
     from .marginals import MarginalsMatrix, marginals_query_variances
 
     if not isinstance(strategy, Strategy):
@@ -337,7 +337,7 @@ def error_report(strategy: Strategy | ArrayLike, workload: Workload | str | Arra
     max_var = None
     kparts = _kron_parts(A, W)
     if kparts is not None:
-        E = unit_error(A, W, p)
+        E = scaled_unit_error(A, W, p)
         # a product query's variance is the product of its factors' (each query's weight squared)
         pinvs = [ErrorProfile(f).pinv() for f in A.factors]
         try:
@@ -345,11 +345,10 @@ def error_report(strategy: Strategy | ArrayLike, workload: Workload | str | Arra
         except InputError:  # a factor with too many queries to enumerate
             max_var = None
     elif isinstance(A, MarginalsMatrix) and (variances := marginals_query_variances(A, W)) is not None:
-        E = unit_error(A, W, p)  # per eigenspace of the marginal algebra, at any size
+        E = scaled_unit_error(A, W, p)  # per eigenspace of the marginal algebra, at any size
         max_var = sens**2 * float(variances.max())
     else:
-        if isinstance(A, STRUCTURED):
-            A = A.tocsr()
+        A = _analysable_rows(A)
         prof = ErrorProfile(A)
         G = prof.check_workload(W)
         E = sens**2 * prof.workload_trace(W, G)  # from diag(W^T W) alone when A^T A is diagonal

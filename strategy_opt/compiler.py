@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from . import __version__
 from .augment import complete_columns_l1
 from .defaults import EIG_RTOL, FILE_FORMAT_VERSION
-from .error import STRUCTURED, ErrorProfile, KroneckerMatrix, log_svd_bound, sensitivity, unit_error
+from .error import STRUCTURED, ErrorProfile, KroneckerMatrix, log_svd_bound, scaled_unit_error, sensitivity
 from .marginals import MarginalsMatrix
 from .exceptions import InputError
 from .problem import Problem
@@ -104,7 +104,7 @@ def _completed_l1(A, workload) -> tuple[object, int]:
         return completed, added
     flat, flat_added = complete_columns_l1(A.tocsr())
     try:
-        better = unit_error(flat, workload, 1) < unit_error(completed, workload, 1) * (1 - 1e-12)
+        better = scaled_unit_error(flat, workload, 1) < scaled_unit_error(completed, workload, 1) * (1 - 1e-12)
     except InputError:  # the flat analysis may refuse what the per-factor one takes: keep the latter
         return completed, added
     return (flat, flat_added) if better else (completed, added)
@@ -164,7 +164,7 @@ def supported_strategy(A, workload, p: int, profile: ErrorProfile | None, what: 
         prof = ErrorProfile(A_mix)
         try:
             prof.check_support(G, workload=workload)  # under L1 the identity's share enters A^T A squared
-            E = unit_error(A_mix, workload, p, profile=prof)
+            E = scaled_unit_error(A_mix, workload, p, profile=prof)
         except InputError:
             continue
         if best is None or E < best[3]:
@@ -184,7 +184,7 @@ def reported_error(A, workload, p: int) -> tuple[object, float]:
     """
     A, _, profile = final_strategy(A, p, workload)
     A_supported, profile, _ = supported_strategy(A, workload, p, profile)
-    return A, unit_error(A_supported, workload, p, profile=profile)
+    return A, scaled_unit_error(A_supported, workload, p, profile=profile)
 
 
 def compile_strategy(
@@ -256,7 +256,7 @@ def compile_strategy(
         log.info("%s: checking the %d x %d strategy (completion, support, error, lower bound)", method, *A.shape)
     A, completed, profile = final_strategy(A, problem.p, W)
     A, profile, repair = supported_strategy(A, W, problem.p, profile, what=f"the {method} strategy")
-    E = unit_error(A, W, problem.p, profile=profile)
+    E = scaled_unit_error(A, W, problem.p, profile=profile)
     log_scale = W.log_scale
     log_E = (math.log(E) + log_scale) if E > 0 else -math.inf
     # exact value when no rescaling is involved; through logs only when it could overflow
@@ -329,5 +329,5 @@ def _ratio_to_identity(A, W, p: int, E: float) -> float | None:
     if not isinstance(A, KroneckerMatrix):  # the identity's E_p is trace(W^T W) whatever the strategy's form
         ident = float(W.gram_diagonal().sum())
     else:
-        ident = unit_error(KroneckerMatrix([sp.identity(f.shape[1], format="csr") for f in A.factors]), W, p)
+        ident = scaled_unit_error(KroneckerMatrix([sp.identity(f.shape[1], format="csr") for f in A.factors]), W, p)
     return float(E / ident) if math.isfinite(ident) and ident > 0 and math.isfinite(E) else None

@@ -50,6 +50,7 @@ __all__ = [
     "ErrorProfile",
     "diagonal_inverse",
     "unit_error",
+    "scaled_unit_error",
     "expected_total_error",
     "per_query_variances",
     "supports",
@@ -625,6 +626,31 @@ def kronecker_query_variances(A, workload: Workload, support: KroneckerSupport |
 def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = None) -> float:
     """Unit total squared error ``E_p(A; W) = ||A||_p^2 trace(W^T W (A^T A)^+)``.
 
+    The true value for every workload, ``inf`` when it exceeds float64 (all-predicate
+    workloads past about 1000 cells: use `error_report`'s ``unit_total_squared_error_log10``);
+    the arguments are those of `scaled_unit_error`, which it multiplies by ``exp(workload.log_scale)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from strategy_opt.workload import all_predicate
+    >>> unit_error(np.eye(4), all_predicate(4), 1)  # 16 predicates, each cell in 8 of them
+    32.0
+    """
+    E = scaled_unit_error(A, workload, p, profile)
+    if workload.log_scale == 0 or E == 0:
+        return E
+    if math.log(E) + workload.log_scale >= 709:
+        return math.inf
+    return E * math.exp(workload.log_scale)
+
+
+def scaled_unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = None) -> float:
+    """Unit total squared error ``E_p(A; W) = ||A||_p^2 trace(W^T W (A^T A)^+)`` divided by ``exp(workload.log_scale)``.
+
+    Never overflows: the Gram of an all-predicate workload is kept divided by
+    ``exp(log_scale)``, and so is this error (the same for every other workload).
+
     Parameters
     ----------
     A : ndarray, sparse matrix, KroneckerMatrix or MarginalsMatrix, shape (p, n)
@@ -640,8 +666,7 @@ def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = Non
     Returns
     -------
     float
-        E_p; multiply by ``exp(workload.log_scale)`` for workloads with a
-        rescaled Gram matrix.
+        E_p divided by ``exp(workload.log_scale)``.
 
     Raises
     ------

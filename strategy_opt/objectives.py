@@ -6,7 +6,8 @@ An objective maps the vector u of unit per-query variances
 (weights ``1/||w_i||^2``: the total error of the row-normalised workload) are built in.
 Researchers add their own with `register_objective` or through the
 ``strategy_opt.objectives`` entry-point group (an entry point naming an
-`Objective` instance or a zero-argument factory returning one). An objective
+`Objective` instance or a zero-argument factory returning one; it is known by the
+Objective's own name, and `register_objective` overrides it). An objective
 must be convex and non-decreasing in every variance (more noise is never
 better); `check_monotone` tests the second on a probe before a program uses a
 user objective, and refuses one that decreases. `check_cvx_form` refuses a
@@ -68,7 +69,7 @@ _loaded_entry_points = False
 
 
 def register_objective(obj: Objective) -> Objective:
-    """Register an objective (overrides a registered user objective of the same name); returns it.
+    """Register an objective under ``obj.name`` (overrides a registered user or plug-in objective of the same name); returns it.
 
     The built-in names (`BUILTIN_OBJECTIVES`) are refused: methods solve them
     by their own programs (the native MINERROR solver for ``total``), which a
@@ -88,6 +89,11 @@ def register_objective(obj: Objective) -> Objective:
     ('example-sum-of-squares', 12)
     >>> _ = _OBJECTIVES.pop("example-sum-of-squares")  # (unregistered again)
     """
+    _load_entry_points()  # plug-ins first, so that a registration here overrides one of the same name
+    return _register(obj)
+
+
+def _register(obj: Objective) -> Objective:
     if not isinstance(obj, Objective):
         raise InputError(f"register_objective expects an Objective, got {type(obj).__name__}")
     if obj.name in BUILTIN_OBJECTIVES:
@@ -147,7 +153,7 @@ def _load_entry_points():
         try:
             obj = ep.load()
             obj = obj() if callable(obj) and not isinstance(obj, Objective) else obj
-            register_objective(obj)
+            _register(obj)  # under the Objective's own name, which may differ from the entry point's
         except Exception as exc:  # a broken plug-in must not break the library
             import warnings
 
@@ -260,7 +266,7 @@ def check_cvx_form(obj: Objective, u, weights=None):
         raise InputError(f"objective {obj.name!r}: its cvx form returned {type(expr).__name__} ({shown}), not a cvxpy expression; {hint}")
     if not expr.is_scalar():
         raise InputError(f"objective {obj.name!r}: its cvx form has shape {tuple(expr.shape)}, not a scalar; {hint}")
-    if not any(v.id == u.id for v in expr.variables()):
+    if not {v.id for v in expr.variables()} & {v.id for v in u.variables()}:  # u: a variable, or an affine expression of one
         raise InputError(
             f"objective {obj.name!r}: its cvx form does not depend on the variance variable u (it is a constant), so every strategy would be optimal; "
             "build it from u, e.g. cp.sum(u) or cp.max(u)"

@@ -568,6 +568,13 @@ class ExplicitWorkload(Workload):
         return np.concatenate([np.einsum("ij,ij->i", W[s : s + step] @ M, W[s : s + step]) for s in range(0, self.m, step)])
 
 
+def _read_only(a) -> np.ndarray:
+    """A read-only int64 copy of an index array."""
+    out = np.array(a, dtype=np.int64)
+    out.setflags(write=False)
+    return out
+
+
 class IntervalWorkload(Workload):
     """Range-count queries ``x[a] + ... + x[b]`` over a 1-D domain of n cells.
 
@@ -590,9 +597,8 @@ class IntervalWorkload(Workload):
         self.domain = (int(n),)
         self.spec = spec
         self._gram_cache: np.ndarray | None = None
-        if lo is not None:
-            self._lo = np.asarray(lo, dtype=np.int64)
-            self._hi = np.asarray(hi, dtype=np.int64)
+        if lo is not None:  # own read-only copies: the Gram and answers must describe the same queries
+            self._lo, self._hi = _read_only(lo), _read_only(hi)
 
     @property
     def intervals(self) -> tuple[np.ndarray, np.ndarray]:
@@ -776,7 +782,7 @@ class _AllRange(IntervalWorkload):
     @cached_property
     def intervals(self):
         lo, hi = np.triu_indices(self.n)
-        return lo.astype(np.int64), hi.astype(np.int64)
+        return _read_only(lo), _read_only(hi)
 
     def gram(self):
         n = self.n

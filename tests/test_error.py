@@ -306,3 +306,20 @@ def test_few_queries_are_answered_by_triangular_solves(m):
         np.testing.assert_allclose(prof.query_variances(W), np.einsum("ij,ij->i", M @ P, M), rtol=1e-10)
         assert (prof._pinv is None) == (m <= n // 2)
         assert unit_error(A, W, 1) == pytest.approx(direct_error(A, W, 1), rel=1e-10)
+
+
+def test_unit_error_is_the_true_value_on_all_predicate_workloads():
+    """all-predicate keeps its Gram divided by 2^(N-2); the public errors are still the true values (numpy on the 2^N rows)."""
+    from oracles import direct_error
+    from strategy_opt.error import expected_total_error, per_query_variances, scaled_unit_error
+    from strategy_opt.privacy import PureDP
+    from strategy_opt.workload import all_predicate
+
+    W = all_predicate(5)
+    A = np.vstack([np.eye(5), np.ones((1, 5))])
+    true = direct_error(A, W, 1)
+    assert unit_error(A, W, 1) == pytest.approx(true, rel=1e-12)
+    assert per_query_variances(A, W, 1).sum() == pytest.approx(true, rel=1e-12)
+    assert expected_total_error(A, W, PureDP(0.5)) == pytest.approx(true * 2 / 0.25, rel=1e-12)
+    assert scaled_unit_error(A, W, 1) == pytest.approx(true / 2**3, rel=1e-12)
+    assert unit_error(np.eye(1100), all_predicate(1100), 1) == np.inf  # 2^1100 queries: beyond float64, never a wrong finite number

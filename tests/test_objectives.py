@@ -131,6 +131,18 @@ def test_entry_point_objective_is_listed_and_used(tmp_path, monkeypatch, clean_r
     assert np.sum(v**2) <= np.sum(total**2) * (1 + 1e-6)
 
 
+def test_a_registration_overrides_a_plug_in_of_the_same_name(tmp_path, monkeypatch, clean_registry):
+    """Plug-ins load before a registration, whenever the registry is first read: the user's objective is the one used."""
+    _write_plugin(tmp_path, PLUGIN, "renamed = sq_plugin:make")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    import cvxpy as cp
+
+    mine = register_objective(Objective("sum-of-squares", "mine: the largest variance", lambda u, w=None: float(np.max(u)), lambda u, w=None: cp.max(u)))
+    assert get_objective("sum-of-squares") is mine
+    assert "renamed" not in objectives()  # registered under the Objective's own name
+
+
 def test_broken_entry_point_warns_and_the_rest_works(tmp_path, monkeypatch, clean_registry):
     _write_plugin(tmp_path, PLUGIN, "broken = sq_plugin:broken")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -514,3 +526,15 @@ def test_auto_approx_on_a_kronecker_workload_takes_the_product_of_per_attribute_
     assert s.meta["unit_total_squared_error"] < 0.6 * min(v for k, v in s.meta["auto_candidates"].items() if k != "per-attribute")
     small = solve_("prefix:16*all-range:8", privacy="approx", method="auto")
     assert small.meta["auto_choice"] == "minerror-l2" and "per-attribute" in small.meta["auto_candidates"]
+
+
+def test_user_objective_on_rows_of_very_different_scales(clean_registry):
+    """Rows from 1e-3 to 1e3: a user's max matches the built-in max (its active-set program); it was reported infeasible."""
+    import cvxpy as cp
+
+    M = np.tril(np.ones((5, 5))) * np.array([1e-3, 1e-1, 1, 10, 1e3])[:, None]
+    register_objective(Objective("my-max", "", lambda u, w=None: float(np.max(u)), lambda u, w=None: cp.max(u)))
+    mine = solve(M, method="minerror-l2", objective="my-max", solver="clarabel")
+    builtin = solve(M, method="minerror-l2", objective="max", solver="clarabel")
+    assert mine.meta["objective_value"] == pytest.approx(builtin.meta["objective_value"], rel=1e-4)
+    assert "objective_mismatch" not in mine.meta

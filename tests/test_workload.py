@@ -613,3 +613,17 @@ def test_products_check_the_vector_and_match_the_matrix(W):
             W.matvec(bad)
     with pytest.raises(InputError, match=rf"vector y must have {W.m} entries \(one per query\)"):
         W.rmatvec(np.ones(W.m + 1))
+
+
+def test_interval_bounds_are_read_only_copies():
+    """The bounds behind the cached Gram cannot be edited in place (the answers would change, the error analysis not)."""
+    from strategy_opt.workload import IntervalWorkload, all_range, random_range
+
+    for W in (random_range(8, 5, 1), all_range(8)):
+        lo, hi = W.intervals
+        with pytest.raises(ValueError, match="read-only"):
+            lo[:] = 0
+    given = np.array([0, 2])
+    W = IntervalWorkload(4, given, np.array([1, 3]))
+    given[0] = 3  # the caller's array stays the caller's
+    assert W.intervals[0].tolist() == [0, 2]

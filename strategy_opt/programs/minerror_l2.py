@@ -333,15 +333,22 @@ def _schur_cvxpy(W: Workload, objective, weights, problem: Problem) -> tuple[np.
     """
     import cvxpy as cp
 
-    M = _schur_rows(W, problem)[0]
+    _, R, s2 = _schur_rows(W, problem)
     n, m = W.n, W.m
     X = cp.Variable((n, n), PSD=True)
-    u = cp.Variable(m)
+    v = cp.Variable(m)  # variances of the unit rows: u_i = s_i^2 v_i (cones of one scale, as `_max_active_set`)
+    u = cp.multiply(s2, v)
     expr = check_cvx_form(objective, u, weights)  # an expression of u a solver can minimise, or InputError
-    lmis = _schur_lmis(X, M, u)
-    prob = cp.Problem(cp.Minimize(expr), [cp.diag(X) <= 1, *lmis])
+    lmis = _schur_lmis(X, R, v)
+    # the solver sees the objective relative to its value at the identity (X = I: u_i = ||w_i||^2), of order 1
+    try:
+        ref = float(objective.value(s2, weights))
+    except Exception:  # a user's objective may fail there; it is then solved unscaled
+        ref = math.nan
+    ref = ref if math.isfinite(ref) and ref > 0 else 1.0
+    prob = cp.Problem(cp.Minimize(expr / ref), [cp.diag(X) <= 1, *lmis])
     Xv, status, iters = _solve_cvxpy(prob, X, problem, [n] + [n + 1] * m)
-    value = float(prob.value) if prob.value is not None else float("nan")
+    value = float(prob.value) * ref if prob.value is not None else float("nan")
     return Xv, status, iters, value
 
 
