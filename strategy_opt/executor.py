@@ -218,6 +218,11 @@ def check_noise_resolution(values, scale, what: str = "the exact strategy answer
     if np.any(bad):
         scale_k = float(s[np.argmax(bad)])
         e = math.floor(math.log2(scale_k / NOISE_RESOLUTION)) + 53  # the least exponent whose spacing exceeds scale / R
+        if e < 0:  # any count of 1 or more is too coarse: the epsilon, not the data, is the cause
+            raise PrecisionError(
+                f"{what}: noise of scale {scale_k:.3g} is finer than float64 can add to any value from 2^{e} = {2.0**e:.5g} up "
+                f"(the spacing there exceeds the scale / {NOISE_RESOLUTION}): the epsilon is too large for the noise to survive rounding; use a smaller epsilon"
+            )
         raise PrecisionError(
             f"{what}: a value reaches 2^{e} = {2.0**e:.5g}, where float64 values are {np.spacing(2.0**e):.3g} apart, too coarse for noise of scale "
             f"{scale_k:.3g} (the spacing must be at most the scale / {NOISE_RESOLUTION}): the noise would be lost in rounding; "

@@ -574,3 +574,9 @@ def test_unsupported_sparse_formats_are_named(tmp_path, capsys):
     out = tmp_path / "s.npz"
     assert "unsupported sparse format 'dia'" in _bad(tmp_path, capsys, "solve", "--workload", f"file:{tmp_path / 'dia.npz'}", "--out", out, out=out)
     assert "unsupported sparse format 'dia'" in _bad(tmp_path, capsys, "error", tmp_path / "dia.npz", "--workload", "identity:4")
+
+
+def test_auto_checks_the_branching_before_its_candidates_run(capsys):
+    """A bad branching under auto is refused at once (it was checked after auto-pure's whole race): no candidate logs a line."""
+    assert cli("solve", "--workload", "prefix:64", "--privacy", "pure", "--method", "auto", "--option", "branching=1") == 2
+    assert capsys.readouterr().err.strip().splitlines() == ["strategy-opt: error: branching must be an integer >= 2, got 1"]

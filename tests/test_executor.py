@@ -369,3 +369,14 @@ def test_support_probes_see_a_small_unsupported_query():
     for seed in range(10):
         with pytest.raises(InputError, match=r"0\.5 of query [67]'s squared norm"):
             probe_support(A, W, seed=seed)
+
+
+def test_a_huge_epsilon_is_named_as_the_cause():
+    """Noise of scale 1e-300 cannot survive rounding on any count: the message blames epsilon, not the data."""
+    from strategy_opt.exceptions import PrecisionError
+    from strategy_opt.executor import check_noise_resolution
+
+    with pytest.raises(PrecisionError, match=r"noise of scale 1e-300 is finer .* use a smaller epsilon$"):
+        check_noise_resolution([0.0, 1.0, 7.0], 1e-300)
+    with pytest.raises(PrecisionError, match="rescale the data"):  # a large count at ordinary noise: the data's scale
+        check_noise_resolution([1e17], 1.0)

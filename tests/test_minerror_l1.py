@@ -89,7 +89,8 @@ def test_a_failing_sdp_round_keeps_the_best_strategy_seen(monkeypatch):
     assert E == pytest.approx(e1_from_gram(s.dense(), W.gram()), rel=1e-8)
     assert E <= min(s.meta["candidate_errors"].values()) * (1 + 1e-9)
     assert set(s.meta["iteration_statuses"].values()) == {"solver-failed"}
-    assert s.meta["solver_status"] == "solver-failed"
+    # the result is a start or an iterate before a failed round: its status says which, not that the method failed
+    assert s.meta["solver_status"] == ("start-kept" if not s.meta["winner"].startswith("iteration from ") else "best-of-iterates")
     assert all(run[-1].get("solver_failed") for run in s.meta["history"].values())
 
 
@@ -101,7 +102,10 @@ def test_duplicate_columns_start_from_the_merged_cells():
     s = solve(W, privacy="pure", method="minerror-l1", iterations=2)
     assert s.meta["unit_total_squared_error"] <= 21.0 * (1 + 1e-9)
     assert s.meta["candidate_errors"]["p-identity/merged-cells"] == pytest.approx(21.0)
-    assert s.meta["solver_status"] == s.meta["iteration_statuses"][s.meta["winner"].removeprefix("iteration from ")]
+    if s.meta["winner"].startswith("iteration from "):
+        assert s.meta["solver_status"] == s.meta["iteration_statuses"][s.meta["winner"].removeprefix("iteration from ")]
+    else:
+        assert s.meta["solver_status"] == "start-kept"
 
 
 def test_a_strategy_meeting_the_lower_bound_is_reported_optimal():

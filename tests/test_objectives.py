@@ -538,3 +538,12 @@ def test_user_objective_on_rows_of_very_different_scales(clean_registry):
     builtin = solve(M, method="minerror-l2", objective="max", solver="clarabel")
     assert mine.meta["objective_value"] == pytest.approx(builtin.meta["objective_value"], rel=1e-4)
     assert "objective_mismatch" not in mine.meta
+
+
+def test_a_decreasing_cvx_form_is_named_as_the_cause(clean_registry):
+    """A value that passes the monotonicity probe with a cvx form that decreases: the unbounded program is the user's objective."""
+    import cvxpy as cp
+
+    register_objective(Objective("neg", "", lambda u, w=None: float(np.sum(u)), lambda u, w=None: -cp.sum(u)))
+    with pytest.raises(InputError, match="objective 'neg': its cvx form is unbounded below .* decreases as variances grow"):
+        solve("prefix:5", method="minerror-l2", objective="neg", solver="clarabel")

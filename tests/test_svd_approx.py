@@ -66,3 +66,12 @@ def test_options_are_validated():
         solve("prefix:6", privacy="pure", method="svd-approx", refine="yes")
     with pytest.raises(InputError, match="privacy"):
         solve("prefix:6", privacy="approx", method="svd-approx")
+
+
+def test_too_many_rows_are_refused_with_an_estimate(capsys):
+    """rows=10^12 on 8 cells: about 8 * 6 * 10^12 * 16 bytes, refused before the search allocates anything."""
+    from strategy_opt.cli import main
+
+    assert main(["-q", "solve", "--workload", "prefix:8", "--privacy", "pure", "--method", "svd-approx", "--option", "rows=1000000000000", "--out", "unused.npz"]) == 2
+    err = capsys.readouterr().err
+    assert "svd-approx with option rows=1000000000000 needs about 768 TB of memory" in err

@@ -49,6 +49,7 @@ from ..problem import Problem
 from ..registry import methods, register_method
 from ..solvers import load_profile
 from ..workload import Kronecker
+from .baselines import check_branching
 from .minerror_l2 import LINEAR_OBJECTIVES, UNWEIGHTED_OBJECTIVES, generic_sdp_profile, query_weights
 
 log = logging.getLogger("strategy_opt")
@@ -277,6 +278,8 @@ def auto(problem: Problem):
     if problem.objective not in UNWEIGHTED_OBJECTIVES:
         known.add("weights")  # read by the objective itself (`query_weights`)
     unknown = sorted(set(problem.options) - known)
+    if "branching" in problem.options:  # checked before the candidates run: hierarchical runs last
+        check_branching(problem.options["branching"])
     if unknown:
         raise InputError(f"method 'auto': unknown option(s) {', '.join(map(repr, unknown))}; its candidates' options: {', '.join(sorted(known)) or 'none'}")
     for key, value in sorted(problem.options.items()):  # say where each option goes: the others' results do not use it

@@ -63,6 +63,12 @@ def branching_errors(workload, branchings, p: int) -> dict[int, float]:
     return errors
 
 
+def check_branching(b) -> None:
+    """Refuse (`OptionError`) a branching that is not an integer >= 2."""
+    if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 2:
+        raise OptionError(f"branching must be an integer >= 2, got {b!r}")
+
+
 @register_method(
     "hierarchical",
     options=("branching",),
@@ -79,8 +85,7 @@ def hierarchical(problem: Problem):
         tried = branching_errors(W, BRANCHING_CANDIDATES, problem.p)
         b = min(tried, key=tried.get)
     else:
-        if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 2:
-            raise OptionError(f"branching must be an integer >= 2, got {b!r}")
+        check_branching(b)
     A = _per_dimension(W.domain, lambda d: hierarchical_matrix(d, int(b)))
     extra = {"branching": int(b)}
     if tried:

@@ -50,8 +50,10 @@ on these SDPs (an outside run took about 500 s at n = 9).
 A round the SDP solver fails on ends the iteration from that start (status
 ``solver-failed`` in ``meta['iteration_statuses']``); the best strategy seen
 so far stands, so the method always returns a valid strategy. ``solver_status``
-is the status of the run the returned strategy comes from, or ``optimal``
-when its E_1 meets the lower bound (within the profile's ``tol``).
+is the status of the run the returned strategy comes from (``converged``,
+``stalled``, ``budget``, or ``best-of-iterates`` when a later round's solve
+failed), ``start-kept`` when no iteration improved on the best start, or
+``optimal`` when its E_1 meets the lower bound (within the profile's ``tol``).
 """
 
 from __future__ import annotations
@@ -307,8 +309,12 @@ def minerror_l1(problem: Problem):
         "sdp_solver": solver,
         "iteration_statuses": statuses,
     }
-    # the status of the iteration the returned strategy comes from (a start no iteration improved: that start's run)
-    status = statuses.get(winner.removeprefix("iteration from "), "budget")
+    # the status of the iteration the returned strategy comes from; a start no iteration improved is kept as it is
+    if winner.startswith("iteration from "):
+        status = statuses.get(winner.removeprefix("iteration from "), "budget")
+        status = "best-of-iterates" if status == "solver-failed" else status  # a later round failed; the best one seen stands
+    else:
+        status = "start-kept"
     strategy = compile_strategy(
         best_A,
         problem,

@@ -347,7 +347,15 @@ def _schur_cvxpy(W: Workload, objective, weights, problem: Problem) -> tuple[np.
         ref = math.nan
     ref = ref if math.isfinite(ref) and ref > 0 else 1.0
     prob = cp.Problem(cp.Minimize(expr / ref), [cp.diag(X) <= 1, *lmis])
-    Xv, status, iters = _solve_cvxpy(prob, X, problem, [n] + [n + 1] * m)
+    try:
+        Xv, status, iters = _solve_cvxpy(prob, X, problem, [n] + [n + 1] * m)
+    except SolverError:
+        if str(prob.status).startswith("unbounded"):  # the program is feasible and its variances bounded below by 0
+            raise InputError(
+                f"objective {problem.objective!r}: its cvx form is unbounded below over the strategies (status {prob.status!r}): it decreases "
+                "as variances grow; objectives must be non-decreasing in every per-query variance (check its cvx form, not only its value)"
+            ) from None
+        raise
     value = float(prob.value) * ref if prob.value is not None else float("nan")
     return Xv, status, iters, value
 

@@ -55,6 +55,7 @@ from ..exceptions import InputError, OptionError, setting
 from ..problem import Problem
 from ..pure_bound import lower_bound_facts
 from ..registry import register_method
+from ..resources import require_memory
 from ..workload import gram_unit
 
 __all__ = ["svd_factor", "min_l1_factor", "svd_approx", "REFINE_MAX_N"]
@@ -63,6 +64,8 @@ log = logging.getLogger("strategy_opt")
 
 #: Largest domain refined by default (the descent costs O(n^3) per step).
 REFINE_MAX_N = 512
+#: Arrays of rows x (rank + n) float64 values the Program 3.4.3 search holds at once (memory estimate of option ``rows``).
+SEARCH_COPIES = 6
 #: Smoothing stages of the Program 3.4.3 search: (log-sum-exp sharpness, |x| smoothing relative to the mean entry).
 _STAGES = ((20.0, 1e-1), (100.0, 1e-2), (500.0, 1e-3), (2000.0, 1e-4))
 #: Descent steps per smoothing stage.
@@ -211,6 +214,8 @@ def svd_approx(problem: Problem):
     rows = problem.options.get("rows", n)
     if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < A.shape[0]:
         raise OptionError(f"option rows must be an integer >= rank of the workload ({A.shape[0]}), got {rows!r}")
+    # the search keeps a few rows x (rank + n) arrays (iterate, gradient, trial step, the factor and its signs)
+    require_memory(SEARCH_COPIES * 8.0 * int(rows) * (A.shape[0] + n), f"svd-approx with option rows={rows}", hint=f"use fewer rows (default: the {n} cells)")
     extra = {"rank": int(A.shape[0]), "refined": bool(refine)}
     if refine:
         A, facts = min_l1_factor(A, int(rows), V, time_limit=problem.solver.time_limit)

@@ -242,7 +242,9 @@ def workload_division(problem: Problem):
     Parameters
     ----------
     problem : Problem
-        Options ``g`` (float, default 0), ``split`` (``optimal``/``equal``),
+        Options ``g`` (float, default 0: the paper's correction term in
+        ``|W_1| = round((|W| + Delta W + g)/4)``, which it leaves to the workload;
+        any sign, since |W_1| is then clipped to ``[1, |W| - 1]``), ``split`` (``optimal``/``equal``),
         ``metric`` (``l1``/``l2``), ``seed`` (int >= 0, default 0).
 
     Returns
