@@ -281,7 +281,9 @@ def marginals_query_variances(A: MarginalsMatrix, W: Workload) -> np.ndarray | N
     if marginals_trace(A, W) is None:  # also the support check
         return None
     terms, sizes = marginal_variance_terms(W)
-    return np.repeat(terms @ (1.0 / A.eigenvalues()), sizes)
+    x = A.eigenvalues()
+    inverse = np.divide(1.0, x, out=np.zeros_like(x), where=x > 0)  # eigenspaces no query needs (support is checked above)
+    return np.repeat(terms @ inverse, sizes)
 
 
 def marginal_variance_terms(W: Workload) -> tuple[sp.csr_matrix, np.ndarray]:
