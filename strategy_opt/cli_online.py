@@ -263,7 +263,7 @@ def register(subparsers, common) -> None:
     p.add_argument("--half-width", type=_float, help="required interval half-width (count units) for every query")
     p.add_argument("--confidence", type=_float, help="required probability that the interval holds the true answer (default 0.95; with --half-width only)")
     p.add_argument("--requirements", metavar="REQ.csv", help="per-query requirements: CSV with header half_width,confidence, one row per query")
-    p.add_argument("--inference", choices=["bayes", "wls", "none"], default="bayes", help="answer from history by Bayesian posterior (default), weighted least squares, or never")
+    p.add_argument("--inference", choices=["bayes", "wls", "none"], default="bayes", help="answer from history by Bayesian posterior (default; the paper's method, whose intervals from an adaptively built history can cover less often than the confidence), weighted least squares (intervals that keep the confidence), or never")
     p.add_argument("--fuse", action="store_true", help="with --inference wls: combine each fresh answer with the history and spend only the budget the combination needs")
     p.add_argument("--seed", type=_nonneg_int, help="seed for reproducible noise (implies --sampler simulate)")
     p.add_argument("--sampler", choices=["opendp", "simulate"], help="noise sampler: opendp (vetted, default) or simulate (seeded NumPy, for simulations)")
