@@ -25,8 +25,9 @@ Sections (each cached in ``results/pure_dp.json``; ``--sections`` picks some):
     minerror-l1 (Program 3.4.1, convex iteration) on n <= 16 beside svd-approx, the L2 route,
     identity and p-identity; seconds per SDP round.
 
-Usage: ``python benchmarks/pure_dp.py [--sections methods opt0 weighting minerror] [--render]``.
-Writes ``benchmarks/results/pure_dp.{md,json,png}``. Timings on a shared 2-core machine are
+Usage: ``python benchmarks/pure_dp.py [--sections methods opt0 weighting minerror] [--sizes 64 256] [--remeasure] [--render]``.
+Writes ``benchmarks/results/pure_dp.{md,json,png}``. Cached entries are kept and not measured again;
+``--remeasure`` measures the selected sections anew (methods and OPT_0: only workloads at ``--sizes``). Timings on a shared 2-core machine are
 noisy: compare only within a section (same run, same thread setting); medians of ``--repeats``
 runs where n <= 256.
 """
@@ -447,6 +448,9 @@ def main() -> None:
     ap.add_argument("--fresh", action="store_true",
                     help="start from an empty cache: the results written then hold only what this run measures (without it, "
                          "entries already in results/pure_dp.json are kept and not measured again)")
+    ap.add_argument("--remeasure", action="store_true",
+                    help="measure the selected sections again, replacing their entries in results/pure_dp.json (methods and opt0: "
+                         "only the workloads at --sizes); the other entries are kept")
     ap.add_argument("--render", action="store_true", help="only write the Markdown and the plot from the cache")
     args = ap.parse_args()
     if args.fresh and (set(args.sections) != set(SECTIONS) or set(args.sizes) != set(SIZES)):
@@ -456,6 +460,10 @@ def main() -> None:
     path = RESULTS / f"{NAME}.json"
     cache = {} if args.fresh or not path.exists() else json.loads(path.read_text())
     if not args.render:
+        if args.remeasure:  # forget the selection's entries: every missing entry is measured below
+            specs = {spec_of(n) for spec_of in WORKLOADS.values() for n in args.sizes}
+            for key in [k for k in cache if k.split("|")[0] in args.sections and (k.split("|")[0] in ("weighting", "minerror") or k.split("|")[1] in specs)]:
+                del cache[key]
         for name in args.sections:
             {"methods": lambda: section_methods(cache, args.sizes, args.repeats), "opt0": lambda: section_opt0(cache, OPT0_CASES),
              "weighting": lambda: section_weighting(cache), "minerror": lambda: section_minerror(cache)}[name]()

@@ -20,11 +20,11 @@ import scipy.optimize as so
 import scipy.sparse as sp
 from threadpoolctl import ThreadpoolController
 
+from ..certificates import relative_gap
 from ..compiler import compile_strategy
 from ..defaults import MAX_DENSE_N
 from ..error import KroneckerMatrix
 from ..exceptions import InputError, OptionError
-from ..certificates import relative_gap
 from ..marginals import MarginalsMatrix, marginal_attribute_sets, marginal_spectrum, marginal_variance_terms, subset_bits, subset_sums, superset_sums
 from ..problem import Problem
 from ..registry import register_method
@@ -46,6 +46,10 @@ _THREADPOOLS = ThreadpoolController()
 #: (each stage warm-starts the next; at q = 2048 it exceeds the maximum by at most a factor
 #: (marginals)^(1/q): 0.7% for 2^14 marginals). The reported value is the exact maximum.
 MAX_ANNEALING = (8.0, 32.0, 128.0, 512.0, 2048.0)
+
+
+#: Weights within a marginal are equal when they differ by at most this share of the largest.
+WEIGHTS_RTOL = 1e-12
 
 
 @dataclass(frozen=True)
@@ -93,20 +97,14 @@ def template_objective(problem: Problem) -> tuple[TemplateObjective, np.ndarray 
     return TemplateObjective("linear", np.array([b[0] for b in blocks])), weights
 
 
-#: Weights within a marginal are equal when they differ by at most this share of the largest.
-WEIGHTS_RTOL = 1e-12
-
-
-def _svd_bound_reweighted(W: Workload, per_query: np.ndarray) -> float:
+def _svd_bound_reweighted(W: Workload, per_query: np.ndarray, mult: np.ndarray, out: np.ndarray) -> float:
     """SVD bound of the workload whose marginal t's queries are scaled by ``sqrt(per_query[t])``.
 
     ``(sum_U mult(U) sqrt(g_c(U)))^2 / n`` with ``g_c(U) = sum_{T ⊇ U} c_T w_T^2 out(T)``: a lower
-    bound on ``sum_i c_i u_i`` for every strategy of unit L2 (hence L1) sensitivity.
+    bound on ``sum_i c_i u_i`` for every strategy of unit L2 (hence L1) sensitivity. ``mult`` and
+    ``out`` are those of `strategy_opt.marginals.marginal_spectrum`.
     """
     d = len(W.domain)
-    sizes = np.asarray(W.domain, dtype=float)
-    out = np.prod(np.where(subset_bits(d) == 1, 1.0, sizes[None, :]), axis=1)
-    mult = np.prod(np.where(subset_bits(d) == 1, sizes[None, :] - 1.0, 1.0), axis=1)
     weights = W.weights if isinstance(W, Union) else np.ones(1)
     wt = np.zeros(2**d)
     for c, w, T in zip(per_query, weights, marginal_attribute_sets(W)):
@@ -230,9 +228,9 @@ def marginals_strategy(W: Workload, p: int = 1, *, max_iters: int, ftol: float, 
         q = MAX_ANNEALING[-1]
         soft = (v / v.max()) ** (q - 1)
         # pi_t: share of the query distribution on marginal t; each of its m_t queries gets pi_t / m_t
-        facts["objective_lower_bound"] = max(_svd_bound_reweighted(W, pi / counts) for pi in (counts / counts.sum(), soft / soft.sum()))
+        facts["objective_lower_bound"] = max(_svd_bound_reweighted(W, pi / counts, mult, out) for pi in (counts / counts.sum(), soft / soft.sum()))
     elif objective.part_weights is not None:
-        facts["objective_lower_bound"] = _svd_bound_reweighted(W, objective.part_weights)
+        facts["objective_lower_bound"] = _svd_bound_reweighted(W, objective.part_weights, mult, out)
     from ..bases import kron_all
 
     def marginal_factors(m: int) -> list:
