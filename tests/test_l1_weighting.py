@@ -192,16 +192,14 @@ def test_branching_is_refused_on_bases_without_one():
     assert solve("all-range:16", privacy="pure", method="l1-weighting", basis="hierarchical", branching=3).meta["branching"] == 3
 
 
-@pytest.mark.parametrize("spec, beats_greedy_h", [("prefix:16", False), ("prefix:64", True), ("all-range:64", False), ("random-range:16:7:3", True)])
-def test_hierarchical_weighting_is_no_worse_than_the_identity(spec, beats_greedy_h):
-    """The identity (leaf weights only) is a weighting of the hierarchical basis: the method is never worse (it ended
-    0.2% above it). GreedyH's per-node weights of the same tree are another: the local search beats them on prefix:64
-    (1057 against 1310; it gave 2084) and random ranges, not yet on prefix:16 (136 against 134.7) or all-range:64
-    (45760 against 41221). E_1 recomputed from the matrices by numpy."""
+@pytest.mark.parametrize("spec", ["prefix:16", "prefix:64", "all-range:64", "random-range:16:7:3"])
+def test_hierarchical_weighting_is_no_worse_than_weightings_in_its_family(spec):
+    """The identity (leaf weights only) and GreedyH (node weights of the same binary tree on these power-of-two
+    domains) are weightings of the hierarchical basis at sensitivity 1: the method is never worse than either. It was
+    0.2% above the identity, and 1.6x GreedyH on prefix:64 (2084 against 1310; now 1057). E_1 recomputed by numpy."""
     W = parse_spec(spec)
     s = solve(spec, privacy="pure", method="l1-weighting", basis="hierarchical")
     E = _brute_e1(s.matrix, W)
     assert E <= float(np.trace(W.gram())) * (1 + 1e-9)
-    greedy = _brute_e1(solve(spec, privacy="pure", method="greedy-h").matrix, W)
-    assert (E <= greedy * (1 + 1e-6)) == beats_greedy_h
+    assert E <= _brute_e1(solve(spec, privacy="pure", method="greedy-h").matrix, W) * (1 + 1e-9)
     assert s.meta["solver_status"] in ("local-optimum", "heuristic")  # not Program 5.1.3's 'optimal': its objective is an upper bound here
