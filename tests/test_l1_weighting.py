@@ -203,3 +203,13 @@ def test_hierarchical_weighting_is_no_worse_than_weightings_in_its_family(spec):
     assert E <= float(np.trace(W.gram())) * (1 + 1e-9)
     assert E <= _brute_e1(solve(spec, privacy="pure", method="greedy-h").matrix, W) * (1 + 1e-9)
     assert s.meta["solver_status"] in ("local-optimum", "heuristic")  # not Program 5.1.3's 'optimal': its objective is an upper bound here
+
+
+def test_no_rows_of_rounding_noise():
+    """Columns complete up to rounding get no completion row (three rows of entries <= 1e-14 were written, and counted)."""
+    s = solve("random-range:16:10:1", privacy="pure", method="l1-weighting", basis="eigen")
+    rows = s.matrix.toarray() if sp.issparse(s.matrix) else np.asarray(s.matrix)
+    assert np.abs(rows).max(axis=1).min() > 1e-9
+    kept = s.meta["completion_line_search"]["local_search"]["design_queries_kept"]
+    assert s.meta["completion_rows"] == rows.shape[0] - kept
+    assert s.meta["unit_total_squared_error"] == pytest.approx(_brute_e1(s.matrix, parse_spec("random-range:16:10:1")), rel=1e-9)

@@ -17,7 +17,7 @@ import scipy.optimize as so
 from oracles import query_variances
 from strategy_opt.api import solve
 from strategy_opt.cli import main
-from strategy_opt.exceptions import OptionError
+from strategy_opt.exceptions import InputError
 from strategy_opt.io import read_strategy
 from strategy_opt.marginals import marginal_spectrum, marginal_variance_terms
 from strategy_opt.spec import parse_spec
@@ -131,7 +131,7 @@ def test_weights_must_be_equal_within_each_marginal(tmp_path, capsys):
     W = parse_spec("marginals:2x3:1")
     weights = np.ones(W.m)
     weights[1] = 2.0
-    with pytest.raises(OptionError, match=r"queries 0\.\.1 \(marginal 0\) have weights from 1 to 2"):
+    with pytest.raises(InputError, match=r"queries 0\.\.1 \(marginal 0\) have weights from 1 to 2"):
         solve("marginals:2x3:1", privacy="approx", method="marginals", objective="weighted", weights=weights)
     rc = main(["solve", "--workload", "marginals:2x3:1", "--method", "marginals", "--objective", "weighted", "--option", "weights=1,2,1,1,1", "--out", str(tmp_path / "s.npz")])
     assert rc == 2
@@ -177,3 +177,28 @@ def test_auto_under_pure_evaluates_the_constructions_under_any_objective(tmp_pat
     scale = 1 / u.size if objective == "max" else c.min()
     assert s.meta["objective_lower_bound"] == pytest.approx(scale * s.meta["lower_bound"], rel=1e-12)
     assert s.meta["objective_lower_bound"] <= value
+
+
+def test_max_under_pure_leaves_the_stationary_points_at_zero():
+    """Under L1 a zero marginal weight is stationary; the extra starts find the total plus the table: max variance 7.2
+    on marginals:4x4 of orders 0-2 (A = [1/3 total; 2/3 I], by numpy), where the workload's own marginals give 10.24."""
+    spec = "marginals:4x4:0+marginals:4x4:1+marginals:4x4:2"
+    W = parse_spec(spec)
+    s = solve(spec, privacy="pure", method="marginals", objective="max")
+    good = np.vstack([np.ones((1, 16)) / 3, 2 / 3 * np.eye(16)])
+    assert query_variances(good, W, 1).max() == pytest.approx(7.2, rel=1e-12)
+    assert s.meta["objective_value"] <= 7.2 * (1 + 1e-3)
+    assert s.meta["objective_value"] == pytest.approx(query_variances(s.matrix, W, 1).max(), rel=1e-9)
+
+
+@pytest.mark.parametrize("privacy", ["pure", "approx"])
+def test_auto_skips_the_template_when_weights_differ_within_a_marginal(tmp_path, privacy):
+    """The template's limit is not the user's mistake: auto returns its other candidates' best (exit 0)."""
+    spec = "marginals:3x4x2:1+marginals:3x4x2:2"
+    weights = np.r_[np.full(3, 2.0), np.full(4, 0.5), np.full(2, 1.0), np.full(12, 3.0), np.full(6, 0.1), np.full(7, 1.5), 1.6]
+    np.save(tmp_path / "w.npy", weights)
+    out = tmp_path / "a.npz"
+    assert main(["-q", "solve", "--workload", spec, "--privacy", privacy, "--method", "auto", "--objective", "weighted", "--option", f"weights={tmp_path / 'w.npy'}", "--out", str(out)]) == 0
+    s = read_strategy(out)
+    assert "equal within each marginal" in s.meta["auto_skipped"]["marginals"]
+    assert s.meta["objective_value"] == pytest.approx(float(weights @ query_variances(s.matrix, parse_spec(spec), 1 if privacy == "pure" else 2)), rel=1e-9)

@@ -143,7 +143,7 @@ def _reason(exc: Exception) -> str:
 
 
 def _reasons(failures: dict[str, Exception]) -> str:
-    return " | ".join(f"{name}: {_reason(exc)}" for name, exc in failures.items())
+    return " | ".join(f"{name}: {_reason(exc).removeprefix(f'{name}: ')}" for name, exc in failures.items())  # named once
 
 
 def no_candidate_error(failures: dict[str, Exception]) -> InputError | SolverError:

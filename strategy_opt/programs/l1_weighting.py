@@ -91,6 +91,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from ..bases import fourier_matrix, hierarchical_matrix, kron_all, wavelet_matrix
+from ..augment import COMPLETION_RTOL
 from ..compiler import compile_strategy, reported_error
 from ..defaults import EIG_RTOL
 from ..exceptions import InputError, OptionError, SolverError, setting
@@ -392,7 +393,8 @@ LINE_SEARCH_POINTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 def _completed(Q: np.ndarray, u: np.ndarray) -> np.ndarray:
     """``[diag(u) Q; diag(1 - |Q|^T u)]`` without its zero rows: completed to unit column L1 norms, as `completed_error` prices it."""
-    v = np.maximum(1.0 - np.abs(Q).T @ u, 0.0)
+    v = 1.0 - np.abs(Q).T @ u
+    v = np.where(v > COMPLETION_RTOL, v, 0.0)  # a deficit at rounding level is a complete column (as the compiler's rule)
     return np.vstack([(Q * u[:, None])[u > 0], np.diag(v)[v > 0]])
 
 
