@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown_table, median_time, thread_settings  # noqa: E402
 
 import strategy_opt as so  # noqa: E402
-from strategy_opt.io import read_workload_file  # noqa: E402
+from strategy_opt.matrix_files import read_workload_file  # noqa: E402
 from strategy_opt.programs.dawa import dawa_estimate  # noqa: E402
 from strategy_opt.programs.greedy_h import MappedWorkload  # noqa: E402
 from strategy_opt.workload import ExplicitWorkload, random_range  # noqa: E402

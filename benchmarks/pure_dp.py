@@ -320,17 +320,15 @@ def findings(cache: dict) -> str:
         "",
         _time_finding(cache),
         "",
-        "Provenance: the OPT_0 table and the auto-pure and p-identity columns of the method tables at 1024 cells at commit 555c316 "
-        "(p-identity races its 4 best hat templates for 50 iterations and runs the best 2, and the best at the start, to convergence; "
-        "auto-pure stops p-identity at tol 1e-6), the 4096-cell rows at cead07e (without the best-at-start finalist), with OPT_0 under its published "
-        "stopping rule; until then OPT_0 ran to SciPy's default tolerances (its 'to SciPy defaults' column), ~40x more "
-        "iterations than the published code at 1024 cells, which made auto-pure look faster than OPT_0. The other "
-        "columns of the method tables at 1024 and 4096 cells at ac91737. The rows at 64 and 256 cells, every column (one run, so their "
-        "times compare), at 2c62d46: the l1-weighting/* columns there after its completion-aware local search gained three starts "
-        "(GreedyH's weights a fourth on 1-D hierarchical bases) and drops design queries: 15 of their 26 measured cells now have the "
-        "identity's E_1 (every marginal workload, and the wavelet basis everywhere but prefix:256); the search runs up to 512 cells, and up to 2048 when it weighs at most 512 design queries, "
-        "so of the larger rows l1-weighting/eigen on the 1024-cell marginals predates it (it now gives 46080, the identity's E_1, in "
-        "24 s). The minerror-l1 table after its p-identity candidate gained the n/16 start.",
+        "Provenance: the OPT_0 table at commit 555c316 (p-identity races its 4 best hat templates for 50 iterations and runs the best 2, "
+        "and the best at the start, to convergence; auto-pure stops p-identity at tol 1e-6), its 4096-cell rows at cead07e (without the "
+        "best-at-start finalist), with OPT_0 under its published stopping rule; until then OPT_0 ran to SciPy's default tolerances (its "
+        "'to SciPy defaults' column), ~40x more iterations than the published code at 1024 cells, which made auto-pure look faster than "
+        "OPT_0. The method tables: the rows at 64 and 256 cells at 2c62d46 and the rows at 1024 cells at e608e76 (every column of a "
+        "size in one run, so their times compare; the l1-weighting/* columns after its completion-aware local search gained three "
+        "starts, GreedyH's weights a fourth on 1-D hierarchical bases, and drops design queries: where it runs, up to 512 cells and up "
+        "to 2048 for at most 512 design queries, many cells now have the identity's E_1), the 4096-cell rows at ac91737 (cead07e for "
+        "auto-pure). The minerror-l1 table after its p-identity candidate gained the n/16 start.",
     ]
     return "\n".join(lines)
 
