@@ -17,7 +17,10 @@ import numpy as np
 
 from .defaults import FILE_FORMAT_VERSION
 from .exceptions import InputError
-from .io import _READ_ERRORS, _version, atomic_path, file_sha256, missing_file, read_npy
+from .atomic import atomic_path
+from .fingerprints import file_sha256
+from .io import _version
+from .matrix_files import missing_file, READ_ERRORS, read_npy
 
 __all__ = ["write_answers", "write_answer_file", "csv_number", "read_answers"]
 
@@ -119,7 +122,7 @@ def read_answers(path: str | os.PathLike, verify: bool = True):
         return read_npy(path, "answers"), None, None, meta
     try:
         table = np.genfromtxt(path, delimiter=",", skip_header=1, ndmin=2, filling_values=np.nan)
-    except _READ_ERRORS as exc:
+    except READ_ERRORS as exc:
         raise InputError(f"cannot read {path}: malformed answers CSV ({exc})") from None
     if table.shape[1] != 4:
         raise InputError(f"{path}: expected columns query,answer,lower,upper")

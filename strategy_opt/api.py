@@ -13,7 +13,7 @@ from numpy.typing import ArrayLike
 from .defaults import BYTES_PER_QUERY, MAX_DENSE_N
 from .error import supports
 from .exceptions import InputError
-from .io import matrix_fingerprint, meta_fingerprint, workload_file_hashes
+from .fingerprints import matrix_fingerprint, meta_fingerprint, workload_file_hashes
 from .objectives import get_objective
 from .problem import Problem
 from .registry import get_method

@@ -252,7 +252,8 @@ def _summary(meta: dict) -> str:
 # ----------------------------------------------------------------------------------------- solve
 def _cmd_solve(args) -> int:
     from .api import solve
-    from .io import STRATEGY_FORMATS, check_not_input, check_writable, write_strategy
+    from .atomic import check_not_input, check_writable
+    from .io import STRATEGY_FORMATS, write_strategy
     from .problem import absolute_file_paths, read_problem_file
     from .spec import file_paths, parse_spec
 
@@ -348,7 +349,7 @@ def _same_workload_files(recorded: str, files: dict, given: str) -> bool:
 
     ``files`` maps the recorded SPEC's paths to their SHA-256 (``meta.workload_files``).
     """
-    from .io import workload_file_hashes
+    from .fingerprints import workload_file_hashes
     from .problem import absolute_file_paths
     from .spec import canonical_spec
 
@@ -380,7 +381,7 @@ def _is_spec(recorded: str) -> bool:
 
 def _files_unchanged(files: dict) -> bool:
     """Whether every recorded workload file still has its recorded SHA-256 (so reading the recorded SPEC gives that workload)."""
-    from .io import file_sha256
+    from .fingerprints import file_sha256
 
     try:
         return all(file_sha256(path) == digest for path, digest in files.items())
@@ -568,7 +569,7 @@ def _write_release(args, release, provenance: dict) -> None:
 
 
 def _check_out(args) -> None:
-    from .io import check_answers_path
+    from .atomic import check_answers_path
     from .spec import file_paths
 
     inputs = [getattr(args, "data", None), getattr(args, "strategy", None), *file_paths(args.workload)]
@@ -622,7 +623,7 @@ def _grid_from_data(args, workload):
     released as 2-D, as with ``SPEC*SPEC`` workloads, whichever form the data take.
     """
     from .histograms import bins_count
-    from .io import npy_shape
+    from .matrix_files import npy_shape
     from .workload import ExplicitWorkload
 
     if not isinstance(workload, ExplicitWorkload) or len(workload.domain) != 1:
@@ -688,7 +689,8 @@ def _cmd_release(args) -> int:
 
 # ----------------------------------------------------------------------------------------- export / list
 def _cmd_export(args) -> int:
-    from .io import check_writable, read_strategy, write_strategy
+    from .atomic import check_writable
+    from .io import read_strategy, write_strategy
 
     strategy = read_strategy(args.strategy)
     if Path(args.out).resolve() == Path(args.strategy).resolve():

@@ -74,7 +74,7 @@ def _is_matrix_path(text: str) -> bool:
 
 
 def _load_queries(text: str):
-    from .io import read_workload_file
+    from .matrix_files import read_workload_file
     from .spec import parse_spec
 
     return read_workload_file(text) if _is_matrix_path(text) else parse_spec(text)
@@ -182,7 +182,7 @@ def _write(path: Path, results, provenance: dict) -> None:
 def _cmd_online(args) -> int:
     from .cli import _sampler, naming_data
     from .histograms import read_histogram
-    from .io import check_answers_path
+    from .atomic import check_answers_path
     from .workload import stated_domain
     from .online import OnlineAnswerer
     from .spec import file_paths

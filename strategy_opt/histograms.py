@@ -19,7 +19,7 @@ import numpy as np
 
 from .defaults import DECIMAL_PATTERN
 from .exceptions import InputError
-from .io import _read_csv_matrix, missing_file, read_npy
+from .matrix_files import missing_file, read_csv_matrix, read_npy
 from .resources import require_memory
 
 __all__ = ["read_histogram", "histogram_from_records", "bins_count", "narrow_last_bin"]
@@ -52,7 +52,7 @@ def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None, s
                              "give a vector of counts or an array of the domain's shape")
     elif suffix == ".csv":
         _check_count_lines(path)
-        x = _read_csv_matrix(path, "histogram", ndmin=1)
+        x = read_csv_matrix(path, "histogram", ndmin=1)
         if x.ndim != 1:
             raise InputError(f"{path}: a CSV histogram has one count per line, got {x.shape[1]} columns; raw records need --column/--bins")
     else:

@@ -259,7 +259,7 @@ def _sized(node: _Node, spec: str) -> WorkloadSize:
         m = _elementary_symmetric(shape, k) if len(shape) * k <= 10**6 else parts
         return WorkloadSize(n, m, build, kron_blocks=list(shape))
     if kind == "file":
-        from .io import read_workload_file
+        from .matrix_files import read_workload_file
 
         node.loaded = read_workload_file(args[0])
         return WorkloadSize(node.loaded.n, node.loaded.m)

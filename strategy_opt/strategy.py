@@ -49,10 +49,10 @@ class Strategy:
         JSON-serialisable metadata (README.md, "Strategy files": workload, privacy, method,
         objective, unit_total_squared_error, lower_bound, solver, ...).
     fingerprint : str or None
-        `strategy_opt.io.matrix_fingerprint` of the matrix ``meta`` was computed
+        `strategy_opt.fingerprints.matrix_fingerprint` of the matrix ``meta`` was computed
         for (set by `strategy_opt.solve`); writing refuses a matrix changed since.
     meta_fingerprint : str or None
-        `strategy_opt.io.meta_fingerprint` of ``meta`` as computed or read
+        `strategy_opt.fingerprints.meta_fingerprint` of ``meta`` as computed or read
         (set by `strategy_opt.solve` and `strategy_opt.io.read_strategy`):
         metadata edited since is checked against the matrix on writing, as
         metadata written by hand is (`strategy_opt.api.checked_hand_written`).

@@ -90,7 +90,7 @@ def test_file_range_workload_at_4096_takes_the_matrix_route(tmp_path):
     because its non-zeros were unknown; they are counted now (2.8 M <= n^2/4), like random-range's."""
     import scipy.sparse as sp
 
-    from strategy_opt.io import read_workload_file
+    from strategy_opt.matrix_files import read_workload_file
 
     W = random_range(4096, 2000, 7)
     sp.save_npz(tmp_path / "W.npz", W.matrix())

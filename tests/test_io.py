@@ -12,6 +12,7 @@ import scipy.sparse as sp
 import strategy_opt as so
 from strategy_opt import answers
 from strategy_opt import histograms
+from strategy_opt import atomic
 from strategy_opt import io as sio
 from strategy_opt.exceptions import InputError
 from strategy_opt.strategy import Strategy
@@ -85,7 +86,7 @@ def test_round_trip_all_formats(tmp_path):
 def temporary_files(request, monkeypatch):
     """Both routes of `atomic_path`: unnamed O_TMPFILE files where the filesystem has them, named hidden ones elsewhere."""
     if request.param == "named":
-        monkeypatch.setattr(sio, "_anonymous_file", lambda directory: None)
+        monkeypatch.setattr(atomic, "_anonymous_file", lambda directory: None)
     return request.param
 
 
@@ -114,7 +115,7 @@ def test_write_replaces_an_existing_file_and_leaves_nothing_else(tmp_path, dense
 
 def test_a_filesystem_that_cannot_link_unnamed_files_gets_a_copy(tmp_path, dense_strategy, monkeypatch):
     """O_TMPFILE worked but linkat did not (some network or overlay filesystems): the bytes are copied into place."""
-    fd = sio._anonymous_file(tmp_path)
+    fd = atomic._anonymous_file(tmp_path)
     if fd is None:
         pytest.skip("this filesystem makes no unnamed files")
     os.close(fd)
@@ -122,7 +123,7 @@ def test_a_filesystem_that_cannot_link_unnamed_files_gets_a_copy(tmp_path, dense
     def no_link(*args, **kwargs):
         raise OSError(18, "Invalid cross-device link")
 
-    monkeypatch.setattr(sio.os, "link", no_link)
+    monkeypatch.setattr(atomic.os, "link", no_link)
     sio.write_strategy(dense_strategy, tmp_path / "s.csv")
     np.testing.assert_array_equal(sio.read_strategy(tmp_path / "s.csv").dense(), dense_strategy.dense())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.csv", "s.json"]

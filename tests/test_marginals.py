@@ -197,7 +197,7 @@ def test_unions_of_marginal_specs_are_one_marginal_workload():
 def test_one_attribute_stacks_and_structural_fingerprints(tmp_path, monkeypatch):
     """A stack on one attribute reads back as one; its fingerprint comes from its weights (a stack of 1e8 entries
     is never expanded to identify it)."""
-    from strategy_opt.io import matrix_fingerprint
+    from strategy_opt.fingerprints import matrix_fingerprint
 
     A = MarginalsMatrix((5,), [1.0, 30.0])
     back = MarginalsMatrix.from_meta(A.tocsr(), {"domain": [5], "marginal_weights": A.weights_by_subset()})

@@ -87,7 +87,7 @@ from ..error import ErrorProfile, per_query_variances
 from ..exceptions import InputError, OptionError, SolverError, setting
 from ..native_l2 import solve_total_l2
 from ..threads import factorization_threads
-from ..io import read_npy
+from ..matrix_files import read_npy
 from ..objectives import BUILTIN_OBJECTIVES, check_cvx_form, check_monotone, get_objective
 from ..problem import Problem
 from ..registry import register_method

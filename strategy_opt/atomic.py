@@ -1,0 +1,153 @@
+"""Atomic file writes and output-path checks.
+
+Every file strategy_opt writes (strategies, answers, releases) goes through
+`atomic_path`: a temporary file in the target directory, renamed over the
+target when complete, so a failed or interrupted run leaves no partial file.
+The ``check_*`` functions refuse unusable output paths before any work is done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from .exceptions import InputError
+
+__all__ = ["atomic_path", "check_writable", "check_answers_path", "check_not_input"]
+
+
+def _anonymous_file(directory: Path) -> int | None:
+    """An unnamed file in ``directory`` (Linux ``O_TMPFILE``), or None where the OS or filesystem has none.
+
+    It has no name until `_publish` links it in, so a process killed at any
+    point of the write (SIGKILL included) leaves nothing behind.
+    """
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None or not Path("/proc/self/fd").is_dir():
+        return None
+    try:
+        return os.open(directory, flag | os.O_RDWR, 0o666)  # open(2) applies the umask
+    except OSError:  # EOPNOTSUPP, EISDIR, EINVAL ... : fall back to a named temporary file
+        return None
+
+
+def _publish(fd: int, directory: Path, path: Path) -> None:
+    """Give the unnamed file ``fd`` the name ``path`` (replacing it): link under a fresh hidden name, then rename."""
+    staged = directory / f".{path.name}.{os.urandom(8).hex()}.tmp"  # fresh: linkat refuses an existing name
+    fds = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY)
+    try:  # src_dir_fd makes os.link call linkat(AT_SYMLINK_FOLLOW), which links the file the /proc entry stands for
+        os.link(str(fd), staged, src_dir_fd=fds, follow_symlinks=True)
+    except OSError:  # a filesystem that makes unnamed files but cannot link them: copy into a named one
+        _copy_to_named(fd, staged)
+    finally:
+        os.close(fds)
+    try:
+        os.replace(staged, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(staged)
+        raise
+
+
+def _copy_to_named(fd: int, staged: Path) -> None:
+    """Copy the unnamed file ``fd`` into the new file ``staged`` (removed again if the copy fails)."""
+    out = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        offset = 0
+        while block := os.pread(fd, 1 << 20, offset):
+            offset += len(block)
+            view = memoryview(block)
+            while view:  # os.write may take part of a block
+                view = view[os.write(out, view):]
+    except BaseException:
+        os.close(out)
+        with contextlib.suppress(OSError):
+            os.unlink(staged)
+        raise
+    os.close(out)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike):
+    """Yield a temporary path beside ``path``; rename it over ``path`` on success.
+
+    Where the filesystem allows (Linux ``O_TMPFILE``) the temporary file has
+    no name until it is complete, so even a process killed outright (SIGKILL)
+    leaves no file behind; elsewhere it is a hidden ``.NAME.*.tmp`` file, which
+    any exception (``KeyboardInterrupt`` and the CLI's SIGTERM handler
+    included) removes, and which only SIGKILL can leave. Either way ``path`` is
+    never partial: it is untouched or complete.
+    """
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise InputError(f"output directory does not exist: {directory}")
+    if path.is_dir():  # refused before anything is written: a file and its sidecar are written together or not at all
+        raise InputError(f"cannot write {path}: Is a directory")
+    fd = _anonymous_file(directory)
+    if fd is None:
+        try:
+            named, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        except OSError as exc:
+            raise InputError(f"cannot write in {directory}: {exc.strerror}") from None
+        os.close(named)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private (0600); the output gets the usual permissions
+    else:
+        tmp = f"/proc/self/fd/{fd}"
+    try:
+        yield Path(tmp)
+        try:
+            if fd is None:
+                os.replace(tmp, path)
+            else:
+                _publish(fd, directory, path)
+        except OSError as exc:  # e.g. the target is a directory
+            raise InputError(f"cannot write {path}: {exc.strerror}") from None
+    except BaseException:
+        if fd is None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Refuse an output path that cannot be written (missing directory, a directory), before any work is done.
+
+    The path is checked as typed: ``o.npy/`` or ``o.npy/.`` names a directory,
+    not a file, although `pathlib.Path` drops the trailing separator.
+    """
+    text = os.fspath(path)
+    seps = (os.sep, os.altsep) if os.altsep else (os.sep,)
+    last = text
+    for sep in seps:
+        last = last.rsplit(sep, 1)[-1]
+    if text.endswith(seps) or last in (".", ".."):
+        raise InputError(f"--out {text!r} names a directory (it ends in {text[-1] if text.endswith(seps) else last!r}), not a file; give a file name")
+    out = Path(path)
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"output directory does not exist: {parent}")
+    if out.is_dir():
+        raise InputError(f"--out {str(path)!r} is a directory; give a file name")
+
+
+def check_answers_path(path: str | os.PathLike, inputs=()) -> None:
+    """Refuse an answers file name (``.npy``/``.csv``) that cannot be written or that names one of ``inputs``."""
+    if Path(path).suffix.lower() not in (".npy", ".csv"):
+        raise InputError(f"--out must end in .npy or .csv, got {str(path)!r}")
+    check_writable(path)
+    check_not_input(path, inputs)
+
+
+def check_not_input(path: str | os.PathLike, inputs=()) -> None:
+    """Refuse an output path that names one of the command's input files (``None`` entries ignored)."""
+    out = Path(path).resolve()
+    if any(p is not None and Path(p).resolve() == out for p in inputs):
+        raise InputError(f"--out {str(path)!r} is one of the input files; choose another name")
