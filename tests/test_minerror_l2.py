@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -14,6 +15,7 @@ from strategy_opt.exceptions import InputError, OptionError
 from strategy_opt.io import read_strategy
 from strategy_opt.registry import get_method
 from strategy_opt.solvers import load_profile
+from strategy_opt.spec import parse_spec
 from strategy_opt.workload import all_range, from_matrix, prefix, random_range
 
 REF_8, REF_32 = 80.464265, 2143.53671
@@ -611,3 +613,51 @@ def test_auto_reports_the_best_bound_any_candidate_certified():
     assert s.meta["unit_total_squared_error"] == pytest.approx(optimum, rel=1e-9)
     assert s.meta["lower_bound"] == pytest.approx(optimum, rel=1e-8) and s.meta["lower_bound"] <= s.meta["unit_total_squared_error"]
     assert s.meta["ratio_to_lower_bound"] == pytest.approx(1.0, abs=1e-8)
+
+
+def test_a_stalled_native_solve_falls_back_to_the_sdp():
+    """Random positive 2 x 60 rows: the native dual ascent stalled at gap 0.43, 3% above the optimum; the fallback
+    reaches the optimum of our own SDP (Schur complement form, Clarabel) and certifies it."""
+    import cvxpy as cp
+
+    from strategy_opt.workload import from_matrix
+
+    Wm = np.random.default_rng(11).random((2, 60))
+    s = solve(from_matrix(Wm), method="minerror-l2")
+    A = s.dense()
+    E = np.sqrt((A * A).sum(0)).max() ** 2 * np.trace(Wm.T @ Wm @ np.linalg.pinv(A.T @ A))
+    X = cp.Variable((60, 60), PSD=True)
+    t = cp.Variable(2)
+    cons = [cp.diag(X) <= 1] + [cp.bmat([[X, Wm[i][:, None]], [Wm[i][None, :], cp.reshape(t[i], (1, 1), order="C")]]) >> 0 for i in range(2)]
+    cp.Problem(cp.Minimize(cp.sum(t)), cons).solve(solver=cp.CLARABEL)
+    assert E == pytest.approx(s.meta["unit_total_squared_error"], rel=1e-9)
+    assert E <= t.value.sum() * (1 + 1e-5)
+    assert s.meta["native_fallback"]["chosen"] == "clarabel"
+    assert s.meta["lower_bound"] >= E * (1 - 1e-5)
+
+
+def test_a_tiny_weight_gets_the_support_repair_not_a_refusal():
+    """Weight 1e-10 on one query: the reweighted optimum leaves its direction out; the compiler's identity share supports it
+    (it was refused as 'does not support'). The value is within 1% of the optimum 5.30278 (our own Schur SDP, Clarabel)."""
+    import cvxpy as cp
+
+    from oracles import query_variances
+
+    c = np.array([1.0, 1e-10, 3.0])
+    s = solve("prefix:3", method="minerror-l2", objective="weighted", weights=c)
+    W = parse_spec("prefix:3")
+    assert s.meta["objective_value"] == pytest.approx(float(c @ query_variances(s.dense(), W, 2)), rel=1e-9)
+    Wm = W.matrix().toarray()
+    X, t = cp.Variable((3, 3), PSD=True), cp.Variable(3)
+    cons = [cp.diag(X) <= 1] + [cp.bmat([[X, Wm[i][:, None]], [Wm[i][None, :], cp.reshape(t[i], (1, 1), order="C")]]) >> 0 for i in range(3)]
+    cp.Problem(cp.Minimize(c @ t), cons).solve(solver=cp.CLARABEL)
+    assert s.meta["objective_value"] <= float(c @ t.value) * 1.01
+    assert "support_repair" in s.meta
+
+
+@pytest.mark.parametrize("weights, match", [("1,1e308,3", "span 1 to 1e\\+308"), ("[1, 2", "unbalanced brackets"), ("1,,2,3", "empty or non-numeric"), ("1, 2, 3]]", "unbalanced brackets")])
+def test_weights_that_overflow_or_are_malformed_are_refused(capsys, weights, match):
+    from strategy_opt.cli import main
+
+    assert main(["-q", "solve", "--workload", "prefix:3", "--privacy", "approx", "--method", "minerror-l2", "--objective", "weighted", "--option", f"weights={weights}", "--out", "unused.npz"]) == 2
+    assert re.search(match, capsys.readouterr().err)
