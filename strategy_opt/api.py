@@ -358,7 +358,11 @@ def error_report(strategy: Strategy | ArrayLike, workload: Workload | str | Arra
         except InputError:  # too many queries to enumerate; the total is still exact
             max_var = None
     log_E = math.log(E) + W.log_scale if E > 0 else -math.inf
-    lb = log_svd_bound(W)
+    try:
+        lb = log_svd_bound(W)
+    except InputError as exc:  # a spectrum only a dense Gram gives, past the dense limit: no bound, the error stands
+        log.warning("no SVD lower bound: %s", " ".join(str(exc).split()))
+        lb = math.nan
     log_mse = log_E - math.log(W.m)
     missing = strategy.unverified() if defaulted else None
     if missing is not None:  # after the work, as the CLI does, so that errors stay one line
@@ -371,9 +375,9 @@ def error_report(strategy: Strategy | ArrayLike, workload: Workload | str | Arra
         "shape": list(strategy.shape),
         "unit_total_squared_error": E if W.log_scale == 0 else (math.exp(log_E) if log_E < 709 else None),
         "unit_total_squared_error_log10": log_E / math.log(10) if math.isfinite(log_E) else None,
-        "svd_bound": math.exp(lb) if lb < 709 else None,
-        "svd_bound_log10": lb / math.log(10),
-        "ratio_to_svd_bound": math.exp(log_E - lb) if math.isfinite(log_E) else None,
+        "svd_bound": math.exp(lb) if lb < 709 else None,  # (NaN compares false: None)
+        "svd_bound_log10": lb / math.log(10) if math.isfinite(lb) else None,
+        "ratio_to_svd_bound": math.exp(log_E - lb) if math.isfinite(log_E) and math.isfinite(lb) else None,
         "mean_squared_error_per_query": math.exp(log_mse) if log_mse < 709 else None,
         "max_query_variance": max_var,
     }

@@ -244,7 +244,7 @@ def _summary(meta: dict) -> str:
     return (
         f"method={meta.get('method')} workload={meta.get('workload')} privacy={meta.get('privacy')} {objective}"
         f"shape={meta.get('shape')} E_{meta.get('sensitivity_norm', 'l?')[1:]}={E} lower_bound={lb} "
-        f"({meta.get('lower_bound_kind')}) ratio={'n/a' if ratio is None else f'{ratio:.6g}'} "
+        f"({meta.get('lower_bound_kind') or 'unavailable'}) ratio={'n/a' if ratio is None else f'{ratio:.6g}'} "
         f"solver={meta.get('solver')} status={meta.get('solver_status')} seconds={meta.get('solve_seconds', 0):.3g}"
     )
 

@@ -263,12 +263,14 @@ def compile_strategy(
     true_E = E if log_scale == 0 else (math.exp(log_E) if log_E < 709 else None)
     if problem.p == 1 and lower_bound is None:
         lower_bound, lower_bound_kind = compile_lower_bound(W)
-    log_svdb = log_svd_bound(W)
+    log_svdb, no_bound = _log_svd_bound_or_reason(W)
     lb_log, lb_kind = log_svdb, "svd-bound"
     if lower_bound is not None and lower_bound > 0 and math.log(lower_bound) + log_scale > log_svdb - BOUND_TIE_RTOL:
         # a program's bound that ties the SVD bound names itself (it certifies the SVD bound is the optimum)
         lb_log, lb_kind = max(math.log(lower_bound) + log_scale, log_svdb), lower_bound_kind or "program"
-    lb_value = math.exp(lb_log) if lb_log < 709 else None
+    if not math.isfinite(lb_log):  # no bound at all (the SVD bound needs eigenvalues this workload cannot give)
+        lb_kind = None
+    lb_value = math.exp(lb_log) if math.isfinite(lb_log) and lb_log < 709 else None
     if math.isfinite(log_E) and log_E <= lb_log <= log_E + BOUND_TIE_RTOL:
         # a bound that meets the error exceeds it only by rounding (identity, total)
         lb_log, lb_value = log_E, true_E
@@ -287,9 +289,9 @@ def compile_strategy(
         "unit_total_squared_error": finite_or_none(true_E),
         "unit_total_squared_error_log10": log_E / math.log(10) if math.isfinite(log_E) else None,
         "lower_bound": finite_or_none(lb_value),
-        "lower_bound_log10": lb_log / math.log(10),
+        "lower_bound_log10": lb_log / math.log(10) if math.isfinite(lb_log) else None,
         "lower_bound_kind": lb_kind,
-        "svd_bound": finite_or_none(math.exp(log_svdb)) if log_svdb < 709 else None,
+        "svd_bound": finite_or_none(math.exp(log_svdb)) if math.isfinite(log_svdb) and log_svdb < 709 else None,
         "ratio_to_lower_bound": finite_or_none(gap + 1.0) if gap is not None else None,
         "relative_gap": finite_or_none(gap),
         "supports_workload": True,
@@ -300,6 +302,8 @@ def compile_strategy(
         "strategy_opt_version": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+    if no_bound is not None:
+        meta["lower_bound_unavailable"] = no_bound
     extra = dict(extra or {})
     if completed is not None or "completion_rows" in extra:
         # rows a method appended itself by the same rule (l1-weighting's local search) count too
@@ -317,6 +321,21 @@ def compile_strategy(
         meta.update(extra)
     meta["compile_seconds"] = time.perf_counter() - t0
     return Strategy(A, meta)
+
+
+def _log_svd_bound_or_reason(W) -> tuple[float, str | None]:
+    """``(log SVD bound, None)``, or ``(-inf, why)`` when the workload's Gram eigenvalues need a dense matrix it cannot have.
+
+    A union of products whose factors do not commute (``prefix:256*total:256+total:256*prefix:256``)
+    has no closed-form spectrum; past the dense limit its strategies are still built, analysed per
+    factor and run, without the bound.
+    """
+    try:
+        return log_svd_bound(W), None
+    except InputError as exc:
+        reason = " ".join(str(exc).split())
+        log.warning("no SVD lower bound: %s", reason)
+        return -math.inf, f"SVD bound: {reason}"
 
 
 def _ratio_to_identity(A, W, p: int, E: float) -> float | None:

@@ -323,3 +323,29 @@ def test_unit_error_is_the_true_value_on_all_predicate_workloads():
     assert expected_total_error(A, W, PureDP(0.5)) == pytest.approx(true * 2 / 0.25, rel=1e-12)
     assert scaled_unit_error(A, W, 1) == pytest.approx(true / 2**3, rel=1e-12)
     assert unit_error(np.eye(1100), all_predicate(1100), 1) == np.inf  # 2^1100 queries: beyond float64, never a wrong finite number
+
+
+def test_without_a_spectrum_strategies_are_still_built_and_analysed(tmp_path):
+    """prefix x total + total x prefix on 256 x 256: the union's Gram eigenvalues need a dense 65536^2 matrix, so there is
+    no SVD bound; identity and hierarchical are still solved, written and analysed per factor (they were refused).
+    E_2 by numpy on the 256-cell factors: sum over the two parts of prod_f trace(G_f (A_f^T A_f)^+), times the sensitivity^2."""
+    from oracles import dense
+    from strategy_opt.api import solve
+    from strategy_opt.cli import main
+    from strategy_opt.io import read_strategy
+
+    spec = "prefix:256*total:256+total:256*prefix:256"
+    P = np.tril(np.ones((256, 256)))
+    Gp, Gt = P.T @ P, np.ones((256, 256))
+    ident = solve(spec, privacy="approx", method="identity")
+    assert ident.meta["unit_total_squared_error"] == pytest.approx(2 * np.trace(Gp) * np.trace(Gt), rel=1e-12)
+    assert ident.meta["lower_bound"] is None and "SVD bound" in ident.meta["lower_bound_unavailable"]
+    out = tmp_path / "h.npz"
+    assert main(["-q", "solve", "--workload", spec, "--privacy", "approx", "--method", "hierarchical", "--out", str(out)]) == 0
+    s = read_strategy(out)
+    F = [dense(f) for f in s.matrix.factors]
+    inv = [np.linalg.pinv(f.T @ f) for f in F]
+    sens2 = np.prod([(f * f).sum(0).max() for f in F])
+    E = sens2 * (np.trace(Gp @ inv[0]) * np.trace(Gt @ inv[1]) + np.trace(Gt @ inv[0]) * np.trace(Gp @ inv[1]))
+    assert s.meta["unit_total_squared_error"] == pytest.approx(E, rel=1e-9)
+    assert main(["-q", "error", str(out), "--workload", spec]) == 0
