@@ -88,3 +88,9 @@ MAX_FLOAT_SQUARED = 1e300
 #: A number as users type it on the command line: ASCII decimal or exponent notation (``float`` and
 #: ``Decimal`` also read ``1_0`` and other scripts' digits, which are refused).
 DECIMAL_PATTERN = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+
+#: A Kronecker strategy whose flat matrix has more non-zeros than this stays a product: ``.npz``
+#: files store its factors (keys ``factor_0``, ``factor_1``, ..., ``meta.layout = "kronecker-factors"``;
+#: the matrix is ``np.kron`` of them in order; ``.mtx`` and ``.csv`` refuse it), and ``run``
+#: measures and reconstructs it factor by factor (least squares only).
+FLAT_MAX_NONZEROS = 5 * 10**7

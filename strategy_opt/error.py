@@ -33,7 +33,7 @@ import numpy as np
 import scipy.linalg as la
 import scipy.sparse as sp
 
-from .defaults import EIG_RTOL, MAX_DENSE_N, SUPPORT_RTOL, TINY_GRAM
+from .defaults import EIG_RTOL, FLAT_MAX_NONZEROS, MAX_DENSE_N, SUPPORT_RTOL, TINY_GRAM
 from .exceptions import InputError
 from .marginals import MarginalsMatrix, marginals_query_variances, marginals_trace
 from .privacy import check_privacy
@@ -45,6 +45,9 @@ __all__ = [
     "check_columns",
     "kronecker_factors",
     "kronecker_query_variances",
+    "kron_apply",
+    "factored",
+    "flat_nonzeros",
     "check_kronecker_support",
     "sensitivity",
     "ErrorProfile",
@@ -120,6 +123,33 @@ class KroneckerMatrix:
         if self.product is not None:
             return sp.csr_matrix(self.product)
         return sp.csr_matrix(reduce(lambda a, b: sp.kron(a, b, format="csr"), [sp.csr_matrix(f) for f in self.factors]))
+
+
+def flat_nonzeros(A) -> float:
+    """Non-zeros of a Kronecker strategy's flat matrix (the product of its factors')."""
+    return math.prod(float(f.nnz if sp.issparse(f) else np.count_nonzero(f)) for f in A.factors)
+
+
+def factored(A) -> bool:
+    """Whether A is a Kronecker strategy kept as its factors in files and runs (`defaults.FLAT_MAX_NONZEROS`)."""
+    return isinstance(A, KroneckerMatrix) and flat_nonzeros(A) > FLAT_MAX_NONZEROS
+
+
+def kron_apply(factors, x: np.ndarray) -> np.ndarray:
+    """``(F_1 (x) F_2 (x) ...) x`` without the product: each factor applied along its axis of x (row-major cells).
+
+    Examples
+    --------
+    >>> F, G = np.array([[1.0, 2.0]]), np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
+    >>> x = np.arange(6.0)
+    >>> bool(np.allclose(kron_apply([F, G], x), np.kron(F, G) @ x))
+    True
+    """
+    T = np.asarray(x, dtype=float).reshape([f.shape[1] for f in factors])
+    for axis, f in enumerate(factors):
+        f = f.toarray() if sp.issparse(f) else np.asarray(f, dtype=float)
+        T = np.moveaxis(np.tensordot(f, T, axes=([1], [axis])), 0, axis)
+    return T.ravel()
 
 
 #: Strategies kept in a structured form (their analysis never forms the n x n matrices where the

@@ -40,7 +40,7 @@ from .defaults import (
     SUPPORT_PROBE_MASS_RTOL, SUPPORT_PROBE_MAX_ITER, SUPPORT_PROBE_MAX_QUERIES, SUPPORT_PROBE_NULL_FLOOR, SUPPORT_PROBES, SUPPORT_RTOL,
 )
 from .certificates import gram_factor
-from .error import ADD_ROWS, STRUCTURED, ErrorProfile, as_strategy_matrix, check_columns, check_kronecker_support, diagonal_inverse, kronecker_query_variances, sensitivity
+from .error import ADD_ROWS, STRUCTURED, ErrorProfile, KroneckerMatrix, as_strategy_matrix, check_columns, check_kronecker_support, diagonal_inverse, factored, flat_nonzeros, kron_apply, kronecker_query_variances, sensitivity
 from .exceptions import InputError, NoiseScaleError, PrecisionError, setting
 from .marginals import MarginalsMatrix, marginals_query_variances
 from .privacy import Privacy, check_privacy
@@ -103,8 +103,11 @@ class Release:
 
 
 def _as_operator_matrix(A):
-    """The strategy matrix of a `Strategy` or a matrix, validated (`as_strategy_matrix`); Kronecker factors multiplied out."""
+    """The strategy matrix of a `Strategy` or a matrix, validated (`as_strategy_matrix`); Kronecker factors multiplied out
+    unless the product is too large (`strategy_opt.error.factored`)."""
     A = as_strategy_matrix(A.matrix if isinstance(A, Strategy) else A)
+    if factored(A):  # too large to multiply out: measured and reconstructed factor by factor
+        return A
     return A.tocsr() if isinstance(A, STRUCTURED) else A
 
 
@@ -273,7 +276,7 @@ def measure(
     if delta_A <= 0:
         raise InputError("strategy has zero sensitivity (all-zero matrix)")
     scale = _check_noise(privacy, delta_A)
-    exact = np.asarray(A @ x, dtype=float).ravel()
+    exact = kron_apply(A.factors, x) if isinstance(A, KroneckerMatrix) else np.asarray(A @ x, dtype=float).ravel()
     check_noise_resolution(exact, scale, what)  # also refuses answers that overflow
     if sampler == "simulate":
         rng = np.random.default_rng(rng)
@@ -370,6 +373,13 @@ def reconstruct(A, y: np.ndarray, estimator: str = "ls", workload: Workload | No
     """
     A = _as_operator_matrix(A)
     y = _check_vector(y, A.shape[0], "noisy answers y", "the strategy's rows number")
+    if isinstance(A, KroneckerMatrix):  # pinv(A_1 (x) A_2) = pinv(A_1) (x) pinv(A_2): least squares factor by factor
+        if estimator != "ls":
+            raise InputError(
+                f"the {estimator} estimator needs the flat {A.shape[0]}x{A.shape[1]} strategy ({flat_nonzeros(A):.3g} non-zeros); "
+                f"this Kronecker strategy is kept as its factors: use {setting('estimator', 'ls')}"
+            )
+        return kron_apply([np.linalg.pinv(f.toarray() if sp.issparse(f) else np.asarray(f, dtype=float)) for f in A.factors], y)
     if estimator == "ls":
         return _least_squares(A, y)
     if estimator == "nnls":
@@ -709,7 +719,7 @@ def run(
     prof = kron = marginal = None
     if workload.n >= PROGRESS_MIN_N:
         log.info("run: checking that the %d x %d strategy supports the workload", *A.shape)
-    if workload.n <= MAX_DENSE_N or diagonal_inverse(A) is not None:  # a diagonal A^T A (the identity) needs no n x n matrix
+    if not isinstance(A, KroneckerMatrix) and (workload.n <= MAX_DENSE_N or diagonal_inverse(A) is not None):  # a diagonal A^T A (the identity) needs no n x n matrix
         prof = ErrorProfile(A)
         if not prof.full_rank:  # full column rank measures every cell and supports every workload
             G = workload.gram()
@@ -717,6 +727,11 @@ def run(
             prof.check_support(G, workload=workload)
     else:
         kron = check_kronecker_support(strategy.matrix, workload)  # a product strategy on a product workload: checked factor by factor
+        if kron is None and isinstance(A, KroneckerMatrix):
+            raise InputError(
+                f"this {A.shape[0]}x{A.shape[1]} Kronecker strategy is kept as its factors ({flat_nonzeros(A):.3g} non-zeros flat); "
+                f"it answers product workloads whose factors match its own, not {workload.spec!r}"
+            )
         if kron is None and isinstance(strategy.matrix, MarginalsMatrix):  # None for another workload; checks support
             marginal = marginals_query_variances(strategy.matrix, workload)
         if marginal is not None:

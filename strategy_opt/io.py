@@ -53,8 +53,8 @@ import scipy.io
 import scipy.sparse as sp
 
 from .atomic import atomic_path
-from .defaults import FILE_FORMAT_VERSION
-from .error import KroneckerMatrix, kronecker_factors
+from .defaults import FILE_FORMAT_VERSION, FLAT_MAX_NONZEROS
+from .error import KroneckerMatrix, factored, flat_nonzeros, kronecker_factors
 from .exceptions import InputError
 from .fingerprints import SEAL_LENGTH, SEAL_PREFIX, content_hash, file_sha256, matrix_fingerprint, meta_fingerprint, meta_hash, seal, sealed_mtx, sealed_npz, workload_file_hashes
 from .marginals import MarginalsMatrix
@@ -198,10 +198,14 @@ CONTRACT_META_FIELDS = (
 )
 
 
-def _meta_for_write(strategy: Strategy, digest: str) -> dict:
+def _meta_for_write(strategy: Strategy, digest: str, layout: str | None = None) -> dict:
     meta = {k: _json_ready(v, k) for k, v in strategy.meta.items() if k not in _FILE_KEYS}
     meta["format_version"] = FILE_FORMAT_VERSION
     meta["content_sha256"] = digest
+    if layout is not None:
+        meta["layout"] = layout
+    else:
+        meta.pop("layout", None)
     meta.setdefault("shape", list(strategy.shape))
     meta.setdefault("strategy_opt_version", _version())
     if meta.get("sensitivity_norm") is None and meta.get("privacy") in ("pure", "approx"):
@@ -223,8 +227,15 @@ def _require_write_memory(strategy: Strategy, path: Path, suffix: str) -> None:
     ``.csv`` holds it dense.
     """
     A = strategy.matrix
+    if factored(A):
+        if suffix != ".npz":
+            raise InputError(
+                f"cannot write {path}: the {strategy.shape[0]}x{strategy.shape[1]} Kronecker strategy has {flat_nonzeros(A):.3g} non-zeros "
+                f"in its flat matrix (more than {FLAT_MAX_NONZEROS:.0e}); write .npz, which stores its factors"
+            )
+        return
     if isinstance(A, KroneckerMatrix):
-        nnz = math.prod(float(f.nnz if sp.issparse(f) else np.count_nonzero(f)) for f in A.factors)
+        nnz = flat_nonzeros(A)
     elif isinstance(A, MarginalsMatrix):
         nnz = float(len(A.marginals()) * A.shape[1])  # one entry per cell in each marginal
     elif sp.issparse(A):
@@ -272,13 +283,18 @@ def write_strategy(strategy: Strategy, path: str | os.PathLike) -> Path:
     if suffix == ".csv":
         _check_sidecar_owner(path)
     _require_write_memory(strategy, path, suffix)
-    digest = content_hash(strategy.matrix)  # once: the check of the metadata and the file's record
+    as_factors = factored(strategy.matrix)
+    # once: the check of the metadata and the file's record (per factor for a factored file: the product can hold 1e9 entries)
+    digest = matrix_fingerprint(strategy.matrix) if as_factors else content_hash(strategy.matrix)
     strategy = _checked_for_write(strategy, path, digest)
-    meta = _meta_for_write(strategy, digest)
+    meta = _meta_for_write(strategy, digest, layout="kronecker-factors" if as_factors else None)
     meta_json = json.dumps(meta, sort_keys=True, allow_nan=False)
     if suffix == ".npz":
         buf = _io.BytesIO()
-        if strategy.is_sparse:
+        if as_factors:
+            factors = {f"factor_{i}": (f.toarray() if sp.issparse(f) else np.asarray(f, dtype=float)) for i, f in enumerate(strategy.matrix.factors)}
+            np.savez_compressed(buf, **factors, meta=np.asarray(meta_json))
+        elif strategy.is_sparse:
             M = strategy.sparse()
             M.sort_indices()
             np.savez_compressed(buf, data=M.data, indices=M.indices, indptr=M.indptr, shape=np.asarray(M.shape), format=np.asarray(b"csr"), meta=np.asarray(meta_json))
@@ -356,7 +372,7 @@ def _verify_hashes(A, meta: dict, path: Path) -> None:
             ok = False
         if not ok:
             raise InputError(f"strategy file {path} is corrupted: its metadata does not match the hash recorded when it was written")
-    if "content_sha256" in meta and content_hash(A) != meta["content_sha256"]:
+    if "content_sha256" in meta and (matrix_fingerprint(A) if isinstance(A, KroneckerMatrix) else content_hash(A)) != meta["content_sha256"]:
         raise InputError(f"strategy file {path} is corrupted: its matrix does not match the hash recorded when it was written")
 
 
@@ -397,13 +413,19 @@ def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
                 keys = set(z.files)
                 if any(info.comment for info in z.zip.infolist()):  # numpy never writes entry comments
                     raise InputError(f"strategy file {path} is corrupted: its zip directory is damaged")
-                extra = keys - {"A", "meta"} - SPARSE_KEYS - COO_KEYS
+                factor_keys = [f"factor_{i}" for i in range(len(keys))]
+                factor_keys = factor_keys[: next(i for i, k in enumerate(factor_keys) if k not in keys)]
+                extra = keys - {"A", "meta"} - SPARSE_KEYS - COO_KEYS - set(factor_keys)
+                if factor_keys and keys - {"meta"} - set(factor_keys):
+                    raise InputError(f"strategy file {path} has unexpected members {sorted(keys)}; it is corrupted or not a strategy file")
                 if extra and "A" not in keys and {"format", "shape"} <= keys:
                     sparse_from_npz(z, path, what)  # names an unsupported format (dia, bsr, ...)
                 if extra or ("A" in keys and keys & (SPARSE_KEYS | COO_KEYS)):
                     raise InputError(f"strategy file {path} has unexpected members {sorted(keys)}; it is corrupted or not a strategy file")
                 meta = _parse_meta(_npz_meta_text(z, path), path) if "meta" in keys else {}
-                if "A" in keys:
+                if factor_keys:  # a Kronecker strategy too large to store flat (`FLAT_MAX_NONZEROS`)
+                    A = KroneckerMatrix([validate_matrix(npz_array(z, k, path, f"{what} factor"), path, f"{what} factor") for k in factor_keys])
+                elif "A" in keys:
                     A = npz_array(z, "A", path, what)
                 elif SPARSE_KEYS <= keys or COO_KEYS <= keys:
                     A = sparse_from_npz(z, path, what)
@@ -439,13 +461,16 @@ def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
             if verify:
                 _check_seal(path, suffix, meta, json_text)
         A = read_csv_matrix(path, what)
-    A = validate_matrix(A, path, what)
+    if not isinstance(A, KroneckerMatrix):
+        A = validate_matrix(A, path, what)
     if verify:
         if suffix == ".npz":
             _check_seal(path, suffix, meta)
         _verify_hashes(A, meta, path)
     _check_claims(A, meta, path)
-    if "kronecker_factor_shapes" in meta:  # its error analysis per factor, as when it was solved
+    if isinstance(A, KroneckerMatrix):  # stored as its factors
+        pass
+    elif "kronecker_factor_shapes" in meta:  # its error analysis per factor, as when it was solved
         A = kronecker_factors(A, meta["kronecker_factor_shapes"]) or A
     elif "marginal_weights" in meta:  # per eigenspace of the marginal algebra, as when it was solved
         A = MarginalsMatrix.from_meta(A, meta) or A

@@ -510,3 +510,41 @@ def test_a_workload_label_in_hand_written_metadata_stays_unchecked(tmp_path):
     s = Strategy(np.eye(6), {"privacy": "pure", "workload": "matrix", "unit_total_squared_error": 21.0})
     sio.write_strategy(s, tmp_path / "m.npz")
     assert sio.read_strategy(tmp_path / "m.npz").meta["unchecked_fields"] == ["unit_total_squared_error"]
+
+
+def test_a_kronecker_strategy_too_large_to_flatten_is_stored_as_its_factors(tmp_path, monkeypatch, capsys):
+    """Past defaults.FLAT_MAX_NONZEROS (lowered here) a Kronecker strategy's .npz holds its factors: np.kron of them is the
+    strategy, it reads back as the product, a changed factor is refused, .mtx is refused, and run answers exactly as the
+    flat strategy does (same seed: same noise, least squares per factor)."""
+    import json
+
+    from strategy_opt import error as error_module
+    from strategy_opt.api import solve
+    from strategy_opt.cli import main
+    from strategy_opt.executor import run
+    from strategy_opt.privacy import ApproxDP
+
+    s = solve("prefix:8*all-range:6", privacy="approx", method="hierarchical", branching=2)
+    flat = s.matrix.tocsr().toarray()
+    monkeypatch.setattr(error_module, "FLAT_MAX_NONZEROS", 10)
+    f = tmp_path / "k.npz"
+    sio.write_strategy(s, f)
+    z = np.load(f)
+    assert sorted(z.files) == ["factor_0", "factor_1", "meta"] and json.loads(str(z["meta"]))["layout"] == "kronecker-factors"
+    np.testing.assert_allclose(np.kron(z["factor_0"], z["factor_1"]), flat, rtol=0, atol=1e-15)
+    back = sio.read_strategy(f)
+    assert back.meta["unit_total_squared_error"] == s.meta["unit_total_squared_error"]
+    np.testing.assert_allclose(back.matrix.tocsr().toarray(), flat, atol=1e-15)
+    x = np.random.default_rng(3).poisson(4, 48).astype(float)
+    factored_run = run(back, x, "prefix:8*all-range:6", ApproxDP(1.0, 1e-6), rng=7)
+    monkeypatch.setattr(error_module, "FLAT_MAX_NONZEROS", 10**12)
+    flat_run = run(s, x, "prefix:8*all-range:6", ApproxDP(1.0, 1e-6), rng=7)
+    np.testing.assert_allclose(factored_run.answers, flat_run.answers, rtol=1e-9, atol=1e-9)
+    monkeypatch.setattr(error_module, "FLAT_MAX_NONZEROS", 10)
+    assert main(["-q", "export", str(f), "--out", str(tmp_path / "k.mtx")]) == 2
+    assert "write .npz, which stores its factors" in capsys.readouterr().err
+    members = {k: z[k] for k in z.files}
+    members["factor_1"] = members["factor_1"] * 1.5  # a changed factor: the recorded per-factor hashes no longer match
+    np.savez(tmp_path / "bad.npz", **members)
+    with pytest.raises(InputError, match="corrupted"):
+        sio.read_strategy(tmp_path / "bad.npz")
