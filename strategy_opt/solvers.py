@@ -18,6 +18,13 @@ installation); ``--solver path/to/file.toml`` uses that file. Without
 working directory holds. Strategy metadata records the profile's name and
 file (``solver_profile``).
 
+``time_limit`` is the native solver's budget for its whole program (it may
+overshoot by the one step running at the deadline); for a cvxpy profile it goes
+to the solver (SCS ``time_limit_secs``, Clarabel ``time_limit``) and bounds its
+iterations only: cvxpy compiles the problem first, which on SDPs of 1000+ cells
+takes about as long as a short solve (a progress line says so, and another how
+the time split).
+
 Loading a profile file checks its top-level keys: each must have its type
 (``max_iters`` a TOML integer >= 1, ``time_limit`` and ``tol`` finite numbers
 > 0, ``verbose`` a boolean, ``backend``, ``solver`` and ``description``

@@ -277,6 +277,12 @@ def _solve_cvxpy(prob, X, problem: Problem, psd_sizes: list[int], time_limit: fl
         f"use {setting('solver', 'native')} (total and weighted objectives) or {setting('solver', 'scs')}",
     )
     kwargs = cvxpy_solve_kwargs(profile)
+    # the profile's time_limit bounds the solver's own iterations; cvxpy's compilation comes before them
+    log.info(
+        "minerror-l2: cvxpy compiles the SDP (PSD cones of sizes %s), then %s iterates for at most %.4g s (the profile's time_limit)",
+        ", ".join(map(str, sorted(set(psd_sizes)))), profile.solver, profile.time_limit,
+    )
+    t_solve = time.perf_counter()
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
@@ -290,6 +296,10 @@ def _solve_cvxpy(prob, X, problem: Problem, psd_sizes: list[int], time_limit: fl
         raise rejected_option(profile, named[0], exc) from None
     except cp.error.SolverError as exc:
         raise SolverError(f"minerror-l2 (cvxpy/{profile.solver}) failed: {exc}; try {setting('solver', 'native')} (total objective) or another profile") from None
+    stats = prob.solver_stats
+    solver_time = getattr(stats, "solve_time", None) if stats is not None else None
+    if solver_time is not None:
+        log.info("minerror-l2: %s took %.3g s of %.3g s in cvxpy (the rest compiling the problem)", profile.solver, solver_time, time.perf_counter() - t_solve)
     if X.value is None or prob.status in ("infeasible", "unbounded", "infeasible_inaccurate", "unbounded_inaccurate"):
         raise SolverError(f"minerror-l2 (cvxpy/{profile.solver}) returned status {prob.status!r} without a solution; try another profile or a larger budget")
     if prob.status != "optimal":
