@@ -22,8 +22,8 @@ file (``solver_profile``).
 overshoot by the one step running at the deadline); for a cvxpy profile it goes
 to the solver (SCS ``time_limit_secs``, Clarabel ``time_limit``) and bounds its
 iterations only: cvxpy compiles the problem first, which on SDPs of 1000+ cells
-takes about as long as a short solve (a progress line says so, and another how
-the time split).
+takes about as long as a short solve (from 1024 cells progress lines say so,
+and how the time split).
 
 Loading a profile file checks its top-level keys: each must have its type
 (``max_iters`` a TOML integer >= 1, ``time_limit`` and ``tol`` finite numbers

@@ -90,6 +90,7 @@ from ..threads import factorization_threads
 from ..matrix_files import read_npy
 from ..objectives import BUILTIN_OBJECTIVES, check_cvx_form, check_monotone, get_objective
 from ..problem import Problem
+from ..progress import PROGRESS_MIN_N
 from ..registry import register_method
 from ..resources import psd_solver_bytes, require_memory
 from ..solvers import cvxpy_solve_kwargs, load_profile, rejected_option
@@ -278,10 +279,12 @@ def _solve_cvxpy(prob, X, problem: Problem, psd_sizes: list[int], time_limit: fl
     )
     kwargs = cvxpy_solve_kwargs(profile)
     # the profile's time_limit bounds the solver's own iterations; cvxpy's compilation comes before them
-    log.info(
-        "minerror-l2: cvxpy compiles the SDP (PSD cones of sizes %s), then %s iterates for at most %.4g s (the profile's time_limit)",
-        ", ".join(map(str, sorted(set(psd_sizes)))), profile.solver, profile.time_limit,
-    )
+    progress = problem.workload.n >= PROGRESS_MIN_N
+    if progress:
+        log.info(
+            "minerror-l2: cvxpy compiles the SDP (PSD cones of sizes %s), then %s iterates for at most %.4g s (the profile's time_limit)",
+            ", ".join(map(str, sorted(set(psd_sizes)))), profile.solver, profile.time_limit,
+        )
     t_solve = time.perf_counter()
     try:
         with warnings.catch_warnings():
@@ -298,7 +301,7 @@ def _solve_cvxpy(prob, X, problem: Problem, psd_sizes: list[int], time_limit: fl
         raise SolverError(f"minerror-l2 (cvxpy/{profile.solver}) failed: {exc}; try {setting('solver', 'native')} (total objective) or another profile") from None
     stats = prob.solver_stats
     solver_time = getattr(stats, "solve_time", None) if stats is not None else None
-    if solver_time is not None:
+    if solver_time is not None and progress:
         log.info("minerror-l2: %s took %.3g s of %.3g s in cvxpy (the rest compiling the problem)", profile.solver, solver_time, time.perf_counter() - t_solve)
     if X.value is None or prob.status in ("infeasible", "unbounded", "infeasible_inaccurate", "unbounded_inaccurate"):
         raise SolverError(f"minerror-l2 (cvxpy/{profile.solver}) returned status {prob.status!r} without a solution; try another profile or a larger budget")
