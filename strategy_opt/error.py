@@ -778,11 +778,21 @@ def supports(A, workload: Workload) -> bool:
     return prof.full_rank or prof.support_gap(workload.gram(), workload) is None
 
 
+#: Past the dense limit, a workload of at most this many queries gets its spectrum from ``W W^T`` (its rows formed once).
+ROW_GRAM_MAX_QUERIES = 4096
+
+
 def _log_nuclear(workload: Workload) -> float:
     """log of ``trace((W^T W)^{1/2})`` for the rescaled Gram (log_scale excluded)."""
     if isinstance(workload, Kronecker):
         return float(sum(_log_nuclear(f) for f in workload.factors))
-    ev = workload.gram_eigvals()
+    try:
+        ev = workload.gram_eigvals()
+    except InputError:  # past the dense limit: few queries still give the spectrum from the m x m W W^T
+        if workload.m > ROW_GRAM_MAX_QUERIES or workload.log_scale != 0:
+            raise
+        M = workload.matrix()
+        ev = np.clip(np.linalg.eigvalsh((M @ M.T).toarray() if sp.issparse(M) else M @ M.T), 0.0, None)
     ev = np.where(ev > EIG_RTOL * ev.max(), ev, 0.0) if ev.size else ev
     s = float(np.sqrt(ev).sum())
     return math.log(s) if s > 0 else -math.inf

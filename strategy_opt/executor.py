@@ -705,6 +705,11 @@ def run(
     check_columns(A, workload)
     if not isinstance(estimator, str) or estimator not in ESTIMATORS:
         raise InputError(f"unknown estimator {estimator!r}; use one of {', '.join(ESTIMATORS)}")
+    if estimator != "ls" and isinstance(A, KroneckerMatrix):  # before any noise is drawn
+        raise InputError(
+            f"the {estimator} estimator needs the flat {A.shape[0]}x{A.shape[1]} strategy ({flat_nonzeros(A):.3g} non-zeros); "
+            f"this Kronecker strategy is kept as its factors: use {setting('estimator', 'ls')}"
+        )
     if estimator == "hybrid" and workload.n > MAX_DENSE_N:
         raise InputError(
             f"the hybrid estimator factors the workload's dense {workload.n}x{workload.n} Gram matrix, beyond {MAX_DENSE_N} cells; "

@@ -414,7 +414,7 @@ def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
                 if any(info.comment for info in z.zip.infolist()):  # numpy never writes entry comments
                     raise InputError(f"strategy file {path} is corrupted: its zip directory is damaged")
                 factor_keys = [f"factor_{i}" for i in range(len(keys))]
-                factor_keys = factor_keys[: next(i for i, k in enumerate(factor_keys) if k not in keys)]
+                factor_keys = factor_keys[: next((i for i, k in enumerate(factor_keys) if k not in keys), len(factor_keys))]
                 extra = keys - {"A", "meta"} - SPARSE_KEYS - COO_KEYS - set(factor_keys)
                 if factor_keys and keys - {"meta"} - set(factor_keys):
                     raise InputError(f"strategy file {path} has unexpected members {sorted(keys)}; it is corrupted or not a strategy file")

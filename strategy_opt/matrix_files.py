@@ -318,7 +318,8 @@ def read_mtx(path: Path, what: str):
         raise InputError(f"cannot read {path}: malformed Matrix Market size line {lines[k][:80]!r}")
     shape = (dims[0], dims[1])
     entries = dims[2] if layout == "coordinate" else dims[0] * dims[1]
-    require_memory(48.0 * entries + 16.0 * (max(shape) + 1), f"{what} {path} (shape {shape})", "it is too large to load")
+    # entries and their conversions, and index arrays (COO to CSR, int64) of the larger dimension in several copies
+    require_memory(48.0 * entries + 48.0 * (max(shape) + 1), f"{what} {path} (shape {shape})", "it is too large to load")
     width = {"coordinate": 3 if field != "pattern" else 2, "array": 1}[layout]
     try:
         with warnings.catch_warnings():

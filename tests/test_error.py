@@ -326,19 +326,20 @@ def test_unit_error_is_the_true_value_on_all_predicate_workloads():
 
 
 def test_without_a_spectrum_strategies_are_still_built_and_analysed(tmp_path):
-    """prefix x total + total x prefix on 256 x 256: the union's Gram eigenvalues need a dense 65536^2 matrix, so there is
-    no SVD bound; identity and hierarchical are still solved, written and analysed per factor (they were refused).
-    E_2 by numpy on the 256-cell factors: sum over the two parts of prod_f trace(G_f (A_f^T A_f)^+), times the sensitivity^2."""
+    """all-range x total + total x all-range on 256 x 256: the union's Gram eigenvalues need a dense 65536^2 matrix and its
+    65792 queries are too many for W W^T, so there is no SVD bound; identity and hierarchical are still solved, written and
+    analysed per factor (they were refused). E_2 by numpy on the 256-cell factors: sum over the two parts of
+    prod_f trace(G_f (A_f^T A_f)^+), times the sensitivity^2."""
     from oracles import dense
     from strategy_opt.api import solve
     from strategy_opt.cli import main
     from strategy_opt.io import read_strategy
 
-    spec = "prefix:256*total:256+total:256*prefix:256"
-    P = np.tril(np.ones((256, 256)))
-    Gp, Gt = P.T @ P, np.ones((256, 256))
+    spec = "all-range:256*total:256+total:256*all-range:256"
+    R = np.array([[1.0 if a <= j <= b else 0.0 for j in range(256)] for a in range(256) for b in range(a, 256)])
+    Gr, Gt = R.T @ R, np.ones((256, 256))
     ident = solve(spec, privacy="approx", method="identity")
-    assert ident.meta["unit_total_squared_error"] == pytest.approx(2 * np.trace(Gp) * np.trace(Gt), rel=1e-12)
+    assert ident.meta["unit_total_squared_error"] == pytest.approx(2 * np.trace(Gr) * np.trace(Gt), rel=1e-12)
     assert ident.meta["lower_bound"] is None and "SVD bound" in ident.meta["lower_bound_unavailable"]
     out = tmp_path / "h.npz"
     assert main(["-q", "solve", "--workload", spec, "--privacy", "approx", "--method", "hierarchical", "--out", str(out)]) == 0
@@ -346,6 +347,19 @@ def test_without_a_spectrum_strategies_are_still_built_and_analysed(tmp_path):
     F = [dense(f) for f in s.matrix.factors]
     inv = [np.linalg.pinv(f.T @ f) for f in F]
     sens2 = np.prod([(f * f).sum(0).max() for f in F])
-    E = sens2 * (np.trace(Gp @ inv[0]) * np.trace(Gt @ inv[1]) + np.trace(Gt @ inv[0]) * np.trace(Gp @ inv[1]))
+    E = sens2 * (np.trace(Gr @ inv[0]) * np.trace(Gt @ inv[1]) + np.trace(Gt @ inv[0]) * np.trace(Gr @ inv[1]))
     assert s.meta["unit_total_squared_error"] == pytest.approx(E, rel=1e-9)
     assert main(["-q", "error", str(out), "--workload", spec]) == 0
+
+
+def test_few_queries_past_the_dense_limit_get_their_bound_from_w_wt():
+    """prefix x total + total x prefix on 256 x 256 has 512 queries: the SVD bound from the 512 x 512 W W^T, built here from
+    its blocks (256 P P^T on the diagonal, the outer product of P's row sums off it)."""
+    from strategy_opt.api import solve
+
+    P = np.tril(np.ones((256, 256)))
+    p = P.sum(axis=1)
+    C = np.block([[256 * P @ P.T, np.outer(p, p)], [np.outer(p, p), 256 * P @ P.T]])
+    bound = np.sqrt(np.clip(np.linalg.eigvalsh(C), 0, None)).sum() ** 2 / 65536
+    s = solve("prefix:256*total:256+total:256*prefix:256", privacy="approx", method="hierarchical")
+    assert s.meta["svd_bound"] == pytest.approx(bound, rel=1e-9)

@@ -548,3 +548,33 @@ def test_a_kronecker_strategy_too_large_to_flatten_is_stored_as_its_factors(tmp_
     np.savez(tmp_path / "bad.npz", **members)
     with pytest.raises(InputError, match="corrupted"):
         sio.read_strategy(tmp_path / "bad.npz")
+
+
+def test_factor_files_without_metadata_and_huge_mtx_headers(tmp_path, capsys):
+    """A hand-made factor file without 'meta' is read as the product (it raised StopIteration); a .mtx header promising
+    10^12 rows is refused from its header (a 10^9 one got the process killed)."""
+    from strategy_opt.cli import main
+
+    P = np.tril(np.ones((4, 4)))
+    np.savez(tmp_path / "f.npz", factor_0=P, factor_1=P)
+    s = sio.read_strategy(tmp_path / "f.npz")
+    np.testing.assert_array_equal(s.matrix.tocsr().toarray(), np.kron(P, P))
+    (tmp_path / "big.mtx").write_text("%%MatrixMarket matrix coordinate real general\n1000000000000 1000000000000 1\n1 1 3\n")
+    assert main(["-q", "error", str(tmp_path / "big.mtx"), "--workload", "prefix:16", "--force"]) == 2
+    assert "too large to load" in capsys.readouterr().err
+
+
+def test_factored_runs_refuse_other_estimators_before_drawing_noise(tmp_path, monkeypatch, capsys):
+    from strategy_opt import error as error_module
+    from strategy_opt.api import solve
+    from strategy_opt.cli import main
+
+    s = solve("prefix:8*all-range:6", privacy="approx", method="hierarchical", branching=2)
+    monkeypatch.setattr(error_module, "FLAT_MAX_NONZEROS", 10)
+    sio.write_strategy(s, tmp_path / "k.npz")
+    np.save(tmp_path / "x.npy", np.ones(48))
+    for estimator in ("nnls", "hybrid"):
+        assert main(["run", str(tmp_path / "k.npz"), "--data", str(tmp_path / "x.npy"), "--workload", "prefix:8*all-range:6", "--epsilon", "1",
+                     "--delta", "1e-6", "--seed", "1", "--estimator", estimator, "--out", str(tmp_path / "a.npy")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].endswith("this Kronecker strategy is kept as its factors: use estimator='ls' (--estimator ls)")

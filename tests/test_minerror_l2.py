@@ -661,3 +661,10 @@ def test_weights_that_overflow_or_are_malformed_are_refused(capsys, weights, mat
 
     assert main(["-q", "solve", "--workload", "prefix:3", "--privacy", "approx", "--method", "minerror-l2", "--objective", "weighted", "--option", f"weights={weights}", "--out", "unused.npz"]) == 2
     assert re.search(match, capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("weights", ["1_0,1,1", "[[1,2,3]]"])
+def test_weights_that_python_would_read_are_still_refused(capsys, weights):
+    """1_0 is ten to Python's float, and nested lists flatten: both are malformed weight lists here."""
+    assert main(["-q", "solve", "--workload", "prefix:3", "--privacy", "approx", "--method", "minerror-l2", "--objective", "weighted", "--option", f"weights={weights}", "--out", "unused.npz"]) == 2
+    assert "option weights" in capsys.readouterr().err

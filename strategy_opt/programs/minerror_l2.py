@@ -82,7 +82,7 @@ import scipy.sparse as sp
 
 from ..certificates import INACCURATE_RTOL, dual_bound, gram_factor, kkt_bound, reconcile_bound, relative_gap
 from ..compiler import compile_strategy, finite_or_none, strategy_from_gram, supported_strategy
-from ..defaults import EIG_RTOL
+from ..defaults import DECIMAL_PATTERN, EIG_RTOL
 from ..error import ErrorProfile, per_query_variances
 from ..exceptions import InputError, OptionError, SolverError, setting
 from ..native_l2 import solve_total_l2
@@ -168,7 +168,7 @@ def _parse_weight_list(text: str) -> list[float]:
         body = body[1:-1].strip()
     tokens = re.split(r"\s*[,;]\s*|\s+", body)
     try:
-        if "" in tokens:
+        if any(not re.fullmatch(DECIMAL_PATTERN, t) for t in tokens):  # also refuses 1_0 and nested brackets
             raise ValueError
         return [float(t) for t in tokens]
     except ValueError:
@@ -210,9 +210,12 @@ def query_weights(problem: Problem) -> np.ndarray | None:
         else:
             raw = _parse_weight_list(text)
     try:
-        w = np.asarray(raw, dtype=float).ravel()
+        w = np.asarray(raw, dtype=float)
     except (TypeError, ValueError):
         raise OptionError(f"option weights must be numbers ({_WEIGHT_FORMS}), got {raw!r:.60}") from None
+    if w.ndim > 1:
+        raise OptionError(f"option weights must be a flat list of numbers ({_WEIGHT_FORMS}), got nested lists of shape {w.shape}")
+    w = w.ravel()
     if w.shape != (W.m,):
         raise OptionError(f"option weights has {w.size} entries but the workload has {W.m} queries; give one weight per query")
     bad = np.flatnonzero(~np.isfinite(w) | (w <= 0))
@@ -780,8 +783,9 @@ def minerror_l2(problem: Problem):
     if problem.objective != "total":
         # the compiler's support repair first (a query of weight 1e-10 is left out of the reweighted optimum)
         A, _, repair = supported_strategy(A, W, 2, ErrorProfile(A), what="the minerror-l2 strategy")
-        if repair is not None:
+        if repair is not None:  # the repaired strategy is near the optimum, not at it
             extra["support_repair"] = repair
+            status = "optimal_inaccurate" if status == "optimal" else status
         variances = per_query_variances(A, W, 2)
         if linear:
             objective_value = objective.value(variances, weights)
@@ -806,7 +810,7 @@ def minerror_l2(problem: Problem):
         A,
         problem,
         "minerror-l2",
-        solver=profile.name,
+        solver=f"{profile.name} (then clarabel)" if extra.get("native_fallback", {}).get("chosen") == "clarabel" else profile.name,
         status=status,
         solve_seconds=solve_seconds,
         objective_value=objective_value,
