@@ -168,7 +168,8 @@ def _parse_weight_list(text: str) -> list[float]:
         body = body[1:-1].strip()
     tokens = re.split(r"\s*[,;]\s*|\s+", body)
     try:
-        if any(not re.fullmatch(DECIMAL_PATTERN, t) for t in tokens):  # also refuses 1_0 and nested brackets
+        # decimals (and inf/nan, which the value check below names); refuses 1_0 and nested brackets
+        if any(not re.fullmatch(rf"{DECIMAL_PATTERN}|[+-]?(?:inf|infinity|nan)", t, re.IGNORECASE) for t in tokens):
             raise ValueError
         return [float(t) for t in tokens]
     except ValueError:
