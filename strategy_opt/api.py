@@ -320,7 +320,7 @@ def error_report(strategy: Strategy | ArrayLike, workload: Workload | str | Arra
     >>> r["unit_total_squared_error"], r["max_query_variance"], round(r["ratio_to_svd_bound"], 4)
     (10.0, 4.0, 1.5597)
     """
-    from .error import ErrorProfile, _analysable_rows, _kron_parts, check_columns, log_svd_bound, scaled_unit_error, sensitivity
+    from .error import ErrorProfile, _analysable_rows, _kron_parts, check_columns, log_svd_bound_or_reason, scaled_unit_error, sensitivity
     from .marginals import MarginalsMatrix, marginals_query_variances
 
     if not isinstance(strategy, Strategy):
@@ -358,11 +358,7 @@ def error_report(strategy: Strategy | ArrayLike, workload: Workload | str | Arra
         except InputError:  # too many queries to enumerate; the total is still exact
             max_var = None
     log_E = math.log(E) + W.log_scale if E > 0 else -math.inf
-    try:
-        lb = log_svd_bound(W)
-    except InputError as exc:  # a spectrum only a dense Gram gives, past the dense limit: no bound, the error stands
-        log.warning("no SVD lower bound: %s", " ".join(str(exc).split()))
-        lb = math.nan
+    lb = log_svd_bound_or_reason(W)[0]  # -inf: no bound (a spectrum only a dense Gram gives, past the dense limit)
     log_mse = log_E - math.log(W.m)
     missing = strategy.unverified() if defaulted else None
     if missing is not None:  # after the work, as the CLI does, so that errors stay one line
@@ -375,7 +371,7 @@ def error_report(strategy: Strategy | ArrayLike, workload: Workload | str | Arra
         "shape": list(strategy.shape),
         "unit_total_squared_error": E if W.log_scale == 0 else (math.exp(log_E) if log_E < 709 else None),
         "unit_total_squared_error_log10": log_E / math.log(10) if math.isfinite(log_E) else None,
-        "svd_bound": math.exp(lb) if lb < 709 else None,  # (NaN compares false: None)
+        "svd_bound": math.exp(lb) if math.isfinite(lb) and lb < 709 else None,
         "svd_bound_log10": lb / math.log(10) if math.isfinite(lb) else None,
         "ratio_to_svd_bound": math.exp(log_E - lb) if math.isfinite(log_E) and math.isfinite(lb) else None,
         "mean_squared_error_per_query": math.exp(log_mse) if log_mse < 709 else None,

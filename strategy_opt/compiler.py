@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from . import __version__
 from .augment import complete_columns_l1
 from .defaults import EIG_RTOL, FILE_FORMAT_VERSION
-from .error import STRUCTURED, ErrorProfile, KroneckerMatrix, log_svd_bound, scaled_unit_error, sensitivity
+from .error import STRUCTURED, ErrorProfile, KroneckerMatrix, log_svd_bound_or_reason, scaled_unit_error, sensitivity
 from .marginals import MarginalsMatrix
 from .exceptions import InputError
 from .problem import Problem
@@ -263,7 +263,7 @@ def compile_strategy(
     true_E = E if log_scale == 0 else (math.exp(log_E) if log_E < 709 else None)
     if problem.p == 1 and lower_bound is None:
         lower_bound, lower_bound_kind = compile_lower_bound(W)
-    log_svdb, no_bound = _log_svd_bound_or_reason(W)
+    log_svdb, no_bound = log_svd_bound_or_reason(W)
     lb_log, lb_kind = log_svdb, "svd-bound"
     if lower_bound is not None and lower_bound > 0 and math.log(lower_bound) + log_scale > log_svdb - BOUND_TIE_RTOL:
         # a program's bound that ties the SVD bound names itself (it certifies the SVD bound is the optimum)
@@ -321,21 +321,6 @@ def compile_strategy(
         meta.update(extra)
     meta["compile_seconds"] = time.perf_counter() - t0
     return Strategy(A, meta)
-
-
-def _log_svd_bound_or_reason(W) -> tuple[float, str | None]:
-    """``(log SVD bound, None)``, or ``(-inf, why)`` when the workload's Gram eigenvalues need a dense matrix it cannot have.
-
-    A union of products whose factors do not commute (``prefix:256*total:256+total:256*prefix:256``)
-    has no closed-form spectrum; past the dense limit its strategies are still built, analysed per
-    factor and run, without the bound.
-    """
-    try:
-        return log_svd_bound(W), None
-    except InputError as exc:
-        reason = " ".join(str(exc).split())
-        log.warning("no SVD lower bound: %s", reason)
-        return -math.inf, f"SVD bound: {reason}"
 
 
 def _ratio_to_identity(A, W, p: int, E: float) -> float | None:

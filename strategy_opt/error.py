@@ -24,6 +24,7 @@ True
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ from .marginals import MarginalsMatrix, marginals_query_variances, marginals_tra
 from .privacy import check_privacy
 from .threads import factorization_threads
 from .workload import ExplicitWorkload, Kronecker, Union, Workload, _check_dense_n, _factors_on
+
+log = logging.getLogger("strategy_opt")
 
 __all__ = [
     "as_strategy_matrix",
@@ -59,6 +62,7 @@ __all__ = [
     "supports",
     "svd_bound",
     "log_svd_bound",
+    "log_svd_bound_or_reason",
 ]
 
 
@@ -802,6 +806,21 @@ def log_svd_bound(workload: Workload) -> float:
     """Natural log of the SVD bound, including ``workload.log_scale``; never overflows."""
     workload = _check_workload(workload)
     return 2.0 * _log_nuclear(workload) + workload.log_scale - math.log(workload.n)
+
+
+def log_svd_bound_or_reason(workload: Workload) -> tuple[float, str | None]:
+    """``(log SVD bound, None)``, or ``(-inf, why)`` when the workload's spectrum needs a dense matrix it cannot have.
+
+    A union of products whose factors do not commute, with more queries than `ROW_GRAM_MAX_QUERIES`
+    (``all-range:256*total:256+total:256*all-range:256``), has no spectrum past the dense limit;
+    its strategies are still built, analysed per factor and run, without the bound.
+    """
+    try:
+        return log_svd_bound(workload), None
+    except InputError as exc:
+        reason = " ".join(str(exc).split())
+        log.warning("no SVD lower bound: %s", reason)
+        return -math.inf, f"SVD bound: {reason}"
 
 
 def svd_bound(workload: Workload) -> float:

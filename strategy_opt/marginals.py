@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from .exceptions import InputError
 from .workload import Union, Workload, _factors_on, _Identity, _Total
 
-__all__ = ["MarginalsMatrix", "marginal_attribute_sets", "marginal_spectrum", "marginals_trace", "marginals_query_variances", "marginal_variance_terms", "superset_sums", "subset_sums"]
+__all__ = ["MarginalsMatrix", "marginal_attribute_sets", "marginal_spectrum", "subset_mask", "marginals_trace", "marginals_query_variances", "marginal_variance_terms", "superset_sums", "subset_sums"]
 
 #: `MarginalsMatrix.from_product`: largest entry difference from the stored product, relative to its largest entry.
 PRODUCT_RTOL = 1e-12
@@ -99,10 +99,21 @@ def _outside_and_multiplicity(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return out, mult
 
 
-def marginal_spectrum(W: Workload) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def subset_mask(attributes, k: int) -> int:
+    """The bit mask of a set of attributes among k (attribute i on bit ``k - 1 - i``).
+
+    >>> subset_mask((0, 2), 3)
+    5
+    """
+    return sum(1 << (k - 1 - i) for i in attributes)
+
+
+def marginal_spectrum(W: Workload, part_weights=None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """``(mult, g, out)`` of a marginal workload over its domain (see the module docstring), or None.
 
-    ``g[U]`` is the eigenvalue of ``W^T W`` on eigenspace U (``workload.log_scale`` excluded).
+    ``g[U]`` is the eigenvalue of ``W^T W`` on eigenspace U (``workload.log_scale`` excluded);
+    with ``part_weights`` (one per marginal of the workload, `marginal_attribute_sets` order),
+    of the workload whose t-th marginal's rows are scaled by ``sqrt(part_weights[t])``.
     """
     sets = marginal_attribute_sets(W)
     if sets is None or len(W.domain) < 1:
@@ -111,9 +122,10 @@ def marginal_spectrum(W: Workload) -> tuple[np.ndarray, np.ndarray, np.ndarray] 
     sizes = np.asarray(W.domain, dtype=float)
     out, mult = _outside_and_multiplicity(sizes)
     weights = W.weights if isinstance(W, Union) else np.ones(1)
+    scales = np.ones(len(sets)) if part_weights is None else np.asarray(part_weights, dtype=float)
     wt = np.zeros(2**d)
-    for w, T in zip(weights, sets):
-        wt[sum(1 << (d - 1 - i) for i in T)] += float(w) ** 2
+    for c, w, T in zip(scales, weights, sets):
+        wt[subset_mask(T, d)] += float(c) * float(w) ** 2
     return mult, superset_sums(wt * out, d), out
 
 

@@ -501,9 +501,9 @@ def weights_of(A, Q) -> np.ndarray | None:
     u = np.zeros(Q.shape[0])
     for a in A:
         support = np.flatnonzero(a)
-        i = rows.get(support.tobytes()) if support.size else None
         if support.size == 0:
             continue
+        i = rows.get(support.tobytes())
         if i is None:
             return None
         ratio = a[support] / Q[i, support]
@@ -513,8 +513,8 @@ def weights_of(A, Q) -> np.ndarray | None:
     return u
 
 
-def refine_completed_weights(u: np.ndarray, Q, W, G: np.ndarray, deadline: float, starts: dict | None = None) -> tuple[np.ndarray | None, dict]:
-    """Local search (SLSQP) on the *completed* ``E_1`` over weights with ``|Q|^T u <= 1``, from ``u``, the plain basis and ``starts``.
+def refine_completed_weights(u: np.ndarray, Q, W, G: np.ndarray, deadline: float, extra_starts: dict | None = None) -> tuple[np.ndarray | None, dict]:
+    """Local search (SLSQP) on the *completed* ``E_1`` over weights with ``|Q|^T u <= 1``, from ``u``, the plain basis and ``extra_starts``.
 
     Returns the completed strategy ``[diag(u) Q; diag(1 - |Q|^T u)]`` (its
     completion rows are part of the optimised object: the compiler's own
@@ -546,7 +546,7 @@ def refine_completed_weights(u: np.ndarray, Q, W, G: np.ndarray, deadline: float
     # basis (uniform, tight). The scaling that starts lowest is often near the identity and ends there
     # (hierarchical basis, prefix:64: 2084 from it, 1057 from the tight uniform start, identity 2080)
     uniform = np.full(Q.shape[0], 1.0 / float(absQ.sum(axis=0).max()))
-    starts = {"weights": u, "best scaling": min((sc * u for sc in scales), key=lambda x: completed_error(x, Q, G)[0]), "uniform": uniform, **(starts or {})}
+    starts = {"weights": u, "best scaling": min((sc * u for sc in scales), key=lambda x: completed_error(x, Q, G)[0]), "uniform": uniform, **(extra_starts or {})}
     best, ends, iterations = None, {}, 0  # ends: completed E_1 (unit Gram) where each start's search stopped
     for i, (name, u0) in enumerate(starts.items()):
         if name == "best scaling" and np.array_equal(u0, u):
@@ -572,13 +572,13 @@ def refine_completed_weights(u: np.ndarray, Q, W, G: np.ndarray, deadline: float
     before = _compiled_error(Q, u, W)
     # candidates beside the search's best end: its small weights dropped where that pays (dropping all
     # leaves the identity, the completion rows alone, which the floor kept the search 0.05-0.2% above
-    # on prefix:16 and all-range:64), and the given starts as they are (GreedyH's zero weights)
+    # on prefix:16 and all-range:64), and every start as it is, below the search's floor too (GreedyH's zeros)
     candidates = {best[0]: u_new}
     for factor in REFINE_PRUNE:
         small = u_new <= factor * floor
         if small.any():
             candidates[f"{best[0]}, weights <= {factor:g} x floor dropped"] = np.where(small, 0.0, u_new)
-    candidates.update({f"{name} (as given)": u0 for name, u0 in (starts or {}).items()})
+    candidates.update({f"{name} (as given)": u0 for name, u0 in starts.items()})
     after, A, u_final, chosen = math.inf, None, None, None
     for name, cand in candidates.items():
         completed = _completed(Q, cand)

@@ -25,7 +25,7 @@ from ..compiler import compile_strategy
 from ..defaults import MAX_DENSE_N
 from ..error import KroneckerMatrix
 from ..exceptions import InputError
-from ..marginals import MarginalsMatrix, marginal_attribute_sets, marginal_spectrum, marginal_variance_terms, subset_bits, subset_sums, superset_sums
+from ..marginals import MarginalsMatrix, marginal_attribute_sets, marginal_spectrum, marginal_variance_terms, subset_bits, subset_mask, subset_sums, superset_sums
 from ..problem import Problem
 from ..registry import register_method
 from ..workload import Union, Workload
@@ -99,19 +99,14 @@ def template_objective(problem: Problem) -> tuple[TemplateObjective, np.ndarray 
     return TemplateObjective("linear", np.array([b[0] for b in blocks])), weights
 
 
-def _svd_bound_reweighted(W: Workload, per_query: np.ndarray, mult: np.ndarray, out: np.ndarray) -> float:
+def _svd_bound_reweighted(W: Workload, per_query: np.ndarray) -> float:
     """SVD bound of the workload whose marginal t's queries are scaled by ``sqrt(per_query[t])``.
 
-    ``(sum_U mult(U) sqrt(g_c(U)))^2 / n`` with ``g_c(U) = sum_{T ⊇ U} c_T w_T^2 out(T)``: a lower
-    bound on ``sum_i c_i u_i`` for every strategy of unit L2 (hence L1) sensitivity. ``mult`` and
-    ``out`` are those of `strategy_opt.marginals.marginal_spectrum`.
+    ``(sum_U mult(U) sqrt(g_c(U)))^2 / n`` with ``g_c(U) = sum_{T ⊇ U} c_T w_T^2 out(T)``
+    (`strategy_opt.marginals.marginal_spectrum` with these weights): a lower bound on
+    ``sum_i c_i u_i`` for every strategy of unit L2 (hence L1) sensitivity.
     """
-    d = len(W.domain)
-    weights = W.weights if isinstance(W, Union) else np.ones(1)
-    wt = np.zeros(2**d)
-    for c, w, T in zip(per_query, weights, marginal_attribute_sets(W)):
-        wt[sum(1 << (d - 1 - i) for i in T)] += float(c) * float(w) ** 2
-    g = superset_sums(wt * out, d)
+    mult, g, _ = marginal_spectrum(W, per_query)
     return float(np.sum(mult * np.sqrt(np.maximum(g, 0.0)))) ** 2 / W.n
 
 
@@ -155,9 +150,8 @@ def marginals_strategy(W: Workload, p: int = 1, *, max_iters: int, ftol: float, 
     bits = subset_bits(d)
     V, counts = marginal_variance_terms(W)
     wt = np.zeros(2**d)
-    for T in marginal_attribute_sets(W):
-        wt[sum(1 << (d - 1 - i) for i in T)] = 1.0  # the workload's own marginals (a start)
-    cost = mult * g if objective.part_weights is None else (objective.part_weights * counts) @ V
+    wt[[subset_mask(T, d) for T in marginal_attribute_sets(W)]] = 1.0  # the workload's own marginals (a start)
+    cost = mult * (g if objective.part_weights is None else marginal_spectrum(W, objective.part_weights)[1])  # m @ V, reweighted
     live = np.asarray(V.sum(axis=0)).ravel() > 0
 
     def eigen_inverse(theta):
@@ -239,9 +233,9 @@ def marginals_strategy(W: Workload, p: int = 1, *, max_iters: int, ftol: float, 
         q = MAX_ANNEALING[-1]
         soft = (v / v.max()) ** (q - 1)
         # pi_t: share of the query distribution on marginal t; each of its m_t queries gets pi_t / m_t
-        facts["objective_lower_bound"] = max(_svd_bound_reweighted(W, pi / counts, mult, out) for pi in (counts / counts.sum(), soft / soft.sum()))
+        facts["objective_lower_bound"] = max(_svd_bound_reweighted(W, pi / counts) for pi in (counts / counts.sum(), soft / soft.sum()))
     elif objective.part_weights is not None:
-        facts["objective_lower_bound"] = _svd_bound_reweighted(W, objective.part_weights, mult, out)
+        facts["objective_lower_bound"] = _svd_bound_reweighted(W, objective.part_weights)
     from ..bases import kron_all
 
     def marginal_factors(m: int) -> list:
