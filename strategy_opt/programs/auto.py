@@ -167,17 +167,16 @@ def no_candidate_error(failures: dict[str, Exception]) -> InputError | SolverErr
     return SolverError(f"auto: no candidate method could solve this problem: {reasons}; try a specific method (--method)")
 
 
-def _baselines_under_objective(problem: Problem):
+def _baselines_under_objective(problem: Problem, weights: np.ndarray | None):
     """``(name, strategy, objective value)`` of each closed-form baseline, built as for the total error.
 
     Under a non-total objective the optimisers can end worse than a fixed
     construction (an inaccurate SDP solve on a badly scaled workload); the
     baselines' objective values, computed from their per-query variances, are
-    a floor for auto's choice.
+    a floor for auto's choice. ``weights``: the objective's per-query weights (`query_weights`).
     """
     table = methods()
     objective = get_objective(problem.objective)
-    weights = query_weights(problem)
     # under epsilon-DP no optimiser minimises most objectives: auto-pure's strategy for the total competes too
     constructions = BASELINES + (("auto-pure",) if problem.privacy == "pure" and "auto-pure" in table else ())
     for name in constructions:
@@ -194,7 +193,7 @@ def _baselines_under_objective(problem: Problem):
             yield name, strategy, value
 
 
-def _objective_facts(problem: Problem, value: float, solved: dict, total_bound: float | None) -> dict:
+def _objective_facts(problem: Problem, value: float, solved: dict, total_bound: float | None, weights: np.ndarray | None) -> dict:
     """Metadata making a baseline's strategy answer for the problem's objective.
 
     The bound is the optimiser's that ran (``solved``), or one from ``total_bound`` (a lower
@@ -207,7 +206,7 @@ def _objective_facts(problem: Problem, value: float, solved: dict, total_bound: 
     if total_bound is not None and problem.objective == "max":
         derived = (total_bound / problem.workload.m, "total-bound-over-queries")
     elif total_bound is not None and problem.objective in ("weighted", "relative"):
-        least = float(query_weights(problem).min())
+        least = float(weights.min())
         derived = (least * total_bound, "total-bound-times-least-weight") if least > 0 else None
     if derived is not None and derived[0] <= value and (lower is None or derived[0] > lower):
         lower, kind = derived
@@ -332,11 +331,12 @@ def auto(problem: Problem):
                 best = (name, strategy)
     if problem.objective != "total":  # also when every optimiser refused: the constructions still answer
         solved = best[1].meta if best is not None else None
-        for base, base_strategy, value in _baselines_under_objective(problem):
+        weights = query_weights(problem)  # once: for relative it reads every query's norm
+        for base, base_strategy, value in _baselines_under_objective(problem, weights):
             errors[base], rank[base] = value, _log10(value)
             log.info("auto: %s (a construction, evaluated) gives %s objective %.8g", base, problem.objective, value)
             if best is None or rank[base] < rank[best[0]]:
-                base_strategy.meta.update(_objective_facts(problem, value, solved or {}, base_strategy.meta.get("lower_bound")))
+                base_strategy.meta.update(_objective_facts(problem, value, solved or {}, base_strategy.meta.get("lower_bound"), weights))
                 best = (base, base_strategy)
         if solved is None and best is not None:
             if failures:
