@@ -8,6 +8,7 @@ from strategy_opt.api import solve
 from strategy_opt.bases import wavelet_matrix
 from strategy_opt.error import unit_error
 from strategy_opt.exceptions import InputError
+from strategy_opt.problem import Problem
 from strategy_opt.programs.l1_weighting import design_basis, dual_bound_l1, solve_l1_weighting, weighting_costs
 from strategy_opt.solvers import load_profile
 from strategy_opt.spec import parse_spec
@@ -213,3 +214,56 @@ def test_no_rows_of_rounding_noise():
     kept = s.meta["completion_line_search"]["local_search"]["design_queries_kept"]
     assert s.meta["completion_rows"] == rows.shape[0] - kept
     assert s.meta["unit_total_squared_error"] == pytest.approx(_brute_e1(s.matrix, parse_spec("random-range:16:10:1")), rel=1e-9)
+
+
+def test_past_the_local_search_a_weighting_worse_than_the_identity_is_scaled_towards_it(monkeypatch, caplog):
+    """Where the local search does not run, a completed optimum worse than the identity is replaced by its best scaling.
+
+    The eigen basis of all ranges loses to the identity under L1; with the local search
+    switched off (as past 512 cells) the strategy is the best of ``[diag(s u) Q; diag(1 - |Q|^T s u)]``
+    over the scalings, the identity (s = 0) included, each priced here with numpy.
+    """
+    import strategy_opt.programs.l1_weighting as l1w
+
+    from oracles import e1_from_gram
+
+    monkeypatch.setattr(l1w, "REFINE_MAX_N", 8)
+    monkeypatch.setattr(l1w, "REFINE_LARGE_MAX_QUERIES", 0)
+    W = all_range(32)
+    G = W.gram()
+    with caplog.at_level("WARNING", logger="strategy_opt"):
+        s = solve(W, privacy="pure", method="l1-weighting", basis="eigen")
+    facts = s.meta["identity_scale_search"]
+    assert "local_search" not in s.meta.get("completion_line_search", {})
+    eig = np.linalg.eigh(G)
+    Q = np.asarray(design_basis(W, "eigen", 2, eig))[eig[0] > l1w._COST_RTOL * eig[0].max()]
+    # the program's optimum, as the solver returns it (the scalings are priced here, not by the library)
+    _, res, _ = l1w.weighted_basis(Problem(W, privacy="pure", options={"basis": "eigen"}))
+    u = res.u
+    prices = {}
+    for scale in (1.0, *l1w.IDENTITY_SCALES):
+        v = 1.0 - np.abs(Q).T @ (scale * u)
+        A_opt = np.vstack([Q * (scale * u)[:, None], np.diag(v)])
+        prices[scale] = e1_from_gram(A_opt, G)
+    assert prices[1.0] > np.trace(G)  # the premise: the program's optimum loses to the identity
+    for scale, price in prices.items():
+        assert facts["points"][str(scale)] == pytest.approx(price, rel=1e-8)
+    best = min(prices, key=prices.get)
+    assert facts["chosen_scale"] == best
+    assert s.meta["unit_total_squared_error"] == pytest.approx(prices[best], rel=1e-8)
+    assert e1_from_gram(s.matrix, G) == pytest.approx(prices[best], rel=1e-8)
+    assert s.meta["solver_status"] == "heuristic" and s.meta["program_status"] == "optimal"
+    assert any("the identity's" in r.getMessage() for r in caplog.records)
+
+
+def test_a_weighting_better_than_the_identity_is_not_rescaled(monkeypatch):
+    import strategy_opt.programs.l1_weighting as l1w
+
+    from oracles import e1_from_gram
+
+    monkeypatch.setattr(l1w, "REFINE_EQUAL_LOADS_MAX_N", 8)
+    W = prefix(128)
+    s = solve(W, privacy="pure", method="l1-weighting", basis="wavelet")
+    assert "identity_scale_search" not in s.meta and s.meta["solver_status"] == "optimal"
+    assert e1_from_gram(s.matrix, W.gram()) == pytest.approx(7249.5036, rel=1e-6)
+    assert np.trace(W.gram()) == 8256  # the identity's E_1

@@ -73,7 +73,12 @@ scaling and the plain basis, and then drops weights left at its floor where
 that pays (dropping all leaves the identity, which is then returned: it is the
 zero weighting completed). On a 1-D hierarchical basis GreedyH's node weights are
 a start too, where its tree is the basis's (`weights_of`). Hierarchical basis,
-prefix:64: 2084 -> 1057 (GreedyH 1310, identity 2080).
+prefix:64: 2084 -> 1057 (GreedyH 1310, identity 2080). Where the local search
+does not run (up to `REFINE_LARGE_MAX_N` cells), a completed optimum worse than
+the identity is priced at the scalings `IDENTITY_SCALES` of its weights, the
+identity included, and the best is returned with a warning
+(`scale_search_against_identity`, ``meta.identity_scale_search``; eigen basis,
+all ranges on 1024 cells: 1.97e9 -> the identity's 1.79e8).
 """
 
 from __future__ import annotations
@@ -103,7 +108,7 @@ from ..solvers import SolverProfile, cvxpy_solve_kwargs
 from ..workload import gram_unit
 from ..marginals import marginal_attribute_sets
 
-__all__ = ["weights_of", "BASES", "L1WeightingResult", "design_basis", "weighting_costs", "dual_bound_l1", "solve_l1_weighting", "weighted_basis", "completion_line_search", "LINE_SEARCH_POINTS", "refine_completed_weights", "completed_error", "l1_weighting"]
+__all__ = ["weights_of", "BASES", "L1WeightingResult", "design_basis", "weighting_costs", "dual_bound_l1", "solve_l1_weighting", "weighted_basis", "completion_line_search", "scale_search_against_identity", "LINE_SEARCH_POINTS", "refine_completed_weights", "completed_error", "l1_weighting"]
 
 log = logging.getLogger("strategy_opt")
 
@@ -391,10 +396,16 @@ def l1_weighting(problem: Problem):
 LINE_SEARCH_POINTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
-def _completed(Q: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """``[diag(u) Q; diag(1 - |Q|^T u)]`` without its zero rows: completed to unit column L1 norms, as `completed_error` prices it."""
-    v = 1.0 - np.abs(Q).T @ u
+def _completed(Q, u: np.ndarray):
+    """``[diag(u) Q; diag(1 - |Q|^T u)]`` without its zero rows: completed to unit column L1 norms, as `completed_error` prices it.
+
+    Dense for a dense basis, CSR for a sparse one.
+    """
+    v = 1.0 - np.asarray(abs(Q).T @ u).ravel()
     v = np.where(v > COMPLETION_RTOL, v, 0.0)  # a deficit at rounding level is a complete column (as the compiler's rule)
+    if sp.issparse(Q):
+        kept = sp.csr_matrix(Q)[np.flatnonzero(u > 0)]
+        return sp.vstack([sp.diags(u[u > 0]) @ kept, sp.identity(v.size, format="csr")[np.flatnonzero(v)] @ sp.diags(v)], format="csr")
     return np.vstack([(Q * u[:, None])[u > 0], np.diag(v)[v > 0]])
 
 
@@ -438,6 +449,48 @@ def completion_line_search(u: np.ndarray, Q, B, W) -> tuple[np.ndarray, dict]:
     best = min(errors, key=errors.get)
     log.info("l1-weighting: completed E_1 along uniform -> optimal weights %s; t = %g chosen", {t: f"{e:.6g}" for t, e in errors.items()}, best)
     return best * u + (1.0 - best) * u0, {"points": {str(t): float(e) for t, e in errors.items()}, "chosen_t": float(best)}
+
+
+#: Scalings ``s u`` of the program's weights priced (completed) by `scale_search_against_identity`; 0 is the identity.
+IDENTITY_SCALES = (0.5, 0.2, 0.1, 0.03, 0.01, 0.0)
+
+
+def scale_search_against_identity(u: np.ndarray, Q, W, G: np.ndarray) -> tuple[object | None, dict]:
+    """Scalings of ``u`` when the completed Program 5.1.3 optimum is worse than the identity, where the local search does not run.
+
+    Every ``s u`` with ``0 <= s <= 1`` is feasible, and ``s = 0`` completes to the
+    identity, whose ``E_1`` is ``trace(W^T W)``. Past `REFINE_MAX_N` cells the
+    eigen and Fourier bases of range workloads are many times worse than the
+    identity at the program's optimum (all-range:1024, eigen basis: 1.97e9 against
+    1.79e8; shrinking the weights approaches the identity monotonically there), so
+    when the optimum loses to the identity the scalings `IDENTITY_SCALES` are priced
+    and the best is returned: the strategy (``diag(s u) Q``, or the identity) and
+    the prices; ``(None, {})`` when the optimum beats the identity (nothing priced
+    beyond it).
+    """
+    identity_error = float(np.trace(G))
+    errors = {1.0: _compiled_error(Q, u, W)}
+    if errors[1.0] <= identity_error:
+        return None, {}
+    for s in IDENTITY_SCALES:  # the compiler completes to the largest column norm: complete to 1 here, or every scaling is u's
+        errors[s] = identity_error if s == 0.0 else reported_error(_completed(Q, s * u), W, 1)[1]
+    best = min(errors, key=errors.get)
+    log.warning(
+        "l1-weighting: the completed weighting of the %d design queries has E_1 %.6g, %.3gx the identity's %.6g; %s",
+        u.size, errors[1.0], errors[1.0] / identity_error, identity_error,
+        "no scaling of it beats the identity: returning the identity (the zero weighting, completed)" if best == 0.0 else f"returning the weights scaled by {best:g} (E_1 {errors[best]:.6g})",
+    )
+    A = sp.identity(W.n, format="csr") if best == 0.0 else _completed(Q, best * u)
+    return A, {"points": {str(s): float(e) for s, e in errors.items()}, "chosen_scale": float(best)}
+
+
+def _completion_rows(A, Q, u: np.ndarray, refined, search: dict, scale_search: dict) -> int:
+    """Rows appended to the weighted design queries by the searches (the compiler adds its own completion rows to this count)."""
+    if refined is not None:
+        return search["local_search"]["completion_rows"]
+    if scale_search:  # the identity (scale 0) is the zero weighting, completed
+        return int(A.shape[0] - (np.count_nonzero(u) if scale_search["chosen_scale"] > 0 else 0))
+    return int(A.shape[0] - Q.shape[0])
 
 
 #: `refine_completed_weights`: weights stay above this fraction of the uniform weight (every design query stays in the strategy) ...
@@ -651,12 +704,19 @@ def weighted_basis(problem: Problem):
     if refine:
         deadline = min(t0 + problem.solver.time_limit, time.perf_counter() + REFINE_MAX_SECONDS)
         refined, search["local_search"] = refine_completed_weights(u, Q, W, G, deadline, _greedy_h_start(W, basis, int(branching), Q))
-    A = _weighted(Q, u) if refined is None else refined
+    scaled, scale_search = None, {}
+    if not refine and W.n <= REFINE_LARGE_MAX_N:
+        scaled, scale_search = scale_search_against_identity(u, Q, W, G)
+    if scaled is not None:
+        A = scaled
+    else:
+        A = _weighted(Q, u) if refined is None else refined
+    searched_off = refined is not None or scaled is not None or search.get("chosen_t", 1.0) < 1.0
     extra = {
         # the program's status describes A only when A is its optimum and its objective is E_1 (full-row-rank bases)
-        "strategy_status": "local-optimum" if refined is not None else (res.status if exact and not search.get("chosen_t", 1.0) < 1.0 else "heuristic"),
+        "strategy_status": "local-optimum" if refined is not None else (res.status if exact and not searched_off else "heuristic"),
         "program_status": res.status,
-        "completion_rows": int(A.shape[0] - Q.shape[0]) if refined is None else search["local_search"]["completion_rows"],
+        "completion_rows": _completion_rows(A, Q, u, refined, search, scale_search),
         "basis": basis,
         "design_queries": int(keep.sum()),
         "weighting_value": res.value,
@@ -667,6 +727,8 @@ def weighted_basis(problem: Problem):
     }
     if search:
         extra["completion_line_search"] = search
+    if scale_search:
+        extra["identity_scale_search"] = scale_search
     if basis == "hierarchical":
         extra["branching"] = int(branching)
     return A, res, extra
