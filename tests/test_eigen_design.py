@@ -17,7 +17,7 @@ from strategy_opt.io import read_strategy, write_strategy
 from strategy_opt.objectives import get_objective
 from strategy_opt.problem import Problem
 from strategy_opt.programs import eigen_design as ed
-from strategy_opt.programs.minerror_l2 import query_weights
+from strategy_opt.query_weights import query_weights
 from strategy_opt.spec import parse_spec
 from strategy_opt.workload import all_predicate, all_range, from_matrix, kronecker, prefix, random_range, union
 from oracles import direct_error

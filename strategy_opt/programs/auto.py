@@ -50,7 +50,8 @@ from ..registry import methods, register_method
 from ..solvers import load_profile
 from ..workload import Kronecker
 from .baselines import check_branching
-from .minerror_l2 import LINEAR_OBJECTIVES, UNWEIGHTED_OBJECTIVES, generic_sdp_profile, query_weights
+from ..query_weights import UNWEIGHTED_OBJECTIVES, query_weights
+from .minerror_l2 import LINEAR_OBJECTIVES, generic_sdp_profile
 
 log = logging.getLogger("strategy_opt")
 

@@ -44,7 +44,7 @@ strategy) at the KKT weights ``u ∝ diag(X^+ G X^+)`` of the strategy's
 it is larger. (The dual of Program 5.1.1 itself gives far weaker bounds there,
 0.16-0.6 SVD bounds in our checks.) For ``relative`` and ``weighted`` the same
 bound on the design's reweighted Gram is ``objective_lower_bound``; the
-``weights`` option is recorded as by minerror-l2 (`minerror_l2.weights_meta`).
+``weights`` option is recorded as by minerror-l2 (`strategy_opt.query_weights.weights_meta`).
 No bound is left above the value it bounds (`certificates.reconcile_bound`).
 
 Memory: refused before any allocation when `DENSE_COPIES` (or
@@ -87,7 +87,7 @@ from ..workload import (
     from_matrix,
     weighted_gram,
 )
-from .minerror_l2 import check_weights_objective, query_weights, weights_meta
+from ..query_weights import check_weights_objective, query_weights, weights_meta
 
 __all__ = [
     "eigen_design",

@@ -29,7 +29,7 @@ from ..marginals import MarginalsMatrix, marginal_attribute_sets, marginal_spect
 from ..problem import Problem
 from ..registry import register_method
 from ..workload import Union, Workload
-from .minerror_l2 import check_weights_objective, query_weights, weights_meta
+from ..query_weights import check_weights_objective, query_weights, weights_meta
 
 __all__ = ["TemplateObjective", "template_objective", "marginals_strategy", "marginals_template"]
 
