@@ -6,6 +6,7 @@ draws new ones each run, to look for counterexamples (as it found seed 621 of
 `test_representation.test_splitting_merging_and_zero_cells`).
 """
 
+import logging
 import os
 from pathlib import Path
 
@@ -28,3 +29,14 @@ def dpbench_1d():
     if not d.is_dir():
         pytest.skip(f"DPBench data not found at {d}")
     return d
+
+
+@pytest.fixture
+def package_log(caplog):
+    """caplog that sees the package logger even after a CLI call (in any earlier test) stopped its
+    propagation and pointed it at that call's stderr; the logger is put back afterwards."""
+    log = logging.getLogger("strategy_opt")
+    saved = log.handlers[:], log.level, log.propagate
+    log.handlers[:], log.propagate = [caplog.handler], False  # one record per message
+    yield caplog
+    log.handlers[:], log.level, log.propagate = saved[0], saved[1], saved[2]

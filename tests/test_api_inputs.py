@@ -22,15 +22,8 @@ from strategy_opt.workload import from_matrix, kronecker, prefix, union
 UNVERIFIED = "the strategy is not verified"
 
 
-@pytest.fixture(autouse=True)
-def _restore_logger(caplog):
-    """caplog sees the package logger even after a CLI call (in any earlier test) stopped its propagation
-    and pointed it at that call's stderr; the logger is put back afterwards."""
-    log = logging.getLogger("strategy_opt")
-    saved = log.handlers[:], log.level, log.propagate
-    log.handlers[:], log.propagate = [caplog.handler], False  # one record per message
-    yield
-    log.handlers[:], log.level, log.propagate = saved[0], saved[1], saved[2]
+# every test here reads the package's log records through caplog
+pytestmark = pytest.mark.usefixtures("package_log")
 
 
 # ------------------------------------------------------------------------------- 1. all-zero workload

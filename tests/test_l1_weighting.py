@@ -216,7 +216,7 @@ def test_no_rows_of_rounding_noise():
     assert s.meta["unit_total_squared_error"] == pytest.approx(_brute_e1(s.matrix, parse_spec("random-range:16:10:1")), rel=1e-9)
 
 
-def test_past_the_local_search_a_weighting_worse_than_the_identity_is_scaled_towards_it(monkeypatch, caplog):
+def test_past_the_local_search_a_weighting_worse_than_the_identity_is_scaled_towards_it(monkeypatch, package_log):
     """Where the local search does not run, a completed optimum worse than the identity is replaced by its best scaling.
 
     The eigen basis of all ranges loses to the identity under L1; with the local search
@@ -231,7 +231,7 @@ def test_past_the_local_search_a_weighting_worse_than_the_identity_is_scaled_tow
     monkeypatch.setattr(l1w, "REFINE_LARGE_MAX_QUERIES", 0)
     W = all_range(32)
     G = W.gram()
-    with caplog.at_level("WARNING", logger="strategy_opt"):
+    with package_log.at_level("WARNING", logger="strategy_opt"):
         s = solve(W, privacy="pure", method="l1-weighting", basis="eigen")
     facts = s.meta["identity_scale_search"]
     assert "local_search" not in s.meta.get("completion_line_search", {})
@@ -253,7 +253,7 @@ def test_past_the_local_search_a_weighting_worse_than_the_identity_is_scaled_tow
     assert s.meta["unit_total_squared_error"] == pytest.approx(prices[best], rel=1e-8)
     assert e1_from_gram(s.matrix, G) == pytest.approx(prices[best], rel=1e-8)
     assert s.meta["solver_status"] == "heuristic" and s.meta["program_status"] == "optimal"
-    assert any("the identity's" in r.getMessage() for r in caplog.records)
+    assert any("the identity's" in r.getMessage() for r in package_log.records)
 
 
 def test_a_weighting_better_than_the_identity_is_not_rescaled(monkeypatch):
