@@ -274,6 +274,27 @@ def test_weighted_objective():
     assert s.meta["objective_value"] == pytest.approx(t.meta["unit_total_squared_error"], rel=1e-6)
 
 
+@pytest.mark.parametrize("method", ["eigen-design", "auto"])
+def test_weighted_objective_on_a_kronecker_workload(method):
+    """Weights that do not factor over a product workload (an outside audit: the certificate mixed the
+    12 x 12 Gram with one factor's 3 x 3 and the solve ended in a traceback)."""
+    W = kronecker(prefix(3), prefix(4))
+    w = np.arange(1.0, 13.0)
+    s = solve(W, method=method, objective="weighted", weights=list(w))
+    Wm = W.matrix().toarray()
+    # the weighted objective by its definition: sum_i w_i sigma^2 w_i^T (A^T A)^+ w_i, unit L2 sensitivity
+    A = s.dense()
+    P = np.linalg.pinv(A.T @ A) * (np.sqrt((A * A).sum(0)).max() ** 2)
+    assert s.meta["objective_value"] == pytest.approx(float(w @ np.einsum("ij,jk,ik->i", Wm, P, Wm)), rel=1e-8)
+    assert s.meta["unit_total_squared_error"] == pytest.approx(direct_error(A, W, 2), rel=1e-8)
+    # both bounds valid: below the certified weighted optimum and the certified total optimum
+    weighted_opt = solve(W, method="minerror-l2", objective="weighted", weights=list(w)).meta["objective_value"]
+    total_opt = solve(W, method="minerror-l2").meta["unit_total_squared_error"]
+    assert s.meta["objective_value"] >= weighted_opt * (1 - 1e-6)
+    assert s.meta["objective_lower_bound"] <= weighted_opt * (1 + 1e-8)
+    assert s.meta["lower_bound"] <= total_opt * (1 + 1e-8)
+
+
 @pytest.mark.parametrize("basis", ["wavelet", "fourier", "identity"])
 def test_basis_design_sets(basis):
     W = all_range(32)

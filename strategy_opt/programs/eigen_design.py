@@ -465,9 +465,9 @@ def _design(problem: Problem, top: int | None) -> _Design:
     eigen = _kron_eigen([_generic_eigen(G, top if len(reduced) == 1 else None) for G in reduced])
 
     def total_gram():
-        if isinstance(W, Kronecker):
+        if isinstance(W, Kronecker) and len(minis) == len(W.factors):  # one minimisation per factor (relative)
             return reduce(np.kron, [m.reduce_gram(f.gram()) for m, f in zip(minis, W.factors)])
-        return mini.reduce_gram(W.gram())
+        return mini.reduce_gram(W.gram())  # one over the whole domain (weighted: the weights need not factor)
 
     return _Design(eigen, mini, lambda: reduce(np.kron, reduced), total_gram, W.log_scale)
 
