@@ -238,7 +238,7 @@ def checked_hand_written(strategy: Strategy, where) -> Strategy:
     for key, value in claims.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise InputError(f"{where}: metadata field {key!r} must be a finite number, got {value!r}")
-    unchecked = sorted(claims)
+    unchecked = sorted(claims) + [k for k in (*DERIVED_FIELDS, *OBJECTIVE_FIELDS) if meta.get(k) is not None]  # until checked below
     recorded, privacy = meta.get("workload"), meta.get("privacy")
     if recorded is not None and not isinstance(recorded, str):
         raise InputError(f"{where}: metadata field 'workload' must be a SPEC string, got {recorded!r:.80}")
@@ -269,13 +269,52 @@ def checked_hand_written(strategy: Strategy, where) -> Strategy:
             if bound is not None and error is not None and bound > error * (1 + 1e-9):
                 raise InputError(f"{where}: metadata states lower_bound {bound!r}, above the matrix's error {error:.10g} on {recorded!r} ({privacy})")
             unchecked = ["lower_bound"] if "lower_bound" in claims else []
+            unchecked += _check_derived(meta, report, workload, where, recorded, privacy)
             if meta.get("unit_total_squared_error") is None:  # computed here, so checked
                 meta["unit_total_squared_error"] = error
             if meta.get("lower_bound") is None and report.get("svd_bound") is not None:
                 meta["lower_bound"], meta["lower_bound_kind"] = report["svd_bound"], "svd-bound"
     meta["metadata_origin"] = "hand-written"
-    meta["unchecked_fields"] = unchecked
+    meta["unchecked_fields"] = sorted(set(unchecked))
     return Strategy(strategy.matrix, meta)
+
+
+#: Metadata numbers derived from the error and the bounds, which hand-written metadata must state consistently (`_check_derived`).
+DERIVED_FIELDS = ("unit_total_squared_error_log10", "svd_bound", "ratio_to_identity", "lower_bound_log10", "ratio_to_lower_bound", "relative_gap")
+#: Numbers about an objective other than the total, which the matrix alone does not decide (listed as unchecked).
+OBJECTIVE_FIELDS = ("objective_value", "objective_lower_bound")
+
+
+def _check_derived(meta: dict, report: dict, workload, where: str, recorded: str, privacy: str) -> list[str]:
+    """Refuse derived numbers (`DERIVED_FIELDS`) the matrix contradicts; the objective's numbers it cannot decide, returned as unchecked.
+
+    They are recomputed from the matrix's error on the recorded workload, its SVD
+    bound, the identity's error ``trace(W^T W)`` and the stated lower bound.
+    """
+    error = report["unit_total_squared_error"]
+    if error is None:
+        return [k for k in (*DERIVED_FIELDS, *OBJECTIVE_FIELDS) if meta.get(k) is not None]
+    identity_error = float(workload.gram_diagonal().sum())
+    truth = {
+        "unit_total_squared_error_log10": (report.get("unit_total_squared_error_log10"), 1e-9),
+        "svd_bound": (report.get("svd_bound"), None),
+        "ratio_to_identity": (error / identity_error if identity_error > 0 else None, None),
+    }
+    bound = meta.get("lower_bound")
+    if bound is not None and bound > 0:
+        truth.update(lower_bound_log10=(math.log10(bound), 1e-9), ratio_to_lower_bound=(error / bound, None), relative_gap=(error / bound - 1.0, 1e-9))
+    unchecked = [k for k in DERIVED_FIELDS if meta.get(k) is not None and (k not in truth or truth[k][0] is None)]
+    for key, (value, abs_tol) in truth.items():
+        stated = meta.get(key)
+        if stated is None or value is None:
+            continue
+        if isinstance(stated, bool) or not isinstance(stated, (int, float)) or not math.isclose(stated, value, rel_tol=1e-6, abs_tol=abs_tol or 0.0):
+            raise InputError(f"{where}: metadata states {key} {stated!r} but the matrix gives {value:.10g} on {recorded!r} ({privacy})")
+    total = meta.get("objective") in (None, "total")
+    stated = meta.get("objective_value")
+    if total and stated is not None and (isinstance(stated, bool) or not isinstance(stated, (int, float)) or not math.isclose(stated, error, rel_tol=1e-6)):
+        raise InputError(f"{where}: metadata states objective_value {stated!r} for the total, but the matrix gives {error:.10g} on {recorded!r} ({privacy})")
+    return unchecked + [k for k in OBJECTIVE_FIELDS if meta.get(k) is not None and not (total and k == "objective_value")]
 
 
 def error_report(strategy: Strategy | ArrayLike, workload: Workload | str | ArrayLike, privacy: str | None = None) -> dict:

@@ -150,7 +150,9 @@ def _checked_for_write(strategy: Strategy, path: Path, digest: str) -> Strategy:
     Metadata computed by strategy_opt identifies its matrix: a solved
     strategy's ``fingerprint``, a read file's ``content_sha256``; a matrix
     changed since is refused, as its recorded error would be stale. Other
-    metadata (built by hand) goes through `strategy_opt.api.checked_hand_written`.
+    metadata goes through `strategy_opt.api.checked_hand_written`: built by hand
+    (even with a ``format_version``), copied into a new `Strategy`, or edited
+    after it was computed or read (its ``meta_fingerprint`` no longer matches).
     ``digest`` is the matrix's `content_hash`.
     """
     meta = strategy.meta
@@ -162,12 +164,9 @@ def _checked_for_write(strategy: Strategy, path: Path, digest: str) -> Strategy:
                 f"cannot write {path}: the strategy's matrix changed after its metadata was computed (its recorded error "
                 "and bound would be stale); build a new Strategy with metadata of your own, or solve again"
             )
-        if strategy.meta_fingerprint is not None and meta_fingerprint(meta) != strategy.meta_fingerprint:
-            from .api import checked_hand_written  # edited after it was computed or read: checked like metadata written by hand
-
-            return checked_hand_written(strategy, f"cannot write {path}")
-        return strategy
-    if meta and "format_version" not in meta:
+        if strategy.meta_fingerprint is not None and meta_fingerprint(meta) == strategy.meta_fingerprint:
+            return strategy
+    if meta:  # edited since it was computed or read, copied into a new Strategy, or written by hand: checked alike
         from .api import checked_hand_written
 
         return checked_hand_written(strategy, f"cannot write {path}")

@@ -372,6 +372,61 @@ def test_write_checks_and_marks_metadata_built_by_hand(tmp_path):
     assert "metadata_origin" not in sio.read_strategy(tmp_path / "s.npz").meta
 
 
+def test_metadata_not_sealed_by_strategy_opt_is_checked_even_with_a_format_version(tmp_path):
+    """An outside audit wrote E_1 = 5 for the identity on prefix:8 (trace(W^T W) = 36) by adding format_version,
+    and E_1 = 2 by copying a solved strategy's metadata into a new Strategy."""
+    fake = {"workload": "prefix:8", "privacy": "pure", "unit_total_squared_error": 5.0, "format_version": 3}
+    with pytest.raises(InputError, match="states unit_total_squared_error 5.0 but the matrix gives 36"):
+        sio.write_strategy(Strategy(np.eye(8), fake), tmp_path / "a.npz")
+    s = so.solve("prefix:8", privacy="pure", method="identity")
+    copy = Strategy(s.matrix, dict(s.meta))
+    copy.meta["unit_total_squared_error"] = 2.0
+    with pytest.raises(InputError, match="gives 36"):
+        sio.write_strategy(copy, tmp_path / "b.npz")
+    sio.write_strategy(Strategy(s.matrix, dict(s.meta)), tmp_path / "c.npz")  # an unedited copy: checked, written, marked
+    meta = sio.read_strategy(tmp_path / "c.npz").meta
+    assert meta["metadata_origin"] == "hand-written" and meta["unit_total_squared_error"] == 36
+    assert not (tmp_path / "a.npz").exists() and not (tmp_path / "b.npz").exists()
+
+
+@pytest.mark.parametrize(
+    "key, value, truth",
+    [
+        # prefix:8, identity, pure: E_1 = 36; svd bound (sum of singular values of W)^2 / n; lower bound 17.8659 (l2-optimum)
+        ("ratio_to_lower_bound", 0.5, None),
+        ("svd_bound", 1e9, None),
+        ("ratio_to_identity", 3.0, 1.0),
+        ("relative_gap", 0.1, None),
+        ("unit_total_squared_error_log10", 0.5, np.log10(36)),
+        ("objective_value", 1.0, 36.0),
+    ],
+)
+def test_derived_numbers_in_edited_metadata_must_agree_with_the_matrix(tmp_path, key, value, truth):
+    s = so.solve("prefix:8", privacy="pure", method="identity")
+    W = so.workload.prefix(8).matrix().toarray()
+    independent = {  # numpy: E_1 of the identity is trace(W^T W); the SVD bound is (sum sigma)^2 / n
+        "svd_bound": np.linalg.svd(W, compute_uv=False).sum() ** 2 / 8,
+        "ratio_to_lower_bound": 36 / s.meta["lower_bound"],
+        "relative_gap": 36 / s.meta["lower_bound"] - 1,
+    }
+    truth = independent.get(key, truth)
+    assert s.meta[key] == pytest.approx(truth, rel=1e-9)  # what strategy_opt wrote is right
+    s.meta[key] = value
+    with pytest.raises(InputError, match=rf"metadata states {key} {value!r}"):
+        sio.write_strategy(s, tmp_path / "edited.npz")
+    s.meta[key] = float(truth) * (1 + 1e-9)  # the right number, stated by hand (to 1e-9): written, marked
+    sio.write_strategy(s, tmp_path / "fixed.npz")
+    assert sio.read_strategy(tmp_path / "fixed.npz").meta["metadata_origin"] == "hand-written"
+
+
+def test_objective_numbers_other_than_the_total_are_listed_unchecked(tmp_path):
+    s = so.solve("prefix:8", method="minerror-l2", objective="max")
+    s.meta["note"] = "edited"
+    sio.write_strategy(s, tmp_path / "m.npz")
+    meta = sio.read_strategy(tmp_path / "m.npz").meta
+    assert {"objective_value", "objective_lower_bound", "lower_bound"} <= set(meta["unchecked_fields"])
+
+
 def test_a_stated_sensitivity_must_be_the_matrix_s_with_or_without_a_recorded_norm(tmp_path):
     """Two stacked identities: largest column L1 norm 2, L2 norm sqrt(2); a stated 0.1 (too little noise) is neither."""
     A = np.vstack([np.eye(4)] * 2)
