@@ -33,8 +33,6 @@ log = logging.getLogger("strategy_opt")
 #: Reconstruction of `run` and of strategy methods under `release` when --estimator is not given.
 DEFAULT_ESTIMATOR = "ls"
 
-#: `error`/`run` accept a workload whose Gram matrix equals the recorded one up to this many cells.
-SAME_GRAM_MAX_N = 4096
 
 EPILOG_SOLVE = """
 methods (strategy-opt list methods): identity, hierarchical, wavelet, fourier, minerror-l2,
@@ -390,24 +388,16 @@ def _files_unchanged(files: dict) -> bool:
 
 
 def _same_gram(recorded: str, workload) -> bool:
-    """Whether the recorded SPEC's workload has the given workload's Gram matrix (Def. 4.1: equivalent workloads).
-
-    Compared only up to `SAME_GRAM_MAX_N` cells (two dense Gram matrices); a
-    recorded SPEC that no longer parses (a moved file) never matches.
-    """
+    """Whether the recorded SPEC's workload has the given workload's Gram matrix (`strategy_opt.workload.same_gram`);
+    a recorded SPEC that no longer parses (a moved file), or one past its size limit, never matches."""
     from .spec import parse_spec
+    from .workload import same_gram
 
-    if workload.n > SAME_GRAM_MAX_N:
-        return False
     try:
         other = parse_spec(recorded, operation=None)
     except InputError:
         return False
-    if other.n != workload.n:  # the same cells in row-major order, whatever the domain's shape (a Kronecker SPEC or its flat file)
-        return False
-    if not math.isclose(other.log_scale, workload.log_scale, rel_tol=1e-12, abs_tol=1e-12):
-        return False
-    return bool(np.allclose(np.asarray(other.gram()), np.asarray(workload.gram()), rtol=1e-12, atol=0.0))
+    return bool(same_gram(other, workload))
 
 
 def _check_recorded_workload(strategy, workload, given: str, force: bool) -> str | None:

@@ -1156,6 +1156,33 @@ def _aligned_union_eigvals(W: Union) -> np.ndarray | None:
 _CLOSED_FORM = (_Identity, _Total, _Prefix, _AllRange)
 
 
+#: `same_gram` compares two workloads' Gram matrices up to this many cells (two dense n x n matrices).
+SAME_GRAM_MAX_N = 4096
+
+
+def same_gram(a: Workload, b: Workload) -> bool | None:
+    """Whether two workloads on the same cells have the same Gram matrix ``W^T W`` (Def. 4.1: equivalent workloads).
+
+    Cells are compared in row-major order, whatever the domains' shapes (a
+    Kronecker SPEC and its flat file). None when it cannot be told cheaply: past
+    `SAME_GRAM_MAX_N` cells, unless both are the same closed form.
+
+    >>> same_gram(prefix(4), from_matrix(np.tril(np.ones((4, 4)))[::-1]))
+    True
+    >>> same_gram(prefix(4), identity(4))
+    False
+    """
+    if a.n != b.n:
+        return False
+    if _same_workload(a, b):
+        return True
+    if a.n > SAME_GRAM_MAX_N:
+        return None
+    if not math.isclose(a.log_scale, b.log_scale, rel_tol=1e-12, abs_tol=1e-12):
+        return False
+    return bool(np.allclose(np.asarray(a.gram()), np.asarray(b.gram()), rtol=1e-12, atol=0.0))
+
+
 def _same_workload(a: Workload, b: Workload) -> bool:
     """Whether two factor workloads are known to have the same Gram matrix (same object, or same closed form and size)."""
     if a is b:
@@ -1399,7 +1426,11 @@ def from_matrix(W, spec: str = "matrix", domain: tuple[int, ...] | int | None = 
         complex matrix is refused, even when its imaginary part is zero: pass
         ``W.real``. A ragged nested list is refused.
     spec : str
-        SPEC string recorded for the workload.
+        Label recorded for the workload (strategy files record it as the
+        workload's SPEC). A label that is a SPEC must name a workload with this
+        matrix's Gram matrix ``W^T W`` (an equivalent workload, compared up to
+        `SAME_GRAM_MAX_N` cells): a file would otherwise state the SPEC's
+        workload with this matrix's errors.
     domain : sequence of int or int, optional
         Shape of the data domain, positive integers (NumPy integers accepted)
         whose product is n; an int is a 1-D domain. Default ``(n,)``.
@@ -1410,5 +1441,21 @@ def from_matrix(W, spec: str = "matrix", domain: tuple[int, ...] | int | None = 
     >>> W = from_matrix(np.array([[1, 1, 0, 0], [0, 0, 1, 1]]), "pairs", domain=(2, 2))
     >>> W.shape, W.domain, W.gram().diagonal().tolist()
     ((2, 4), (2, 2), [1.0, 1.0, 1.0, 1.0])
+    >>> from_matrix(np.eye(4), "prefix:4")
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: from_matrix: spec 'prefix:4' names a workload whose Gram matrix W^T W is not this matrix's; label the matrix with a name that is not a SPEC (e.g. spec='mine')
     """
-    return ExplicitWorkload(W, spec, domain)
+    workload = ExplicitWorkload(W, spec, domain)
+    if isinstance(spec, str) and ":" in spec:
+        from .spec import parse_spec
+
+        try:
+            named = parse_spec(spec, operation=None)
+        except InputError:
+            return workload  # a label, not a SPEC
+        same = same_gram(named, workload)
+        if not same:
+            reason = "is not this matrix's" if same is False else f"cannot be compared with this matrix's past {SAME_GRAM_MAX_N} cells"
+            raise InputError(f"from_matrix: spec {spec!r} names a workload whose Gram matrix W^T W {reason}; label the matrix with a name that is not a SPEC (e.g. spec='mine')")
+    return workload

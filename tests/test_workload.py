@@ -627,3 +627,18 @@ def test_interval_bounds_are_read_only_copies():
     W = IntervalWorkload(4, given, np.array([1, 3]))
     given[0] = 3  # the caller's array stays the caller's
     assert W.intervals[0].tolist() == [0, 2]
+
+
+def test_a_matrix_labelled_with_a_spec_must_have_that_spec_s_gram():
+    """An outside audit labelled the identity 'prefix:4': its file then stated E_1 = 4 for prefix:4 (true: 1+2+3+4 = 10)."""
+    from strategy_opt.api import solve
+    from strategy_opt.workload import from_matrix
+
+    with pytest.raises(InputError, match="spec 'prefix:4' names a workload whose Gram matrix"):
+        from_matrix(np.eye(4), spec="prefix:4")
+    # the same queries in another order (an equivalent workload) keep the SPEC; a plain label is kept as it is
+    W = from_matrix(np.tril(np.ones((4, 4)))[::-1], spec="prefix:4")
+    assert W.spec == "prefix:4"
+    assert solve(W, privacy="pure", method="identity").meta["unit_total_squared_error"] == 10
+    assert from_matrix(np.eye(4), spec="minimized(prefix:4)").spec == "minimized(prefix:4)"
+    assert from_matrix(np.eye(4), spec="mine").spec == "mine"
