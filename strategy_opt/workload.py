@@ -421,6 +421,13 @@ def check_entry_scale(workload: "Workload") -> None:
     if isinstance(workload, (Kronecker, Union)):
         for part in workload.factors if isinstance(workload, Kronecker) else workload.parts:
             check_entry_scale(part)
+        if isinstance(workload, Union):  # a part's weight scales its squares by w^2 (1e200 gave inf, 1e-200 an error of 0)
+            for w, part in zip(workload.weights, workload.parts):
+                squares = part.frobenius_sq() if isinstance(part, ExplicitWorkload) else float(part.gram_diagonal().sum())
+                weighted = 2 * math.log10(w) + math.log10(squares) if squares > 0 else None
+                if weighted is not None and not math.log10(TINY_GRAM) <= weighted <= math.log10(MAX_FLOAT_SQUARED):
+                    size = "large" if weighted > 0 else "small"
+                    raise _entry_scale_error(workload.spec, size, f"part {part.spec!r} at weight {w:g}: sum of squares ~10^{weighted:.1f}")
         if isinstance(workload, Kronecker) and _has_explicit(workload):
             squares = [f.frobenius_sq() for f in workload.factors]
             if all(v > 0 for v in squares):  # an all-zero workload is refused by its own message

@@ -346,6 +346,19 @@ def test_workloads_whose_squares_leave_float64_are_named_once(scale, words):
     assert so.solve(np.eye(3) * 1e-120, method="identity").meta["unit_total_squared_error"] == pytest.approx(3e-240)
 
 
+@pytest.mark.parametrize("weights, words", [([1e200, 1], "too large for float64 .*part 'prefix:3' at weight 1e\\+200"), ([1e-200, 1e-200], "too small"), ([1e-160, 1], "too small")])
+def test_union_weights_whose_squares_leave_float64_are_refused(weights, words):
+    """An outside audit: weight 1e200 gave E = inf, weights 1e-200 an error of exactly 0 (true 9e-400)
+    and an IndexError from auto and eigen-design."""
+    W = union(prefix(3), so.workload.identity(3), weights=weights)
+    for call in (lambda: so.error_report(np.eye(3), W, "pure"), lambda: so.solve(W, method="auto"), lambda: so.solve(W, method="eigen-design")):
+        with pytest.raises(InputError, match=words):
+            call()
+    # moderate weights: E_1 of the identity is the weighted trace, 1e-100^2 * 6 + 3
+    W = union(prefix(3), so.workload.identity(3), weights=[1e-100, 1])
+    assert so.error_report(np.eye(3), W, "pure")["unit_total_squared_error"] == pytest.approx(3 + 6e-200)
+
+
 def test_a_strategy_too_small_for_float64_is_named_as_such():
     with pytest.raises(InputError, match="too small for error analysis"):
         so.error_report(np.eye(8) * 1e-300, "prefix:8", privacy="pure")
