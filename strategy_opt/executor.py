@@ -56,6 +56,7 @@ __all__ = [
     "answer_intervals",
     "check_measured_cells",
     "check_histogram",
+    "as_real",
     "probe_support",
     "check_noise_resolution",
     "check_finite_answers",
@@ -113,7 +114,7 @@ def _as_operator_matrix(A):
 
 def _check_vector(v, size: int, what: str, sized_by: str) -> np.ndarray:
     """``v`` as a finite float vector of ``size`` entries (a column or row of that size is flattened); ``sized_by`` says what fixes the size."""
-    v = _as_real(v, what).ravel()
+    v = as_real(v, what).ravel()
     if v.size != size:
         raise InputError(f"{what} has {v.size} entries but {sized_by} {size}")
     if not np.all(np.isfinite(v)):
@@ -569,7 +570,7 @@ def check_measured_cells(A, workload: Workload, cell_weights: np.ndarray | None 
         )
 
 
-def _as_real(v, what: str, items: str = "numbers") -> np.ndarray:
+def as_real(v, what: str, items: str = "numbers") -> np.ndarray:
     """``v`` as a float array of its own shape; `InputError` for sparse, non-numeric or complex values."""
     if sp.issparse(v):
         raise InputError(f"{what} must be a dense array of {items}, got a scipy.sparse matrix (use .toarray())")
@@ -592,7 +593,7 @@ def _as_histogram(x, domain: tuple[int, ...] | None = None) -> np.ndarray:
     must have exactly that shape: the transpose of a 4 x 2 table has the
     right number of cells in the wrong order.
     """
-    arr = _as_real(x, "data", "counts")
+    arr = as_real(x, "data", "counts")
     if domain is not None and len(domain) > 1 and arr.ndim > 1 and arr.shape != tuple(domain):
         raise InputError(f"data has shape {arr.shape} but the workload's domain is {tuple(domain)} (cells in row-major order); pass an array of that shape or a flat one")
     return arr.ravel()

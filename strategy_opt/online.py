@@ -107,7 +107,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .exceptions import InputError
-from .executor import measure
+from .executor import as_real, check_histogram, measure, release_sampler
 from .privacy import PureDP
 
 __all__ = [
@@ -507,7 +507,8 @@ class OnlineAnswerer:
         history by weighted least squares, meets the requirement (`fused_budget`),
         instead of Theorem 3.7's stand-alone budget.
     rng : int or numpy Generator, optional
-        Seed of the ``simulate`` sampler.
+        Seed of the ``simulate`` sampler (refused with ``sampler='opendp'``,
+        whose noise is not seedable).
     sampler : {'simulate', 'opendp'}, optional
         Noise sampler of `strategy_opt.executor.measure`; default ``simulate``
         when ``rng`` is given, else ``opendp`` (vetted, for real releases).
@@ -534,19 +535,12 @@ class OnlineAnswerer:
     """
 
     def __init__(self, data, budget: float, *, inference: str = "bayes", fuse: bool = False, rng=None, sampler: str | None = None):
-        x = np.asarray(data, dtype=float).ravel()
-        if x.size == 0 or not np.all(np.isfinite(x)):
-            raise InputError("data must be a non-empty histogram of finite counts")
-        if np.any(x < 0):
-            raise InputError("data has negative counts; counts must be >= 0")
+        x = check_histogram(data)  # a dense, real, non-empty, finite, non-negative histogram
         if inference not in INFERENCES:
             raise InputError(f"inference must be one of {', '.join(INFERENCES)}, got {inference!r}")
         if fuse and inference != "wls":
             raise InputError("fuse needs inference='wls' (its error law is known before the fresh answer is drawn)")
-        if sampler is None:
-            sampler = "simulate" if rng is not None else "opendp"
-        if sampler not in ("simulate", "opendp"):
-            raise InputError(f"sampler must be 'simulate' or 'opendp', got {sampler!r}")
+        sampler = release_sampler(sampler, rng)  # checks rng; refuses a seed with opendp, whose noise it would not seed
         self.budget = _check_positive(budget, "budget")
         self.inference = inference
         self.fuse = bool(fuse)
@@ -579,10 +573,7 @@ class OnlineAnswerer:
         return self._H.copy(), self._y.copy(), self._alpha.copy()
 
     def _query(self, query) -> np.ndarray:
-        try:
-            q = np.asarray(query, dtype=float).ravel()
-        except (TypeError, ValueError):
-            raise InputError(f"query must be a vector of {self.n} numbers (one coefficient per cell), got {query!r:.60}") from None
+        q = as_real(query, "query", "coefficients").ravel()
         if q.size != self.n:
             raise InputError(f"query has {q.size} coefficients but the data has {self.n} cells")
         if not np.all(np.isfinite(q)):
@@ -612,6 +603,8 @@ class OnlineAnswerer:
         """
         q = self._query(query)
         alpha = _check_positive(alpha, "alpha")
+        if isinstance(answer, (str, bytes, bool, np.bool_)) or not isinstance(answer, (int, float, np.integer, np.floating)) or not math.isfinite(answer):
+            raise InputError(f"answer must be a finite real number, got {answer!r:.60}")
         costs = self._costs_with(q, alpha)
         if costs.max() > self.budget:
             raise InputError(f"recording this answer would spend {costs.max():.6g} > budget {self.budget:.6g}")
@@ -627,9 +620,13 @@ class OnlineAnswerer:
         import scipy.sparse as sp
 
         epsilon = _check_positive(epsilon, "epsilon")
-        A = A.toarray() if sp.issparse(A) else np.asarray(A, dtype=float)
+        A = as_real(A.toarray() if sp.issparse(A) else A, "strategy")
         if A.ndim != 2 or A.shape[1] != self.n:
             raise InputError(f"strategy must have {self.n} columns, got shape {A.shape}")
+        if not np.all(np.isfinite(A)):
+            raise InputError("strategy contains NaN or infinite entries")
+        if not np.any(A):
+            raise InputError("strategy is all zeros: it measures nothing")
         A = A[np.any(A != 0, axis=1)]
         norm1 = np.abs(A).sum(axis=0).max()
         costs = self.cell_costs + epsilon * np.abs(A).sum(axis=0) / norm1

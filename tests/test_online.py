@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from scipy.integrate import quad
 from scipy.optimize import brentq
 
@@ -391,3 +392,33 @@ def test_spending_never_exceeds_the_budget_by_round_off():
         ans.record(q, 5.0, 0.5 + 9e-13)
     ans.record(q, 5.0, 0.5)
     assert ans.spent == 1.0
+
+
+@pytest.mark.parametrize(
+    "build, words",
+    [
+        (lambda: OnlineAnswerer("abc", 1.0), "data must be an array of counts, got a string"),
+        (lambda: OnlineAnswerer(sp.csr_matrix(np.ones((1, 4))), 1.0), "dense array"),
+        (lambda: OnlineAnswerer(np.ones(4) + 0j, 1.0, rng=0), "complex"),
+        (lambda: OnlineAnswerer(np.ones(4), 1.0, rng=-1), "rng must be a non-negative integer seed"),
+        (lambda: OnlineAnswerer(np.ones(4), 1.0, rng=1.5), "rng must be"),
+        (lambda: OnlineAnswerer(np.ones(4), 1.0, rng=3, sampler="opendp"), "not seedable"),
+        (lambda: OnlineAnswerer(np.ones(4), 1.0, rng=0).record([1, 1, 0, 0], "x", 0.1), "answer must be a finite real number"),
+        (lambda: OnlineAnswerer(np.ones(4), 1.0, rng=0).record([1, 1, 0, 0], float("nan"), 0.1), "answer must be a finite real number"),
+        (lambda: OnlineAnswerer(np.ones(4), 1.0, rng=0).answer(np.array([1, 1j, 0, 0]), 5, 0.9), "query must be an array of real coefficients"),
+        (lambda: OnlineAnswerer(np.ones(9), 1.0, rng=0).release_strategy(np.full((1, 9), "a"), 0.1), "strategy must be an array of real numbers"),
+        (lambda: OnlineAnswerer(np.ones(4), 1.0, rng=0).release_strategy(np.full((1, 4), np.nan), 0.1), "NaN or infinite"),
+    ],
+)
+def test_online_answerer_refuses_bad_inputs_with_input_errors(build, words):
+    """An outside audit: bare ValueError/TypeError, an IndexError after a NaN answer was recorded, complex data cut to
+    its real part, and a seed silently ignored by the opendp sampler."""
+    with pytest.raises(InputError, match=words):
+        build()
+
+
+def test_a_recorded_answer_of_a_numpy_type_is_kept():
+    a = OnlineAnswerer(np.arange(4.0), 1.0, rng=0)
+    a.record(np.array([1, 1, 0, 0]), np.float32(2.5), 0.1)
+    H, y, alpha = a.history
+    assert y.tolist() == [2.5] and alpha.tolist() == [0.1] and a.spent == pytest.approx(0.1)
