@@ -94,3 +94,6 @@ DECIMAL_PATTERN = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 #: the matrix is ``np.kron`` of them in order; ``.mtx`` and ``.csv`` refuse it), and ``run``
 #: measures and reconstructs it factor by factor (least squares only).
 FLAT_MAX_NONZEROS = 5 * 10**7
+
+#: Largest number of cells (and of queries of a generated workload) a workload SPEC or constructor accepts.
+MAX_CELLS = 10**9

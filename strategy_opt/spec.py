@@ -36,7 +36,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .defaults import MAX_SPEC_DEPTH, MAX_SPEC_LENGTH, WORKLOAD_OBJECT_BYTES
+from .defaults import MAX_CELLS, MAX_SPEC_DEPTH, MAX_SPEC_LENGTH, WORKLOAD_OBJECT_BYTES
 from .exceptions import InputError
 from .resources import WorkloadSize, operation_bytes, require_memory
 from .workload import Workload, all_predicate, all_range, identity, kronecker, marginals, prefix, random_range, total, union, union_domain
@@ -44,7 +44,6 @@ from .workload import Workload, all_predicate, all_range, identity, kronecker, m
 __all__ = ["parse_spec", "canonical_spec", "file_spec", "file_paths", "MAX_CELLS"]
 
 #: Largest number of cells of a workload domain.
-MAX_CELLS = 10**9
 _SIMPLE = {"identity": identity, "total": total, "prefix": prefix, "all-range": all_range, "all-predicate": all_predicate}
 _KNOWN = ", ".join([*_SIMPLE, "random-range", "marginals", "file"])
 _QUOTES = "'\""

@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-from .defaults import MAX_DENSE_N, MAX_FLOAT_SQUARED, MAX_MATRIX_ENTRIES, SUPPORT_PROBE_MAX_QUERIES, TINY_GRAM
+from .defaults import MAX_CELLS, MAX_DENSE_N, MAX_FLOAT_SQUARED, MAX_MATRIX_ENTRIES, SUPPORT_PROBE_MAX_QUERIES, TINY_GRAM
 from .exceptions import InputError
 from .resources import format_bytes, require_memory
 
@@ -1207,6 +1207,21 @@ def _positive_int(value, name: str) -> int:
     return int(value)
 
 
+#: Bytes per query of an interval workload's bounds: two int64 arrays, built and then copied read-only.
+INTERVAL_BYTES = 32
+
+
+def _count(value, name: str, intervals: str | None = None) -> int:
+    """A positive number of cells or queries, at most `MAX_CELLS`; with ``intervals`` (the workload), that many
+    interval bounds must fit in memory (`INTERVAL_BYTES` each)."""
+    v = _positive_int(value, name)
+    if v > MAX_CELLS:
+        raise InputError(f"{name} = {v:,} is too large (at most {MAX_CELLS:,})")
+    if intervals is not None:
+        require_memory(INTERVAL_BYTES * v, f"workload {intervals} ({v:,} intervals)")
+    return v
+
+
 def _shape(value, name: str, allow_int: bool = False) -> tuple[int, ...]:
     """``value`` as a non-empty tuple of positive ints (NumPy integers too; a bare int if ``allow_int``)."""
     if allow_int and isinstance(value, (int, np.integer)):
@@ -1269,7 +1284,7 @@ def identity(n: int) -> Workload:
     >>> identity(3).matrix().toarray().tolist()
     [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
     """
-    return _Identity(_positive_int(n, "n"))
+    return _Identity(_count(n, "n", f"identity:{n}"))
 
 
 def total(n: int) -> Workload:
@@ -1280,7 +1295,7 @@ def total(n: int) -> Workload:
     >>> total(3).matrix().toarray().tolist()
     [[1.0, 1.0, 1.0]]
     """
-    return _Total(_positive_int(n, "n"))
+    return _Total(_count(n, "n"))
 
 
 def prefix(n: int) -> Workload:
@@ -1293,7 +1308,7 @@ def prefix(n: int) -> Workload:
     >>> prefix(3).gram().tolist()
     [[3.0, 2.0, 1.0], [2.0, 2.0, 1.0], [1.0, 1.0, 1.0]]
     """
-    return _Prefix(_positive_int(n, "n"))
+    return _Prefix(_count(n, "n", f"prefix:{n}"))
 
 
 def all_range(n: int) -> Workload:
@@ -1307,7 +1322,7 @@ def all_range(n: int) -> Workload:
     >>> W.gram().tolist()
     [[3.0, 2.0, 1.0], [2.0, 4.0, 2.0], [1.0, 2.0, 3.0]]
     """
-    return _AllRange(_positive_int(n, "n"))
+    return _AllRange(_count(n, "n"))
 
 
 def all_predicate(n: int) -> Workload:
@@ -1339,7 +1354,7 @@ def random_range(n: int, m: int, seed: int = 0) -> Workload:
     >>> bool((W.matrix() != random_range(8, 5, seed=7).matrix()).nnz == 0)
     True
     """
-    n, m = _positive_int(n, "n"), _positive_int(m, "m")
+    n, m = _count(n, "n"), _count(m, "m", f"random-range:{n}:{m}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InputError(f"seed must be a non-negative integer, got {seed!r}")
     rng = np.random.default_rng(int(seed))

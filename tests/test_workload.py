@@ -642,3 +642,27 @@ def test_a_matrix_labelled_with_a_spec_must_have_that_spec_s_gram():
     assert solve(W, privacy="pure", method="identity").meta["unit_total_squared_error"] == 10
     assert from_matrix(np.eye(4), spec="minimized(prefix:4)").spec == "minimized(prefix:4)"
     assert from_matrix(np.eye(4), spec="mine").spec == "mine"
+
+
+@pytest.mark.parametrize(
+    "build, words",
+    [
+        (lambda: identity(10**12), r"n = 1,000,000,000,000 is too large \(at most 1,000,000,000\)"),
+        (lambda: prefix(10**12), "too large"),
+        (lambda: all_range(10**10), "too large"),
+        (lambda: random_range(8, 10**12), r"m = 1,000,000,000,000 is too large"),
+    ],
+)
+def test_constructors_refuse_sizes_beyond_the_spec_limit(build, words):
+    """An outside audit: identity(10**12) raised numpy's MemoryError (7.28 TiB) where parse_spec refuses cleanly."""
+    with pytest.raises(InputError, match=words):
+        build()
+
+
+def test_interval_bounds_that_do_not_fit_in_memory_are_refused_before_allocation(monkeypatch):
+    import strategy_opt.resources as resources
+
+    monkeypatch.setattr(resources, "available_memory", lambda: 10**6)  # 1 MB: 31250 intervals at 32 bytes
+    with pytest.raises(InputError, match=r"workload prefix:40000 \(40,000 intervals\) needs about"):
+        prefix(40000)
+    assert prefix(30000).n == 30000 and total(10**9).n == 10**9  # total: one interval, whatever n
