@@ -53,7 +53,9 @@ Reported by Li 2013 (Sec. 5.1.5): re-weighting improves the wavelet strategy
 by factors 1.2 (all ranges) and 2.3 (random ranges) and Fourier by 2.7 on
 low-order marginals. Measured here (benchmarks/pure_dp.py, total squared
 error, 2048 cells): 1.04 on all ranges, 1.06 on uniformly sampled random
-ranges, 1.76 on 2-way marginals of 11 binary attributes. The program weighs
+ranges, 1.76 on 2-way marginals of 11 binary attributes (for the program's
+own weights, completed; the identity does better there, 2.19 below the plain
+Fourier strategy, and is returned: see `scale_search_against_identity`). The program weighs
 the queries *before* the compiler's column completion: on bases whose columns
 have unequal ``|Q|`` sums (the real Fourier basis of non-binary attributes)
 the completed plain basis can win (8 x 16 x 16, 2-way marginals: factor
@@ -64,7 +66,7 @@ weights and keeps the best point (``meta.completion_line_search``), then
 priced in (``meta.completion_line_search.local_search``; up to `REFINE_MAX_N`
 cells, or `REFINE_LARGE_MAX_N` for at most `REFINE_LARGE_MAX_QUERIES` design
 queries, and `REFINE_MAX_SECONDS`: 2-way marginals on 8 x 16 x 16, Fourier
-basis, E_1 307572 -> 6253). The local search runs even when the optimal
+basis, E_1 307572 -> 6144, the identity's, which its pruning reaches). The local search runs even when the optimal
 weights load every column equally (up to `REFINE_EQUAL_LOADS_MAX_N` cells): shrinking some design queries and
 completing their columns can still pay (hierarchical basis, all ranges on 32
 cells: E_1 14527 -> 5996; total on 8 cells: 5.91 -> 1.0015, where the root
@@ -502,7 +504,8 @@ REFINE_MAX_ITERS, REFINE_MAX_N = 200, 512
 #: queries (SLSQP's dense subproblem grows with their number, and the deadline is checked between its
 #: iterations). Measured with one BLAS thread, 2-way marginals, Fourier basis (289 and 473 queries):
 #: 8 x 16 x 8 113240 -> 3077 (+6.5 s), 8 x 16 x 16 307572 -> 6253 (+17 s); identity gives 3072 and
-#: 6144: the weights shrink until the completion rows make an almost-identity strategy.
+#: 6144: the weights shrink until the completion rows make an almost-identity strategy (dropping the
+#: weights left at the floor then returns the identity itself, `REFINE_PRUNE`).
 REFINE_LARGE_MAX_N, REFINE_LARGE_MAX_QUERIES = 2048, 512
 #: ... or after this many seconds (SLSQP's dense subproblem: ~10 s per iteration at 512 cells), keeping its best point.
 REFINE_MAX_SECONDS = 20.0
