@@ -294,11 +294,11 @@ def _check_derived(meta: dict, report: dict, workload, where: str, recorded: str
     error = report["unit_total_squared_error"]
     if error is None:
         return [k for k in (*DERIVED_FIELDS, *OBJECTIVE_FIELDS) if meta.get(k) is not None]
-    identity_error = float(workload.gram_diagonal().sum())
+    diagonal = float(workload.gram_diagonal().sum())  # the identity's error, divided by exp(log_scale) (all-predicate)
     truth = {
         "unit_total_squared_error_log10": (report.get("unit_total_squared_error_log10"), 1e-9),
         "svd_bound": (report.get("svd_bound"), None),
-        "ratio_to_identity": (error / identity_error if identity_error > 0 else None, None),
+        "ratio_to_identity": (math.exp(math.log(error) - math.log(diagonal) - workload.log_scale) if diagonal > 0 and error > 0 else None, None),
     }
     bound = meta.get("lower_bound")
     if bound is not None and bound > 0:

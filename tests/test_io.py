@@ -633,3 +633,26 @@ def test_factored_runs_refuse_other_estimators_before_drawing_noise(tmp_path, mo
                      "--delta", "1e-6", "--seed", "1", "--estimator", estimator, "--out", str(tmp_path / "a.npy")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].endswith("this Kronecker strategy is kept as its factors: use estimator='ls' (--estimator ls)")
+
+
+@pytest.mark.parametrize(
+    "spec, kwargs",
+    [
+        ("all-predicate:6", {"privacy": "pure", "method": "identity"}),  # a rescaled Gram (log_scale)
+        ("all-predicate:40", {"method": "auto"}),
+        ("marginals:3x4x5:2", {"method": "auto"}),
+        ("prefix:16*all-range:8", {"method": "auto", "privacy": "pure"}),
+        ("prefix:12+identity:12", {"method": "eigen-design"}),
+        ("random-range:20:30:4", {"method": "minerror-l2", "objective": "max"}),
+        ("all-range:32", {"method": "l1-weighting", "privacy": "pure", "basis": "wavelet"}),
+    ],
+)
+def test_a_note_added_to_solved_metadata_keeps_every_derived_number_consistent(tmp_path, spec, kwargs):
+    """Editing solved metadata sends it through the hand-written checks: what strategy_opt computed must pass them
+    (ratio_to_identity on all-predicate was compared without the Gram's log scale: 16 against 1)."""
+    s = so.solve(spec, **kwargs)
+    s.meta["note"] = "checked"
+    sio.write_strategy(s, tmp_path / "noted.npz")
+    meta = sio.read_strategy(tmp_path / "noted.npz").meta
+    assert meta["metadata_origin"] == "hand-written" and meta["note"] == "checked"
+    assert meta["ratio_to_identity"] == s.meta["ratio_to_identity"]
