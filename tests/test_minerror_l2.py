@@ -668,3 +668,21 @@ def test_weights_that_python_would_read_are_still_refused(capsys, weights):
     """1_0 is ten to Python's float, and nested lists flatten: both are malformed weight lists here."""
     assert main(["-q", "solve", "--workload", "prefix:3", "--privacy", "approx", "--method", "minerror-l2", "--objective", "weighted", "--option", f"weights={weights}", "--out", "unused.npz"]) == 2
     assert "option weights" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "k, n, form",
+    [
+        # measured with Clarabel, one BLAS thread (seconds: factorization / Schur)
+        (30, 20, "factorization"),  # random-range:20:30:4, 1.2 / 18.6 (the block-entry rule chose Schur)
+        (40, 32, "factorization"),  # random-range:32:40:1, 8 / minutes
+        (78, 12, "schur"),  # all-range:12, 21 / 1.2
+        (20, 20, "factorization"),  # prefix:20, 0.5 / 9.9
+        (128, 8, "schur"),  # random ranges, 78 (time limit, 5 iterations) / 0.6
+    ],
+)
+def test_the_max_program_form_is_the_one_clarabel_solved_faster(k, n, form):
+    from strategy_opt.programs.minerror_l2 import _max_form
+
+    assert _max_form(k, n) == form
+    assert _max_form(2**1100, 1100) == "schur"  # all-predicate sizes: costs compared in logs

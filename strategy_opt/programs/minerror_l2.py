@@ -322,16 +322,30 @@ def _variances(X: np.ndarray, M: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", P, P / lam)
 
 
+#: Seconds per Clarabel iteration of the min-max program's two forms, fitted (one BLAS thread) on random
+#: ranges with k = 8 ... 128 queries over n = 8 ... 24 cells: the Schur form ``a k^b n^c`` (its k cones all
+#: couple through X) and the factorization form ``f (d (d + 1) / 2)^e``, one cone of size d = k + n.
+MAX_SCHUR_COST = (1.4e-10, 1.35, 5.8)
+MAX_FACTORIZATION_COST = (1.06e-9, 2.53)
+
+
 def _max_form(k: int, n: int) -> str:
     """``'schur'`` (k cones of size n + 1) or ``'factorization'`` (one cone of size k + n) for k queries on n cells.
 
-    The one with fewer entries in its cones' scaling blocks, ``sum (d (d + 1) / 2)^2``
-    over cone sizes d: what an interior-point solver factorises each iteration.
-    Measured with Clarabel on 40 random ranges over 32 cells: 8 s for the
-    factorization form against minutes for the Schur form; on all ranges over
-    16 cells (136 queries) the Schur form is the small one.
+    The one Clarabel solves faster by the fitted costs `MAX_SCHUR_COST` and
+    `MAX_FACTORIZATION_COST` (log scale: k may be 2^1100). Measured: 30 random
+    ranges over 20 cells 1.2 s (factorization) against 18.6 s (Schur); 40 random
+    ranges over 32 cells 8 s against minutes; all ranges over 12 cells 1.2 s
+    (Schur) against 21 s; all ranges over 16 cells (136 queries) Schur. (Comparing
+    the forms' scaling-block entries, as before, chose the Schur form for the
+    first: 1.60e6 against 1.63e6 entries.)
     """
-    return "factorization" if _scaling_block(k + n) < k * _scaling_block(n + 1) else "schur"
+    a, b, c = MAX_SCHUR_COST
+    f, e = MAX_FACTORIZATION_COST
+    d = k + n
+    schur = math.log(a) + b * math.log(k) + c * math.log(n)
+    factorization = math.log(f) + e * math.log(d * (d + 1) // 2)
+    return "factorization" if factorization < schur else "schur"
 
 
 def _count(k: int) -> str:
@@ -360,13 +374,13 @@ def generic_sdp_profile(workload: Workload, objective: str) -> str:
 
 
 def max_program_block_entries(k: int, n: int) -> int:
-    """Scaling-block entries of the min-max program's form for k queries on n cells (`_max_form` picks the smaller).
+    """Scaling-block entries of the min-max program's form for k queries on n cells (the form `_max_form` picks).
 
     Clarabel's memory follows it at about 50 bytes an entry: 8.4 GB for all
     ranges over 32 cells (528 Schur cones, 1.7e8 entries), 0.13 GB for 40
     ranges over 32 cells (one 72-cone, 6.9e6 entries).
     """
-    return min(_scaling_block(k + n), k * _scaling_block(n + 1))
+    return _scaling_block(k + n) if _max_form(k, n) == "factorization" else k * _scaling_block(n + 1)
 
 
 def _max_active_set(W: Workload, problem: Problem) -> tuple[np.ndarray, str, int, float, np.ndarray, dict]:
@@ -375,7 +389,7 @@ def _max_active_set(W: Workload, problem: Problem) -> tuple[np.ndarray, str, int
     The program ``min t s.t. (s_i^2 / S) v_i <= t`` over the unit-row Schur
     complements (`_schur_rows`, ``S`` the largest ``s_i^2``), or over the
     factorization-norm form of the same bound, ``[[P, R], [R^T, X]] ⪰ 0`` with
-    ``v = diag P`` (`_max_form` picks the smaller for the round), starts from the
+    ``v = diag P`` (`_max_form` picks the faster for the round), starts from the
     queries whose squared norm is at least ``MAX_ACTIVE_FRACTION`` of the
     largest; after each solve every query's variance at X is computed, the
     queries above the optimum (relative 1e-6) join, and the program is solved
