@@ -220,12 +220,13 @@ def checked_hand_written(strategy: Strategy, where) -> Strategy:
     A recorded workload must have as many cells as the matrix has columns and
     be supported by it (checked up to `MAX_DENSE_N` cells). The stated
     ``unit_total_squared_error`` is recomputed on the recorded
-    workload and ``lower_bound`` must not exceed it (shape, norm and
-    sensitivity are checked by `strategy_opt.io`). The returned strategy's
-    metadata records ``metadata_origin: 'hand-written'`` and the claims nothing
-    could check (``unchecked_fields``: a lower bound below the error, an error
-    whose workload no longer parses), so that a reader without strategy_opt
-    can tell.
+    workload and ``lower_bound`` must not exceed it; the numbers derived from
+    them (`DERIVED_FIELDS`, and ``objective_value`` under the total objective)
+    must agree (shape, norm and sensitivity are checked by `strategy_opt.io`).
+    The returned strategy's metadata records ``metadata_origin: 'hand-written'``
+    and the claims nothing could check (``unchecked_fields``: a lower bound below
+    the error, an error whose workload no longer parses, another objective's
+    value and bound), so that a reader without strategy_opt can tell.
 
     Parameters
     ----------

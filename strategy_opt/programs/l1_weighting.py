@@ -466,9 +466,10 @@ def scale_search_against_identity(u: np.ndarray, Q, W, G: np.ndarray) -> tuple[o
     identity at the program's optimum (all-range:1024, eigen basis: 1.97e9 against
     1.79e8; shrinking the weights approaches the identity monotonically there), so
     when the optimum loses to the identity the scalings `IDENTITY_SCALES` are priced
-    and the best is returned: the strategy (``diag(s u) Q``, or the identity) and
-    the prices; ``(None, {})`` when the optimum beats the identity (nothing priced
-    beyond it).
+    and the best is returned: the strategy (``diag(s u) Q`` completed to unit
+    column norms, or the identity) and the prices (``E_1`` without the workload's
+    log scale, as `reported_error`); ``(None, {})`` when the optimum beats the
+    identity (nothing priced beyond it).
     """
     identity_error = float(np.trace(G))
     errors = {1.0: _compiled_error(Q, u, W)}
