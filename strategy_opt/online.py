@@ -573,7 +573,7 @@ class OnlineAnswerer:
         return self._H.copy(), self._y.copy(), self._alpha.copy()
 
     def _query(self, query) -> np.ndarray:
-        q = as_real(query, "query", "coefficients").ravel()
+        q = as_real(query, "query", f"coefficients (one per cell, {self.n} in all)").ravel()
         if q.size != self.n:
             raise InputError(f"query has {q.size} coefficients but the data has {self.n} cells")
         if not np.all(np.isfinite(q)):

@@ -531,7 +531,7 @@ def test_online_answerer_refuses_text_for_numbers():
     with pytest.raises(InputError, match="budget must be a positive number, got '1'"):
         OnlineAnswerer(np.arange(4.0), "1")
     answerer = OnlineAnswerer(np.arange(4.0), 1.0, rng=0)
-    with pytest.raises(InputError, match=r"query must be a vector of 4 numbers \(one coefficient per cell\), got 'prefix'"):
+    with pytest.raises(InputError, match=r"query must be an array of coefficients \(one per cell, 4 in all\), got a string 'prefix'"):
         answerer.answer("prefix", 1.0, 0.9)
     assert answerer.counts == {"history": 0, "fresh": 0, "refused": 0}  # nothing spent on refused input
 

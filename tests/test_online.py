@@ -405,7 +405,7 @@ def test_spending_never_exceeds_the_budget_by_round_off():
         (lambda: OnlineAnswerer(np.ones(4), 1.0, rng=3, sampler="opendp"), "not seedable"),
         (lambda: OnlineAnswerer(np.ones(4), 1.0, rng=0).record([1, 1, 0, 0], "x", 0.1), "answer must be a finite real number"),
         (lambda: OnlineAnswerer(np.ones(4), 1.0, rng=0).record([1, 1, 0, 0], float("nan"), 0.1), "answer must be a finite real number"),
-        (lambda: OnlineAnswerer(np.ones(4), 1.0, rng=0).answer(np.array([1, 1j, 0, 0]), 5, 0.9), "query must be an array of real coefficients"),
+        (lambda: OnlineAnswerer(np.ones(4), 1.0, rng=0).answer(np.array([1, 1j, 0, 0]), 5, 0.9), "query must be an array of real coefficients \\(one per cell, 4 in all\\)"),
         (lambda: OnlineAnswerer(np.ones(9), 1.0, rng=0).release_strategy(np.full((1, 9), "a"), 0.1), "strategy must be an array of real numbers"),
         (lambda: OnlineAnswerer(np.ones(4), 1.0, rng=0).release_strategy(np.full((1, 4), np.nan), 0.1), "NaN or infinite"),
     ],
