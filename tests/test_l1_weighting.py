@@ -267,3 +267,15 @@ def test_a_weighting_better_than_the_identity_is_not_rescaled(monkeypatch):
     assert "identity_scale_search" not in s.meta and s.meta["solver_status"] == "optimal"
     assert e1_from_gram(s.matrix, W.gram()) == pytest.approx(7249.5036, rel=1e-6)
     assert np.trace(W.gram()) == 8256  # the identity's E_1
+
+
+def test_a_basis_with_too_many_design_queries_is_refused_with_a_memory_estimate(monkeypatch):
+    """The hierarchical basis of 2-way marginals over 10 binary attributes has 3^10 = 59049 design queries:
+    numpy's MemoryError (26 GiB for their Gram) before; a refusal naming them now (3 dense 59049^2 float64: 83.7 GB)."""
+    import strategy_opt.resources as resources
+
+    monkeypatch.setattr(resources, "available_memory", lambda: 10**9)
+    with pytest.raises(InputError, match=r"\(59,049 design queries\) needs about 83.7 GB of memory"):
+        solve("marginals:2x2x2x2x2x2x2x2x2x2:2", privacy="pure", method="l1-weighting", basis="hierarchical")
+    # one per cell fits: 1024^2 * 8 * 3 = 25 MB
+    assert solve("marginals:2x2x2x2x2x2x2x2x2x2:2", privacy="pure", method="l1-weighting", basis="fourier").meta["design_queries"] <= 1024

@@ -104,6 +104,7 @@ from ..defaults import EIG_RTOL
 from ..exceptions import InputError, OptionError, SolverError, setting
 from ..problem import Problem
 from ..pure_bound import lower_bound_facts
+from ..resources import require_memory
 from .greedy_h import greedy_h_matrix
 from ..registry import register_method
 from ..solvers import SolverProfile, cvxpy_solve_kwargs
@@ -392,6 +393,10 @@ def l1_weighting(problem: Problem):
     bound = lower_bound_facts(problem.workload, time.perf_counter() - t0)
     extra.update(bound.pop("extra"))
     return compile_strategy(A, problem, "l1-weighting", solver=res.backend, status=status, solve_seconds=time.perf_counter() - t0, extra=extra, **bound)
+
+
+#: Dense k x k matrices over the k design queries l1-weighting holds at once (their Gram and the Newton system with its factor).
+DESIGN_GRAM_COPIES = 3
 
 
 #: Points ``t`` of the completion-aware search on the segment from the uniform weights (t = 0) to the Program 5.1.3 optimum (t = 1).
@@ -686,6 +691,10 @@ def weighted_basis(problem: Problem):
     G = W.gram()
     eig = np.linalg.eigh(G) if basis == "eigen" else None
     Q = design_basis(W, basis, int(branching), eig)
+    k = Q.shape[0]
+    # the design queries' Gram Q Q^T (orthogonality test) and the Newton system are dense k x k
+    require_memory(DESIGN_GRAM_COPIES * 8.0 * k * k, f"l1-weighting on the {basis} basis of {W.spec} ({k:,} design queries)",
+                   "choose a basis with fewer design queries (wavelet, fourier and eigen have one per cell)")
     if basis == "eigen":
         lam = eig[0]
         c, exact = np.clip(lam, 0.0, None), True
