@@ -541,7 +541,7 @@ def completed_error(u: np.ndarray, Q: np.ndarray, G: np.ndarray) -> tuple[float,
     keep = lam > EIG_RTOL * lam.max()
     Mi = (V[:, keep] / lam[keep]) @ V[:, keep].T
     K = Mi @ G @ Mi  # -d trace(G M^+) / dM
-    grad = -2.0 * u * np.einsum("ij,jk,ik->i", Q, K, Q) + 2.0 * absQ @ (np.diag(K) * v)
+    grad = -2.0 * u * np.einsum("ij,ij->i", Q @ K, Q) + 2.0 * absQ @ (np.diag(K) * v)  # diag(Q K Q^T) by one BLAS product
     return float(np.einsum("ij,ji->", G, Mi)), grad
 
 
