@@ -389,6 +389,16 @@ def l1_weighting(problem: Problem):
         raise InputError(f"l1-weighting is the epsilon-DP weighting (L1 sensitivity); use {setting('privacy', 'pure')}")
     t0 = time.perf_counter()
     A, res, extra = weighted_basis(problem)
+    scaled = extra.get("identity_scale_search")
+    if scaled is not None:  # here, for the method's user; auto's candidates (weighted_basis) are compared silently
+        program, best = scaled["points"]["1.0"], scaled["chosen_scale"]
+        identity = scaled["points"]["0.0"]
+        log.warning(
+            "l1-weighting: the completed weighting of the %d design queries has E_1 %.6g, %.3gx the identity's %.6g; %s",
+            extra["design_queries"], program, program / identity, identity,
+            "no scaling of it beats the identity: returning the identity (the zero weighting, completed)" if best == 0.0
+            else f"returning the weights scaled by {best:g} (E_1 {scaled['points'][str(best)]:.6g})",
+        )
     status = extra.pop("strategy_status")
     bound = lower_bound_facts(problem.workload, time.perf_counter() - t0)
     extra.update(bound.pop("extra"))
@@ -483,11 +493,7 @@ def scale_search_against_identity(u: np.ndarray, Q, W, G: np.ndarray) -> tuple[o
     for s in IDENTITY_SCALES:  # the compiler completes to the largest column norm: complete to 1 here, or every scaling is u's
         errors[s] = identity_error if s == 0.0 else reported_error(_completed(Q, s * u), W, 1)[1]
     best = min(errors, key=errors.get)
-    log.warning(
-        "l1-weighting: the completed weighting of the %d design queries has E_1 %.6g, %.3gx the identity's %.6g; %s",
-        u.size, errors[1.0], errors[1.0] / identity_error, identity_error,
-        "no scaling of it beats the identity: returning the identity (the zero weighting, completed)" if best == 0.0 else f"returning the weights scaled by {best:g} (E_1 {errors[best]:.6g})",
-    )
+    log.info("l1-weighting: completed E_1 at scalings of the program's weights %s; %g chosen", {s: f"{e:.6g}" for s, e in errors.items()}, best)
     A = sp.identity(W.n, format="csr") if best == 0.0 else _completed(Q, best * u)
     return A, {"points": {str(s): float(e) for s, e in errors.items()}, "chosen_scale": float(best)}
 
