@@ -412,3 +412,28 @@ def test_auto_pure_runs_its_minerror_l1_candidate_on_clarabel(monkeypatch):
     monkeypatch.setattr(module, "minerror_l1", spy)
     s = solve("prefix:6", privacy="pure", method="auto-pure", solver="scs")
     assert seen == ["clarabel"] and "minerror-l1" in s.meta["auto_pure_candidates"]
+
+
+def test_a_long_run_is_not_cut_by_scipy_s_default_evaluation_budget(monkeypatch):
+    """L-BFGS-B's default maxfun (15000) would stop a run of 10000 iterations early and report it as its own stop
+    (an outside search found runs marked converged that had hit it)."""
+    import math
+
+    import scipy.optimize as so
+
+    import strategy_opt.programs.pidentity as pid
+
+    seen = {}
+    real = so.minimize
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs["options"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pid.so, "minimize", spy)
+    W = np.tril(np.ones((16, 16)))  # prefix:16
+    G = W.T @ W
+    T0 = np.full((2, 16), 0.1)
+    T, f, iterations, stop = pid.optimise_theta(G, T0, max_iters=10000, deadline=math.inf, ftol=1e-9)
+    assert seen["maxiter"] == 10000 and seen["maxfun"] >= 10 * 10000
+    assert f == pytest.approx(pid.exact_error(T, G)) and f < pid.exact_error(T0, G)

@@ -289,6 +289,10 @@ def blas_threads() -> int:
     return max([int(c.num_threads) for c in _THREADPOOLS.select(user_api="blas").lib_controllers] or [1])
 
 
+#: `optimise_theta` lets L-BFGS-B evaluate the loss this many times per allowed iteration (line searches take 1-3).
+EVALUATIONS_PER_ITERATION = 20
+
+
 def optimise_theta(
     G: np.ndarray, T0: np.ndarray, *, max_iters: int, deadline: float, ftol: float, label: str = "", support=None, unit: float = 1.0, exact: bool = True
 ) -> tuple[np.ndarray, float, int, str]:
@@ -360,7 +364,8 @@ def optimise_theta(
             method="L-BFGS-B",
             bounds=so.Bounds(0.0, THETA_MAX),
             callback=callback,
-            options={"maxiter": max_iters, "maxcor": LBFGS_MEMORY, "ftol": 0.0, "gtol": 0.0},
+            # SciPy's default of 15000 evaluations would end a long run before max_iters, reported as L-BFGS-B's own stop
+            options={"maxiter": max_iters, "maxfun": EVALUATIONS_PER_ITERATION * max_iters, "maxcor": LBFGS_MEMORY, "ftol": 0.0, "gtol": 0.0},
         )
     if support is None:
         T = res.x.reshape(p, n)
