@@ -270,7 +270,7 @@ def checked_hand_written(strategy: Strategy, where) -> Strategy:
             if bound is not None and error is not None and bound > error * (1 + 1e-9):
                 raise InputError(f"{where}: metadata states lower_bound {bound!r}, above the matrix's error {error:.10g} on {recorded!r} ({privacy})")
             unchecked = ["lower_bound"] if "lower_bound" in claims else []
-            unchecked += _check_derived(meta, report, workload, where, recorded, privacy)
+            unchecked += _check_derived(strategy.matrix, meta, report, workload, where, recorded, privacy)
             if meta.get("unit_total_squared_error") is None:  # computed here, so checked
                 meta["unit_total_squared_error"] = error
             if meta.get("lower_bound") is None and report.get("svd_bound") is not None:
@@ -286,7 +286,7 @@ DERIVED_FIELDS = ("unit_total_squared_error_log10", "svd_bound", "ratio_to_ident
 OBJECTIVE_FIELDS = ("objective_value", "objective_lower_bound")
 
 
-def _check_derived(meta: dict, report: dict, workload, where: str, recorded: str, privacy: str) -> list[str]:
+def _check_derived(A, meta: dict, report: dict, workload, where: str, recorded: str, privacy: str) -> list[str]:
     """Refuse derived numbers (`DERIVED_FIELDS`) the matrix contradicts; the objective's numbers it cannot decide, returned as unchecked.
 
     They are recomputed from the matrix's error on the recorded workload, its SVD
@@ -295,11 +295,13 @@ def _check_derived(meta: dict, report: dict, workload, where: str, recorded: str
     error = report["unit_total_squared_error"]
     if error is None:
         return [k for k in (*DERIVED_FIELDS, *OBJECTIVE_FIELDS) if meta.get(k) is not None]
-    diagonal = float(workload.gram_diagonal().sum())  # the identity's error, divided by exp(log_scale) (all-predicate)
+    from .compiler import ratio_to_identity
+
+    scaled = math.exp(math.log(error) - workload.log_scale) if error > 0 else 0.0  # as the compiler's E (without the log scale)
     truth = {
         "unit_total_squared_error_log10": (report.get("unit_total_squared_error_log10"), 1e-9),
         "svd_bound": (report.get("svd_bound"), None),
-        "ratio_to_identity": (math.exp(math.log(error) - math.log(diagonal) - workload.log_scale) if diagonal > 0 and error > 0 else None, None),
+        "ratio_to_identity": (ratio_to_identity(A, workload, 1 if privacy == "pure" else 2, scaled), None),
     }
     bound = meta.get("lower_bound")
     if bound is not None and bound > 0:

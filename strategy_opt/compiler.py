@@ -37,7 +37,7 @@ from .progress import PROGRESS_MIN_N
 from .pure_bound import compile_lower_bound
 from .strategy import Strategy
 
-__all__ = ["compile_strategy", "strategy_from_gram", "finite_or_none"]
+__all__ = ["compile_strategy", "strategy_from_gram", "finite_or_none", "ratio_to_identity"]
 
 log = logging.getLogger("strategy_opt")
 
@@ -314,7 +314,7 @@ def compile_strategy(
         meta["kronecker_factor_shapes"] = [[int(s) for s in f.shape] for f in A.factors]
     if isinstance(A, MarginalsMatrix):  # read back as stacked marginals (`MarginalsMatrix.from_meta`)
         meta["marginal_weights"] = A.weights_by_subset()
-    ratio = _ratio_to_identity(A, W, problem.p, E)
+    ratio = ratio_to_identity(A, W, problem.p, E)
     if ratio is not None:
         meta["ratio_to_identity"] = ratio
     if extra:
@@ -323,7 +323,7 @@ def compile_strategy(
     return Strategy(A, meta)
 
 
-def _ratio_to_identity(A, W, p: int, E: float) -> float | None:
+def ratio_to_identity(A, W, p: int, E: float) -> float | None:
     """``E_p(A) / E_p(identity)``: the identity answers every workload, with ``E_p = trace(W^T W)``.
 
     ``trace(W^T W)`` is summed from the cells' squared norms (`Workload.gram_diagonal`), for a

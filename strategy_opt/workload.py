@@ -281,8 +281,8 @@ class Workload(ABC):
         return None
 
     def frobenius_sq(self) -> float:
-        """``||W||_F^2 = trace(W^T W)`` (divided by ``exp(log_scale)``)."""
-        return float(np.trace(self.gram()))
+        """``||W||_F^2 = trace(W^T W)`` (divided by ``exp(log_scale)``), from `gram_diagonal` (no n x n Gram where that has a closed form)."""
+        return float(self.gram_diagonal().sum())
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.spec!r} shape={self.shape}>"
@@ -423,7 +423,7 @@ def check_entry_scale(workload: "Workload") -> None:
             check_entry_scale(part)
         if isinstance(workload, Union):  # a part's weight scales its squares by w^2 (1e200 gave inf, 1e-200 an error of 0)
             for w, part in zip(workload.weights, workload.parts):
-                squares = part.frobenius_sq() if isinstance(part, ExplicitWorkload) else float(part.gram_diagonal().sum())
+                squares = part.frobenius_sq()
                 weighted = 2 * math.log10(w) + math.log10(squares) if squares > 0 else None
                 if weighted is not None and not math.log10(TINY_GRAM) <= weighted <= math.log10(MAX_FLOAT_SQUARED):
                     size = "large" if weighted > 0 else "small"

@@ -472,7 +472,7 @@ def completion_line_search(u: np.ndarray, Q, B, W) -> tuple[np.ndarray, dict]:
 IDENTITY_SCALES = (0.5, 0.2, 0.1, 0.03, 0.01, 0.0)
 
 
-def scale_search_against_identity(u: np.ndarray, Q, W, G: np.ndarray) -> tuple[object | None, dict]:
+def scale_search_against_identity(u: np.ndarray, Q, W, G: np.ndarray, error: float | None = None) -> tuple[object | None, dict]:
     """Scalings of ``u`` when the completed Program 5.1.3 optimum is worse than the identity, where the local search does not run.
 
     Every ``s u`` with ``0 <= s <= 1`` is feasible, and ``s = 0`` completes to the
@@ -484,10 +484,11 @@ def scale_search_against_identity(u: np.ndarray, Q, W, G: np.ndarray) -> tuple[o
     and the best is returned: the strategy (``diag(s u) Q`` completed to unit
     column norms, or the identity) and the prices (``E_1`` without the workload's
     log scale, as `reported_error`); ``(None, {})`` when the optimum beats the
-    identity (nothing priced beyond it).
+    identity (nothing priced beyond it). ``error``: u's compiled ``E_1`` when
+    already known (`completion_line_search` priced it).
     """
     identity_error = float(np.trace(G))
-    errors = {1.0: _compiled_error(Q, u, W)}
+    errors = {1.0: _compiled_error(Q, u, W) if error is None else error}
     if errors[1.0] <= identity_error:
         return None, {}
     for s in IDENTITY_SCALES:  # the compiler completes to the largest column norm: complete to 1 here, or every scaling is u's
@@ -725,7 +726,8 @@ def weighted_basis(problem: Problem):
         refined, search["local_search"] = refine_completed_weights(u, Q, W, G, deadline, _greedy_h_start(W, basis, int(branching), Q))
     scaled, scale_search = None, {}
     if not refine and W.n <= REFINE_LARGE_MAX_N:
-        scaled, scale_search = scale_search_against_identity(u, Q, W, G)
+        known = search["points"][str(search["chosen_t"])] if search else None  # the line search priced u already
+        scaled, scale_search = scale_search_against_identity(u, Q, W, G, known)
     if scaled is not None:
         A = scaled
     else:
