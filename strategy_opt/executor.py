@@ -288,6 +288,12 @@ def measure(
     return opendp_release(exact, privacy, delta_A), scale
 
 
+def _pinv(F) -> np.ndarray:
+    """``F^+ = (F^T F)^+ F^T`` with the error profile's rank cutoff (`EIG_RTOL`), which the support check of a
+    Kronecker strategy applies to each factor: a direction it counts as unmeasured gets no weight here either."""
+    return ErrorProfile(F).solve_normal(F.T.toarray() if sp.issparse(F) else np.asarray(F, dtype=float).T)
+
+
 def _least_squares(A, y: np.ndarray) -> np.ndarray:
     if not sp.issparse(A) and A.size <= DENSE_LSTSQ_ENTRIES:
         return np.linalg.lstsq(np.asarray(A, dtype=float), y, rcond=None)[0]
@@ -311,6 +317,10 @@ def _reduced_system(M, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     cells of ~1e14 that the workload partly sees.
     """
     MtM = (M.T @ M).toarray() if sp.issparse(M) else M.T @ M
+    d = np.diag(MtM)
+    if d.min() > 0 and np.count_nonzero(MtM) == np.count_nonzero(d):  # disjoint columns: exact, no cutoff (as ErrorProfile)
+        root = np.sqrt(d)
+        return np.diag(root), (M.T @ b) / root
     try:  # positive definite and well inside the cutoff: a Cholesky factor, several times faster than eigh
         U = la.cholesky(MtM, lower=False, check_finite=False)
         pivots = np.diag(U) ** 2
@@ -358,7 +368,7 @@ def _nonneg_ls(M, b: np.ndarray, *, reduced: bool = False) -> np.ndarray:
     return np.clip(res.x, 0.0, None)
 
 
-def reconstruct(A, y: np.ndarray, estimator: str = "ls", workload: Workload | None = None) -> np.ndarray:
+def reconstruct(A, y: np.ndarray, estimator: str = "ls", workload: Workload | None = None, profile: ErrorProfile | None = None) -> np.ndarray:
     """Estimate the histogram from noisy strategy answers.
 
     Parameters
@@ -371,6 +381,14 @@ def reconstruct(A, y: np.ndarray, estimator: str = "ls", workload: Workload | No
         through a factor of ``W^T W`` so the m x n workload is never formed.
     workload : Workload
         Required for ``hybrid``.
+    profile : ErrorProfile, optional
+        A's error profile, when already built (else it is built up to
+        `MAX_DENSE_N` cells, or for a diagonal ``A^T A``). ``ls`` and the first
+        step of ``hybrid`` solve ``A^T A x = A^T y`` through it, so ``A^+``
+        has the rank cutoff of the support check and the error analysis
+        (`EIG_RTOL`: singular values below ``1e-5`` of the largest count as
+        zero); a strategy kept as its Kronecker factors is inverted factor by
+        factor with the same cutoff. Past `MAX_DENSE_N` cells ``ls`` is LSMR.
     """
     A = _as_operator_matrix(A)
     y = _check_vector(y, A.shape[0], "noisy answers y", "the strategy's rows number")
@@ -380,18 +398,20 @@ def reconstruct(A, y: np.ndarray, estimator: str = "ls", workload: Workload | No
                 f"the {estimator} estimator needs the flat {A.shape[0]}x{A.shape[1]} strategy ({flat_nonzeros(A):.3g} non-zeros); "
                 f"this Kronecker strategy is kept as its factors: use {setting('estimator', 'ls')}"
             )
-        return kron_apply([np.linalg.pinv(f.toarray() if sp.issparse(f) else np.asarray(f, dtype=float)) for f in A.factors], y)
-    if estimator == "ls":
-        return _least_squares(A, y)
+        return kron_apply([_pinv(f) for f in A.factors], y)
     if estimator == "nnls":
         return _nonneg_ls(A, y)
+    if estimator not in ("ls", "hybrid"):
+        raise InputError(f"unknown estimator {estimator!r}; use one of {', '.join(ESTIMATORS)}")
+    if estimator == "hybrid" and workload is None:
+        raise InputError("the hybrid estimator needs the workload")
+    if profile is None and (A.shape[1] <= MAX_DENSE_N or diagonal_inverse(A) is not None):
+        profile = ErrorProfile(A)
+    x_ls = _least_squares(A, y) if profile is None else profile.solve_normal(np.asarray(A.T @ y).ravel())
     if estimator == "hybrid":
-        if workload is None:
-            raise InputError("the hybrid estimator needs the workload")
-        x_ls = _least_squares(A, y)
         R = gram_factor(workload.gram()).T  # R^T R = W^T W, rank-revealing: the n x n data of min ||W x - z||
         return _nonneg_ls(R, R @ x_ls, reduced=True)
-    raise InputError(f"unknown estimator {estimator!r}; use one of {', '.join(ESTIMATORS)}")
+    return x_ls
 
 
 def answer_intervals(A, workload: Workload, privacy: Privacy, answers: np.ndarray, level: float = CONFIDENCE, profile: ErrorProfile | None = None):
@@ -442,13 +462,18 @@ def probe_support(A, workload: Workload, probes: int = SUPPORT_PROBES, seed: int
 
     Two probes per round, each solved by LSMR on ``A^T``:
 
-    * per query: a random direction r of A's null space (a Gaussian vector less
-      its least-squares fit by A's rows). A query w supported by A is
-      orthogonal to it; for any other ``(w . r)^2 / (||w||^2 ||r||^2)`` is at
-      most the share of ``||w||^2`` outside A's row space (the dense test's
-      per-query share), and above zero with probability one. A query whose
-      share of the probe exceeds `SUPPORT_RTOL` is refused: the dense test
-      would refuse it too.
+    * per query: ``r = (I - P) z``, a standard Gaussian vector z less its
+      least-squares fit by A's rows (P projects on A's row space). Then
+      ``w . r = ((I - P) w) . z`` is normal with variance ``||(I - P) w||^2``,
+      so ``(w . r)^2 / ||w||^2`` is the share of ``||w||^2`` outside A's row
+      space (the dense test's per-query share) times a chi-square variable
+      with one degree of freedom: an unbiased estimate of it, whatever the
+      size of A's null space or the number of other queries. A supported
+      query gives zero up to LSMR's accuracy. A query whose estimate exceeds
+      `SUPPORT_RTOL` in any round is refused. A query with share s is missed
+      by one round with probability ``P(chi2_1 < SUPPORT_RTOL / s)``: about
+      0.8% at ``s = 1e-4``, 8% at ``s = 1e-6``, and the rounds are
+      independent.
     * mass: a random combination ``W^T g`` of the queries
       (`Workload.row_space_sample`) tested for lying in A's row space; its
       share outside estimates the dense test's share of ``||W||_F^2`` but can
@@ -484,7 +509,7 @@ def probe_support(A, workload: Workload, probes: int = SUPPORT_PROBES, seed: int
     >>> probe_support(np.vstack([np.eye(4)[:2], [0.0, 0.0, 1.0, 1.0]]), prefix(4))  # cells 2 and 3 only as their sum
     Traceback (most recent call last):
     ...
-    strategy_opt.exceptions.InputError: strategy does not support the workload (W A+ A != W): at least 0.167 of query 2's squared norm lies outside the strategy's row space (a random probe's lower bound); add rows (e.g. the identity) so that every query is a linear combination of strategy queries
+    strategy_opt.exceptions.InputError: strategy does not support the workload (W A+ A != W): about 0.0239 of query 2's squared norm lies outside the strategy's row space (a random probe's estimate); add rows (e.g. the identity) so that every query is a linear combination of strategy queries
     """
     rng = np.random.default_rng(seed)
     At = A.T.tocsr() if sp.issparse(A) else np.asarray(A, dtype=float).T
@@ -507,12 +532,12 @@ def probe_support(A, workload: Workload, probes: int = SUPPORT_PROBES, seed: int
         elif norms is not None and np.linalg.norm(r) > SUPPORT_PROBE_NULL_FLOOR * np.linalg.norm(z):  # A has a null space
             y, istop = solve(r)[:2]  # once more: what the first solve left of A's row space in r
             r = r - At @ y
-            shares = np.divide(workload.matvec(r) ** 2, norms * float(r @ r), out=np.zeros(workload.m), where=norms > 0)
+            shares = np.divide(workload.matvec(r) ** 2, norms, out=np.zeros(workload.m), where=norms > 0)
             i = int(np.argmax(shares))
             if shares[i] > SUPPORT_RTOL and istop not in (3, 7):
                 raise InputError(
-                    f"strategy does not support the workload (W A+ A != W): at least {shares[i]:.3g} of query {i}'s squared norm "
-                    f"lies outside the strategy's row space (a random probe's lower bound); {ADD_ROWS}"
+                    f"strategy does not support the workload (W A+ A != W): about {shares[i]:.3g} of query {i}'s squared norm "
+                    f"lies outside the strategy's row space (a random probe's estimate); {ADD_ROWS}"
                 )
         v = workload.row_space_sample(rng)
         if v is None:
@@ -751,10 +776,7 @@ def run(
     y, scale = measure(A, x, privacy, rng=rng, sampler=sampler)
     if workload.n >= PROGRESS_MIN_N or estimator != "ls":
         log.info("run: %d noisy strategy answers drawn; reconstructing %d cells (%s)", A.shape[0], workload.n, estimator)
-    if estimator == "ls" and prof is not None:
-        x_hat = prof.solve_normal(np.asarray(A.T @ y).ravel())
-    else:
-        x_hat = reconstruct(A, y, estimator, workload)
+    x_hat = reconstruct(A, y, estimator, workload, profile=prof)
     answers = workload.matvec(x_hat)
     lower = upper = None
     if intervals and estimator == "ls" and prof is not None:

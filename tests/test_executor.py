@@ -118,6 +118,69 @@ def test_hybrid_equals_direct_nnls_on_workload():
     np.testing.assert_allclose(Wm @ got, Wm @ direct, atol=1e-6)
 
 
+def _near_singular_factor() -> np.ndarray:
+    """The identity on 8 cells with its last row replaced by e_6 + 1e-7 e_7: singular value ~1e-7 (eigenvalue
+    ~1e-14 of A^T A, under the error profile's cutoff `EIG_RTOL` = 1e-10), so cell 7 counts as unmeasured."""
+    F = np.eye(8)
+    F[7] = 0.0
+    F[7, 6], F[7, 7] = 1.0, 1e-7
+    return F
+
+
+def test_every_estimator_takes_the_support_checks_rank_cutoff():
+    """An outside audit's case: a workload that reads cell 7 only at 1e-5 (accepted by the support check, which
+    counts cell 7 as unmeasured). ls reconstructs through the error profile; hybrid's least-squares step used
+    lstsq's machine-precision cutoff instead, weighting the 1e-7 direction by 1e7: RMS error 16-60x ls's. Both
+    now agree with an independent pseudo-inverse at the same cutoff (singular values below 1e-5 dropped)."""
+    from scipy.optimize import nnls
+
+    A = np.kron(_near_singular_factor(), np.eye(4))
+    q = np.zeros(8)
+    q[0], q[7] = 1.0, 1e-5
+    W = from_matrix(np.kron(np.vstack([np.eye(8)[:7], q]), np.eye(4)))
+    x = np.random.default_rng(0).poisson(10, 32).astype(float)
+    truth = W.matvec(x)
+    Wm = W.matrix().toarray()
+    pinv = np.linalg.pinv(A, rcond=1e-5)
+    err = {"ls": 0.0, "hybrid": 0.0}
+    for seed in range(20):
+        y = A @ x + np.random.default_rng(seed).laplace(0, 2.0, A.shape[0])
+        for e in err:
+            rel = run(A, x, W, PureDP(1.0), estimator=e, rng=seed, sampler="simulate", intervals=False)
+            err[e] += float(np.sum((rel.answers - truth) ** 2))
+        if seed < 3:  # hybrid is NNLS on W x = W A^+ y, with A^+ at the cutoff
+            direct = nnls(Wm, Wm @ (pinv @ y))[0]
+            np.testing.assert_allclose(Wm @ reconstruct(A, y, "hybrid", W), Wm @ direct, atol=1e-6)
+    assert err["hybrid"] < 1.5 * err["ls"]
+
+
+def test_a_kronecker_strategy_is_inverted_per_factor_with_the_support_checks_cutoff(monkeypatch):
+    """Least squares factor by factor (a strategy kept as its factors: monkeypatched limit) and on the flat
+    product (plain reconstruct, no profile given) must both equal the independent pinv at the error profile's
+    cutoff: with numpy's default cutoffs a 1e-7 direction was amplified 1e7 times (an outside audit: 95%
+    intervals covered 1% of the answers that read it)."""
+    from strategy_opt import error
+    from strategy_opt.error import KroneckerMatrix
+
+    F, G = _near_singular_factor(), np.eye(3) + 0.1 * np.random.default_rng(1).standard_normal((3, 3))
+    y = np.random.default_rng(2).standard_normal(24)
+    expected = np.linalg.pinv(np.kron(F, G), rcond=1e-5) @ y
+    np.testing.assert_allclose(reconstruct(KroneckerMatrix([F, G]), y), expected, rtol=1e-9, atol=1e-9)
+    monkeypatch.setattr(error, "FLAT_MAX_NONZEROS", 10)
+    assert error.factored(KroneckerMatrix([F, G]))
+    np.testing.assert_allclose(reconstruct(KroneckerMatrix([F, G]), y), expected, rtol=1e-9, atol=1e-9)
+
+
+def test_nnls_on_a_diagonal_strategy_keeps_a_tiny_column_as_the_error_profile_does():
+    """Disjoint columns need no rank cutoff (the error profile and the support check invert them exactly), so
+    nnls measures a cell scaled by 1e-9 too: argmin_{x >= 0} ||A x - y|| is max(y_i / a_i, 0) cell by cell."""
+    a = np.ones(16)
+    a[5] = 1e-9
+    y = np.random.default_rng(3).normal(0, 1e-8, 16)
+    y[5] = 4e-9
+    np.testing.assert_allclose(reconstruct(np.diag(a), y, "nnls"), np.clip(y / a, 0, None), rtol=1e-12)
+
+
 def test_nnls_ignores_rounding_level_directions_of_a_dense_strategy():
     """Cells no query reads, where an optimiser left ~1e-16 instead of 0: NNLS must not use them.
 
@@ -367,8 +430,54 @@ def test_support_probes_see_a_small_unsupported_query():
     A = np.vstack([np.eye(8)[:6], [0, 0, 0, 0, 0, 0, 1, 1]])
     assert "0.5 of query" in ErrorProfile(A).support_gap(W.gram(), W)
     for seed in range(10):
-        with pytest.raises(InputError, match=r"0\.5 of query [67]'s squared norm"):
+        with pytest.raises(InputError, match=r"of query [67]'s squared norm"):
             probe_support(A, W, seed=seed)
+
+
+def _pairs_and_one_straddling_range(n: int, m: int, straddle: int):
+    """A strategy measuring only the sums of cell pairs (2k, 2k+1), m ranges aligned to the pairs, and a last
+    range [0, straddle] (straddle even) that needs cell ``straddle`` alone: share 0.5 / (straddle + 1) outside."""
+    rng = np.random.default_rng(0)
+    A = sp.kron(sp.identity(n // 2), sp.csr_matrix(np.ones((1, 2)))).tocsr()
+    ab = np.sort(rng.integers(0, n // 2, (m, 2)), axis=1)
+    starts, ends = np.r_[2 * ab[:, 0], 0], np.r_[2 * ab[:, 1] + 1, straddle]
+    rows = np.repeat(np.arange(m + 1), ends - starts + 1)
+    cols = np.concatenate([np.arange(a, b + 1) for a, b in zip(starts, ends)])
+    return A, from_matrix(sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(m + 1, n)))
+
+
+def test_support_probes_see_one_bad_query_among_many_and_a_large_null_space():
+    """An outside audit's case: supported ranges and one that straddles a measured pair (share 3.1e-5 of its norm
+    outside the row space), on a strategy with a null space of n/2 = 8192 dimensions. Dividing the probe by its own
+    norm diluted that share by the null space's size (to ~4e-9, under the 1e-8 cutoff: accepted, and the answer
+    wrong by half a cell's count); the estimate does not depend on it."""
+    from strategy_opt.error import ErrorProfile
+    from strategy_opt.executor import probe_support
+
+    A, W = _pairs_and_one_straddling_range(64, 30, 20)  # the share, checked densely on a small twin
+    assert ErrorProfile(A).unsupported_query(W) == (30, pytest.approx(0.5 / 21, rel=1e-9))
+    A, W = _pairs_and_one_straddling_range(16384, 300, 16000)
+    for seed in range(5):
+        with pytest.raises(InputError, match=r"of query 300's squared norm"):
+            probe_support(A, W, seed=seed)
+    A_ok, W_ok = _pairs_and_one_straddling_range(16384, 300, 16001)  # [0, 16001] ends on a pair: supported
+    assert probe_support(A_ok, W_ok) is True
+
+
+def test_the_support_probe_estimates_the_dense_share_without_bias():
+    """The refused query's estimate in the message, over 200 seeds, averages the dense test's share
+    (chi-square with one degree of freedom: the mean of 200 has a relative standard deviation of 0.1)."""
+    import re
+
+    from strategy_opt.executor import probe_support
+
+    A, W = _pairs_and_one_straddling_range(256, 40, 100)
+    estimates = []
+    for seed in range(200):
+        with pytest.raises(InputError) as info:
+            probe_support(A, W, probes=1, seed=seed)
+        estimates.append(float(re.search(r"about (\S+) of query 40's", str(info.value)).group(1)))
+    assert np.mean(estimates) == pytest.approx(0.5 / 101, rel=0.35)
 
 
 def test_a_huge_epsilon_is_named_as_the_cause():
