@@ -503,6 +503,14 @@ def _load_data(args, workload):
         x = histogram_from_records(args.data, args.column or [], args.bins or [])
         if x.size != workload.n:
             raise InputError(f"--bins give {x.size} cells but the workload has {workload.n}")
+        domain = stated_domain(workload)
+        if domain is not None and len(domain) > 1 and x.shape != tuple(domain):
+            pairs = ", ".join(f"{c} ({k} bins)" for c, k in zip(args.column, x.shape))
+            raise InputError(
+                f"--column/--bins give a {'x'.join(map(str, x.shape))} grid ({pairs}) but the workload's domain is "
+                f"{'x'.join(map(str, domain))}; give the --column/--bins pairs in the order of the workload's attributes"
+            )
+        x = x.ravel()
     else:
         x = read_histogram(args.data, workload.n, stated_domain(workload))
     if np.any(x < 0):

@@ -168,7 +168,9 @@ def histogram_from_records(path: str | os.PathLike, columns: list[str], bins: li
     the header's. When ``WIDTH`` does not divide ``HI - LO`` the last bin stops
     at ``HI``, narrower than the others (`narrow_last_bin` says so).
     Non-numeric, NaN or infinite values are refused.
-    Returns the counts flattened in C order.
+    Returns the counts as an array with one axis per column, in the order of
+    ``columns`` (flattened in C order, the cells of a ``SPEC*SPEC`` workload
+    whose attributes come in that order).
 
     Examples
     --------
@@ -203,14 +205,21 @@ def histogram_from_records(path: str | os.PathLike, columns: list[str], bins: li
         raise InputError(f"cannot read {path}: records (--column/--bins) are read from a UTF-8 CSV file with a header row; this is not text") from None
     except (OSError, csv.Error) as exc:
         raise InputError(f"cannot read {path}: {exc}") from None
-    try:
-        vals = np.array(rows, dtype=float).reshape(-1, len(columns))
-    except (ValueError, TypeError):
-        raise InputError(f"{path}: non-numeric or missing values in column(s) {columns}") from None
-    if not np.all(np.isfinite(vals)):
-        raise InputError(f"{path}: NaN or infinite values in column(s) {columns}")
+    text = np.array(rows, dtype=str).reshape(-1, len(columns))
+    vals = np.empty(text.shape)
+    bad = []
+    for j, column in enumerate(columns):
+        try:
+            vals[:, j] = text[:, j].astype(float)
+        except ValueError:
+            bad.append(column)
+    if bad:
+        raise InputError(f"{path}: non-numeric or missing values in column(s) {bad}")
+    bad = [c for j, c in enumerate(columns) if not np.all(np.isfinite(vals[:, j]))]
+    if bad:
+        raise InputError(f"{path}: NaN or infinite values in column(s) {bad}")
     lo = np.array([e[0] for e in edges])
     hi = np.array([h for _, h in parsed])
     inside = np.all((vals >= lo) & (vals < hi), axis=1)  # [LO, HI): np.histogramdd alone would count HI in the last bin
     counts, _ = np.histogramdd(vals[inside], bins=edges)
-    return counts.ravel()
+    return counts

@@ -560,6 +560,41 @@ def test_dawa_takes_the_grid_of_records_as_of_an_npy(tmp_path, capsys):
     assert json.loads((tmp_path / "b.npy.json").read_text())["domain"] == [8, 4]
 
 
+def test_records_must_bin_the_attributes_in_the_workloads_order(tmp_path, capsys):
+    """Two --column/--bins pairs make a grid with one axis per column in the order given; a product workload states
+    its own order. An outside audit found a 12 x 16 record grid flattened into a 16 x 12 domain (exit 0, answers off
+    by 18x the noise); it is refused as a 12 x 16 .npy is, and the right order answers as the histogram does."""
+    rng = np.random.default_rng(5)
+    x = rng.poisson(2, (4, 3)).astype(float)
+    np.save(tmp_path / "x.npy", x)
+    rows = [f"{3 * j},{i}\n" for i in range(4) for j in range(3) for _ in range(int(x[i, j]))]
+    (tmp_path / "rec.csv").write_text("income,age\n" + "".join(rows))
+    spec = "prefix:4*all-range:3"
+    s = tmp_path / "s.npz"
+    assert cli("-q", "solve", "--workload", spec, "--privacy", "pure", "--method", "hierarchical", "--out", s) == 0
+    common = ("--workload", spec, "--epsilon", 1, "--seed", 3)
+    wrong = ("--data", tmp_path / "rec.csv", "--column", "income", "--bins", "0:9:3", "--column", "age", "--bins", "0:4")
+    right = ("--data", tmp_path / "rec.csv", "--column", "age", "--bins", "0:4", "--column", "income", "--bins", "0:9:3")
+    err = _bad(tmp_path, capsys, "run", s, *wrong, *common, "--out", tmp_path / "w.npy", out=tmp_path / "w.npy")
+    assert "a 3x4 grid (income (3 bins), age (4 bins)) but the workload's domain is 4x3" in err
+    assert "in the order of the workload's attributes" in err
+    _bad(tmp_path, capsys, "release", "--method", "dawa", *wrong, *common, "--out", tmp_path / "d.npy", out=tmp_path / "d.npy")
+    assert cli("-q", "run", s, *right, *common, "--out", tmp_path / "r.npy") == 0
+    assert cli("-q", "run", s, "--data", tmp_path / "x.npy", *common, "--out", tmp_path / "h.npy") == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "r.npy"), np.load(tmp_path / "h.npy"))
+
+
+def test_records_name_the_column_that_is_not_numeric(tmp_path, capsys):
+    (tmp_path / "rec.csv").write_text("city,income,age\nParis,5,1\nRome,7,nan\n")
+    s = tmp_path / "s.npz"
+    cli("-q", "solve", "--workload", "identity:4*identity:4", "--method", "identity", "--out", s)
+    common = ("--workload", "identity:4*identity:4", "--epsilon", 1, "--seed", 0, "--out", tmp_path / "a.npy")
+    err = _bad(tmp_path, capsys, "run", s, "--data", tmp_path / "rec.csv", "--column", "city", "--bins", "0:4", "--column", "income", "--bins", "0:8:2", *common)
+    assert err.endswith("non-numeric or missing values in column(s) ['city']")
+    err = _bad(tmp_path, capsys, "run", s, "--data", tmp_path / "rec.csv", "--column", "income", "--bins", "0:8:2", "--column", "age", "--bins", "0:4", *common)
+    assert err.endswith("NaN or infinite values in column(s) ['age']")
+
+
 def test_problem_file_with_a_byte_order_mark(tmp_path, capsys):
     p = tmp_path / "bom.toml"
     p.write_bytes(b'\xef\xbb\xbfworkload = "prefix:4"\nmethod = "identity"\n')
