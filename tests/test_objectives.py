@@ -528,6 +528,22 @@ def test_auto_approx_on_a_kronecker_workload_takes_the_product_of_per_attribute_
     assert small.meta["auto_choice"] == "minerror-l2" and "per-attribute" in small.meta["auto_candidates"]
 
 
+def test_auto_approx_optimises_a_large_product_workload_per_attribute_only():
+    """An outside audit: on prefix:128*all-range:100 (12800 cells) auto ran the flat Eigen-Design first (> 10 min,
+    10 GB); on prefix:64*all-range:50 (3200 cells) it took 40 s for 2.53e6 against the per-attribute 1.74e6. Past
+    `FLAT_ON_PRODUCT_MAX_N` cells the flat optimisers are skipped with a reason, and the product of the factors'
+    optima (its error the product of theirs) is returned."""
+    from strategy_opt.api import solve as solve_
+    from strategy_opt.programs.auto import FLAT_ON_PRODUCT_MAX_N
+
+    assert FLAT_ON_PRODUCT_MAX_N < 3200
+    s = solve_("prefix:64*all-range:50", privacy="approx", method="auto")
+    assert s.meta["auto_choice"] == "per-attribute"
+    assert "eigen-design" not in s.meta["auto_candidates"] and "optimised per attribute" in s.meta["auto_skipped"]["eigen-design"]
+    factors = [solve_(f, privacy="approx", method="auto").meta["unit_total_squared_error"] for f in ("prefix:64", "all-range:50")]
+    assert s.meta["unit_total_squared_error"] == pytest.approx(factors[0] * factors[1], rel=1e-9)
+
+
 def test_user_objective_on_rows_of_very_different_scales(clean_registry):
     """Rows from 1e-3 to 1e3: a user's max matches the built-in max (its active-set program); it was reported infeasible."""
     import cvxpy as cp

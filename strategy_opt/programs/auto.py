@@ -5,7 +5,8 @@
 budget, and Eigen-Design otherwise; the baselines are evaluated too and the
 lowest objective value (the unit error, for the total objective) wins. On a
 Kronecker product workload (``prefix:256*prefix:256``) the product of each
-factor's ``auto`` strategy competes as well (`per_attribute_optimum`). Only
+factor's ``auto`` strategy competes as well (`per_attribute_optimum`), and past
+`FLAT_ON_PRODUCT_MAX_N` cells it replaces the flat optimisers. Only
 methods that minimise the problem's objective take part, each with the options
 it knows. epsilon-DP: ``auto-pure`` (the scalable epsilon-DP optimiser, which
 itself compares against identity, H_b and wavelet) when it is available, and
@@ -59,6 +60,13 @@ log = logging.getLogger("strategy_opt")
 BASELINES = ("identity", "hierarchical", "wavelet")
 #: Largest domain for which ``auto`` runs the exact (epsilon, delta) program.
 EXACT_L2_MAX_N = 2048
+#: Optimisers that solve on the flat domain (dense n x n work, O(n^3) per iteration).
+FLAT_OPTIMISERS = ("eigen-design", "minerror-l2")
+#: Largest product (Kronecker) domain on which ``auto`` also runs the flat optimisers beside the
+#: per-attribute optimum (total error): beyond it they take minutes to hours and gigabytes
+#: (flat Eigen-Design on prefix:128*all-range:100, 12800 cells: > 10 min, 10 GB) and lose to the
+#: product of per-attribute optima (prefix:64*all-range:50: 2.53e6 against 1.74e6 in 0.06 s).
+FLAT_ON_PRODUCT_MAX_N = EXACT_L2_MAX_N
 #: Largest domain on which ``auto`` lets a cvxpy profile solve the exact program.
 GENERIC_SDP_MAX_N = 64
 #: Each candidate's reason in the error raised when none gives a strategy is cut to this many characters.
@@ -289,6 +297,14 @@ def auto(problem: Problem):
     rank = {}  # log10 of each candidate's objective value: values beyond float64 (all-predicate:1100) still compare
     searched_b = None  # the best H_b branching found by auto-pure, when it ran
     for name in names:
+        if name in FLAT_OPTIMISERS and _per_attribute_applies(problem) and problem.workload.n > FLAT_ON_PRODUCT_MAX_N:
+            reason = (
+                f"a product workload of {problem.workload.n} cells (more than {FLAT_ON_PRODUCT_MAX_N}) is optimised per attribute; "
+                f"run --method {name} for the flat solve"
+            )
+            log.info("auto: %s skipped (%s)", name, reason)
+            failures[name] = InputError(reason)
+            continue
         candidate = _candidate_problem(problem, name)
         if candidate is None:
             reason = (
