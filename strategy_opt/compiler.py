@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 import numpy as np
@@ -35,7 +36,9 @@ from .exceptions import InputError
 from .problem import Problem
 from .progress import PROGRESS_MIN_N
 from .pure_bound import compile_lower_bound
+from .query_weights import query_weights
 from .strategy import Strategy
+from .workload import weighted_gram
 
 __all__ = ["compile_strategy", "strategy_from_gram", "finite_or_none", "ratio_to_identity"]
 
@@ -45,6 +48,11 @@ log = logging.getLogger("strategy_opt")
 FLAT_COMPLETION_MAX_N = 1024
 #: Identity shares tried when a strategy misses directions the workload needs (`supported_strategy`).
 SUPPORT_REPAIR_SHARES = (1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2)
+#: A strategy is repaired only when the directions it misses carry at most this share of the
+#: workload's squared norm (weighted by the objective's query weights): an optimiser's rounding
+#: leaves out what queries 1e5 times smaller need (measured shares 2.5e-12 to 4.2e-11); a strategy
+#: missing more (a method's matrix that measures half the cells: 0.3) is refused.
+SUPPORT_REPAIR_MAX_SHARE = 1e-6
 #: Bounds closer than this (relative, in logs) tie: a program's bound and the SVD bound, a bound and the error.
 BOUND_TIE_RTOL = 1e-9
 
@@ -137,8 +145,10 @@ def _identity_mixed(A, p: int, share: float):
     return np.vstack([a * np.asarray(A), np.eye(n) * (b * s)])
 
 
-def supported_strategy(A, workload, p: int, profile: ErrorProfile | None, what: str = "strategy") -> tuple[object, ErrorProfile | None, dict | None]:
-    """A, or A with a share of the identity mixed in when A misses directions a query needs.
+def supported_strategy(
+    A, workload, p: int, profile: ErrorProfile | None, what: str = "strategy", weights: Callable[[], np.ndarray | None] | None = None
+) -> tuple[object, ErrorProfile | None, dict | None]:
+    """A, or A with a share of the identity mixed in when A misses directions only tiny queries need.
 
     An optimiser works from the Gram matrix W^T W, where a query 1e5 times smaller
     than the others contributes 1e-10 of the largest eigenvalue: below `EIG_RTOL`,
@@ -146,9 +156,14 @@ def supported_strategy(A, workload, p: int, profile: ErrorProfile | None, what: 
     in the identity (`_identity_mixed`, sensitivity unchanged) supports every query;
     the share is the best of `SUPPORT_REPAIR_SHARES` by E_p (each raises the other
     queries' variances by at most 1/(1 - share) under L2, 1/(1 - share)^2 under L1).
+    Only strategies whose missing directions carry at most `SUPPORT_REPAIR_MAX_SHARE`
+    of ``sum_i c_i ||w_i||^2`` (c: the objective's query weights, which ``weights``
+    returns when called, only if A misses a direction; else 1) are repaired; any
+    other is refused as it stands.
     Returns the strategy, its profile and the repair facts (None when A supports W
     as it is, or is a Kronecker strategy, whose support is checked per factor).
-    Raises the support check's `InputError` (naming ``what``) when no share helps.
+    Raises the support check's `InputError` (naming ``what``) when A misses more, or
+    no share helps.
     """
     if profile is None or profile.full_rank:  # a full-column-rank strategy supports every workload
         return A, profile, None
@@ -158,6 +173,12 @@ def supported_strategy(A, workload, p: int, profile: ErrorProfile | None, what: 
         return A, profile, None
     except InputError as exc:
         refusal = exc
+    c = None if weights is None else weights()
+    missing = profile.unsupported_fraction(G if c is None else weighted_gram(workload, c))
+    if missing > SUPPORT_REPAIR_MAX_SHARE:  # more than rounding left out: the strategy itself is short
+        if c is None:
+            raise refusal
+        raise InputError(f"{refusal} (weighted by the objective's query weights: {missing:.3g})") from None
     best = None
     for share in SUPPORT_REPAIR_SHARES:
         A_mix = _identity_mixed(A, p, share)
@@ -236,7 +257,9 @@ def compile_strategy(
     Raises
     ------
     InputError
-        If A does not support the workload.
+        If A does not support the workload: only a strategy missing directions
+        that tiny queries need (at most `SUPPORT_REPAIR_MAX_SHARE` of the
+        workload's squared norm) is repaired instead (`supported_strategy`).
 
     Examples
     --------
@@ -255,7 +278,8 @@ def compile_strategy(
     if W.n >= PROGRESS_MIN_N:
         log.info("%s: checking the %d x %d strategy (completion, support, error, lower bound)", method, *A.shape)
     A, completed, profile = final_strategy(A, problem.p, W)
-    A, profile, repair = supported_strategy(A, W, problem.p, profile, what=f"the {method} strategy")
+    weights = (lambda: query_weights(problem)) if problem.objective in ("weighted", "relative") else None
+    A, profile, repair = supported_strategy(A, W, problem.p, profile, what=f"the {method} strategy", weights=weights)
     E = scaled_unit_error(A, W, problem.p, profile=profile)
     log_scale = W.log_scale
     log_E = (math.log(E) + log_scale) if E > 0 else -math.inf

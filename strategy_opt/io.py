@@ -467,6 +467,8 @@ def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
             _check_seal(path, suffix, meta)
         _verify_hashes(A, meta, path)
     _check_claims(A, meta, path)
+    if meta and "format_version" not in meta:
+        meta = _marked_hand_written(meta)
     if isinstance(A, KroneckerMatrix):  # stored as its factors
         pass
     elif "kronecker_factor_shapes" in meta:  # its error analysis per factor, as when it was solved
@@ -477,6 +479,20 @@ def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
 
 
 _NORM_OF = {"pure": "l1", "approx": "l2"}
+
+
+def _marked_hand_written(meta: dict) -> dict:
+    """Metadata of a file strategy_opt did not write (no ``format_version``), marked as such.
+
+    Its shape, domain, privacy and sensitivity are checked (`_check_claims`);
+    its error and bound claims are not (that needs the workload's analysis,
+    which `error` does, and `export` before it seals them), so they are listed
+    in ``unchecked_fields`` beside ``metadata_origin: 'hand-written'``.
+    """
+    from .api import DERIVED_FIELDS, OBJECTIVE_FIELDS
+
+    claims = sorted(k for k in ("unit_total_squared_error", "lower_bound", *DERIVED_FIELDS, *OBJECTIVE_FIELDS) if meta.get(k) is not None)
+    return {**meta, "metadata_origin": "hand-written", "unchecked_fields": claims}
 
 
 def _check_claims(A, meta: dict, path: Path) -> None:

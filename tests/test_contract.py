@@ -359,6 +359,45 @@ def test_auto_pure_scores_compiled_candidates_in_the_units_of_the_others():
     assert E < np.trace(full.T @ full) - 0.5  # the identity's E_1, 94.5586 (minerror-l1: 94.0541)
 
 
+def test_a_method_whose_matrix_leaves_out_cells_is_refused_not_repaired(monkeypatch):
+    """An outside audit: a registered method returning the identity's first half on prefix:8 was given 1% of the
+    identity (E_2 1026, 28x the identity's) instead of the documented refusal. The repair is for directions only tiny
+    queries need (their share of the squared norm ~1e-11); this one misses 0.278 of it."""
+    from strategy_opt import registry
+    from strategy_opt.compiler import compile_strategy
+
+    monkeypatch.setattr(registry, "_METHODS", dict(registry.methods()))  # registered for this test only
+
+    @registry.register_method("half-cells", source="test", summary="the first half of the cells")
+    def half(problem):
+        return compile_strategy(np.eye(problem.workload.n)[: problem.workload.n // 2], problem, "half-cells")
+
+    Wm = np.tril(np.ones((8, 8)))
+    P = np.diag([1.0] * 4 + [0.0] * 4)
+    assert np.sum((Wm - Wm @ P) ** 2) / np.sum(Wm**2) == pytest.approx(0.2778, abs=1e-4)  # the share outside, by hand
+    with pytest.raises(InputError, match=r"the half-cells strategy does not support the workload \(W A\+ A != W: 0\.278 of"):
+        solve("prefix:8", privacy="approx", method="half-cells")
+
+
+def test_the_repair_share_is_weighted_by_the_objectives_query_weights():
+    """A strategy missing cell 7, which only the last prefix reads: repaired when that query's weight is 1e-12
+    (its weighted share ~1e-13), refused at weight 1 (share 1/36 of the squared norm)."""
+    from strategy_opt.compiler import supported_strategy
+    from strategy_opt.error import ErrorProfile
+    from strategy_opt.spec import parse_spec
+
+    W = parse_spec("prefix:8")
+    A = np.eye(8)[:7]
+    tiny = np.array([1.0] * 7 + [1e-12])
+    A_mixed, _, repair = supported_strategy(A, W, 2, ErrorProfile(A), weights=lambda: tiny)
+    assert repair is not None and A_mixed.shape == (15, 8)
+    assert np.allclose(W.matrix().toarray() @ np.linalg.pinv(A_mixed) @ A_mixed, W.matrix().toarray())
+    with pytest.raises(InputError, match=r"weighted by the objective's query weights: 0\.0278"):
+        supported_strategy(A, W, 2, ErrorProfile(A), weights=lambda: np.ones(8))
+    with pytest.raises(InputError, match="does not support the workload"):
+        supported_strategy(A, W, 2, ErrorProfile(A))
+
+
 def test_a_repair_inside_a_chosen_candidate_is_recorded():
     """minerror-l1's compiler mixed in the identity; auto-pure chose it, and its meta used to lose support_repair."""
     P = np.tril(np.ones((8, 8)))

@@ -177,7 +177,7 @@ def test_histograms(tmp_path):
     x = histograms.histogram_from_records(tmp_path / "r.csv", ["age"], ["0:10"])
     np.testing.assert_array_equal(x, [0, 0, 0, 1, 2, 0, 0, 0, 0, 1])
     x2 = histograms.histogram_from_records(tmp_path / "r.csv", ["age", "income"], ["0:10:5", "0:60:30"])
-    np.testing.assert_array_equal(x2, [3, 0, 0, 1])
+    np.testing.assert_array_equal(x2, [[3, 0], [0, 1]])  # one axis per column, in the order given
     with pytest.raises(InputError, match="no column"):
         histograms.histogram_from_records(tmp_path / "r.csv", ["zip"], ["0:5"])
 
@@ -217,7 +217,7 @@ def test_records_on_hi_are_dropped_in_two_dimensions(tmp_path):
     f, age, income = _records(tmp_path, seed=4)
     x = histograms.histogram_from_records(f, ["age", "income"], ["0:10:5", "0:60:30"])
     expected = [np.sum((age >= a) & (age < a + 5) & (income >= b) & (income < b + 30)) for a in (0, 5) for b in (0, 30)]
-    np.testing.assert_array_equal(x, expected)
+    np.testing.assert_array_equal(x.ravel(), expected)
     inside = (age >= 0) & (age < 10) & (income >= 0) & (income < 60)
     assert x.sum() == inside.sum() < len(age)  # a record out of range in either column is dropped
 
@@ -310,6 +310,23 @@ def test_a_hand_written_file_with_metadata_but_no_format_version_is_read(tmp_pat
     np.savez(tmp_path / "v.npz", A=np.eye(4), meta=json.dumps({**meta, "format_version": 3}))
     with pytest.raises(InputError, match="requires a whole-file seal"):
         sio.read_strategy(tmp_path / "v.npz")
+
+
+def test_hand_written_claims_are_marked_unchecked_on_reading(tmp_path):
+    """An outside audit: a file without format_version stating E = 12390 (the matrix gives 19207) and a lower bound
+    of 1e12 was read with its claims as given and no mark. Reading does not analyse the workload; it marks the
+    metadata hand-written and lists the claims it did not check; `error` recomputes (identity on prefix:4:
+    E_1 = trace(W^T W) = 10), export refuses the contradiction."""
+    meta = {"workload": "prefix:4", "privacy": "pure", "unit_total_squared_error": 5.0, "lower_bound": 1e12, "method": "mine"}
+    np.savez(tmp_path / "h.npz", A=np.eye(4), meta=json.dumps(meta))
+    s = sio.read_strategy(tmp_path / "h.npz")
+    assert s.meta["metadata_origin"] == "hand-written" and s.meta["unchecked_fields"] == ["lower_bound", "unit_total_squared_error"]
+    assert so.error_report(s, "prefix:4", "pure")["unit_total_squared_error"] == pytest.approx(10.0)
+    with pytest.raises(InputError, match="states unit_total_squared_error 5.0 but the matrix gives 10"):
+        sio.write_strategy(s, tmp_path / "out.npz")
+    written = so.solve("prefix:4", privacy="pure", method="identity")
+    sio.write_strategy(written, tmp_path / "w.npz")
+    assert "metadata_origin" not in sio.read_strategy(tmp_path / "w.npz").meta  # strategy_opt's own file: not marked
 
 
 def test_write_refuses_metadata_that_no_longer_describes_the_matrix(tmp_path):

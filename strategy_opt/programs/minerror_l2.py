@@ -663,7 +663,7 @@ def minerror_l2(problem: Problem):
     objective_value = None
     if problem.objective != "total":
         # the compiler's support repair first (a query of weight 1e-10 is left out of the reweighted optimum)
-        A, _, repair = supported_strategy(A, W, 2, ErrorProfile(A), what="the minerror-l2 strategy")
+        A, _, repair = supported_strategy(A, W, 2, ErrorProfile(A), what="the minerror-l2 strategy", weights=lambda: weights)
         if repair is not None:  # the repaired strategy is near the optimum, not at it
             extra["support_repair"] = repair
             status = "optimal_inaccurate" if status == "optimal" else status
