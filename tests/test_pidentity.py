@@ -437,3 +437,62 @@ def test_a_long_run_is_not_cut_by_scipy_s_default_evaluation_budget(monkeypatch)
     T, f, iterations, stop = pid.optimise_theta(G, T0, max_iters=10000, deadline=math.inf, ftol=1e-9)
     assert seen["maxiter"] == 10000 and seen["maxfun"] >= 10 * 10000
     assert f == pytest.approx(pid.exact_error(T, G)) and f < pid.exact_error(T0, G)
+
+
+def test_a_warm_start_is_priced_even_with_no_time_left():
+    """An outside audit: a block-descent round that starts with no time left got the identity back, its warm start
+    (E_1 46800 on prefix:1024 against the identity's 524800) never evaluated, and the round ended 11x worse."""
+    from strategy_opt.programs.pidentity import exact_error, solve_pidentity
+
+    G = prefix(64).gram()
+    converged = solve("prefix:64", privacy="pure", method="p-identity", random_starts=0).meta
+    T = np.vstack([hat_rows(64, 8), hat_rows(64, 32)])
+    res = solve_pidentity(G, p_random=4, random_starts=2, seed=0, max_iters=100, time_limit=0.0, ftol=1e-8, warm=T)
+    assert res.start == "warm" and res.starts["warm"]["iterations"] == 0
+    assert res.value == pytest.approx(exact_error(T, G), rel=1e-12) and res.value < 0.8 * float(np.trace(G))
+    assert converged["unit_total_squared_error"] <= res.value  # (the converged optimiser does better still)
+
+
+def test_the_race_leader_competes_when_the_finalists_get_no_time(monkeypatch):
+    """An outside audit: with a 20 s limit on prefix:4096 the race reached E_1 340240 and the finalists got no time;
+    the file held the identity (8390656). On a clock the race's first start exhausts, the leader is returned."""
+    from strategy_opt.programs import pidentity
+
+    clock = [0.0]
+    real = pidentity.optimise_theta
+
+    def racing(G, T0, **kw):
+        out = real(G, T0, **kw)
+        if not kw.get("exact", True):  # a race round: the budget is gone afterwards
+            clock[0] += 1e6
+        return out
+
+    monkeypatch.setattr(pidentity, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(pidentity, "optimise_theta", racing)
+    G = prefix(256).gram()
+    res = pidentity.solve_pidentity(G, p_random=16, random_starts=1, seed=0, max_iters=1000, time_limit=10.0, ftol=1e-8)
+    assert res.start.startswith("hats") and res.starts[res.start]["iterations"] == pidentity.RACE_ITERATIONS
+    assert res.value == pytest.approx(e1_from_gram(pidentity_matrix(res.theta), G), rel=1e-9)
+    assert res.value < 0.5 * float(np.trace(G))  # the identity's E_1 is trace(G)
+
+
+def test_the_kronecker_descent_returns_its_best_round(monkeypatch):
+    """A round whose factor solves come back worse (a budget cut) must not replace a better earlier round."""
+    from strategy_opt.programs import pidentity
+
+    real, calls = pidentity._solve_1d, []
+
+    def worse_after_round_one(G, *a, **kw):
+        calls.append(1)
+        res = real(G, *a, **kw)
+        if len(calls) > 2:  # rounds 2+: the identity factor, as a cut solve used to return
+            res = replace(res, theta=np.zeros((1, G.shape[0])), value=float(np.trace(G)))
+        return res
+
+    monkeypatch.setattr(pidentity, "_solve_1d", worse_after_round_one)
+    W = parse_spec("prefix:16*prefix:12")
+    s = solve(W, privacy="pure", method="p-identity")
+    rounds = s.meta["kronecker_rounds"]
+    assert len(rounds) >= 2 and rounds[1] > rounds[0]
+    assert s.meta["unit_total_squared_error"] == pytest.approx(rounds[0], rel=1e-9)
+    assert s.meta["unit_total_squared_error"] == pytest.approx(direct_error(s.dense(), W, 1), rel=1e-9)

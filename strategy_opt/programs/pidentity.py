@@ -453,6 +453,8 @@ def solve_pidentity(
         done = record.get(name, {"iterations": 0, "seconds": 0.0, "stopped_by": None})
         if done["stopped_by"] in ("converged", "lbfgsb"):  # converged in the race: its exact error only
             T, f, it, stop = T0, exact_error(T0, G), 0, done["stopped_by"]
+        elif until <= now:  # no time left (a warm start, a race's leader): priced as it stands, not one costly iteration more
+            T, f, it, stop = T0, exact_error(T0, G), 0, "time"
         else:
             T, f, it, stop = optimise_theta(G, T0, max_iters=iters, deadline=until, ftol=ftol, label=name, support=support, unit=unit, exact=final)
         f *= unit
@@ -467,7 +469,7 @@ def solve_pidentity(
         """The starts in turn, each with an equal share of the time left (``'race'``: the hat templates' race)."""
         for i, (name, T0, support) in enumerate(starts):
             now = time.perf_counter()
-            if now >= deadline and best is not None:
+            if now >= deadline and best is not None and name != "warm":  # a warm start is always priced: never lose it
                 break
             until = now + (deadline - now) / (len(starts) - i)
             if name == "race":
@@ -497,12 +499,18 @@ def solve_pidentity(
                 "p-identity: race of %d iterations: %s; %s go on",
                 RACE_ITERATIONS, ", ".join(f"{e[0]} E_1 {record[e[0]]['unit_error']:.7g}" for e in ranked), ", ".join(e[0] for e in alive),
             )
+        finished = set()
         for i, (name, T0, support) in enumerate(alive):
             now = time.perf_counter()
             if now >= until and best is not None:
                 break
             left = max(1, max_iters - record.get(name, {}).get("iterations", 0))
             refine(name, T0, support, left, now + max(until - now, 0.0) / (len(alive) - i), final=True)
+            finished.add(name)
+        # the time ran out before a finalist's run: the race's leader competes as the race left it
+        leader = next((e for e in sorted(alive, key=lambda e: record.get(e[0], {}).get("unit_error", math.inf)) if e[0] in record), None)
+        if leader is not None and leader[0] not in finished and (best is None or record[leader[0]]["unit_error"] < best.value):
+            refine(leader[0], leader[1], leader[2], 0, time.perf_counter(), final=True)
 
     run(plain + [("race", None, None)] * bool(hats) + randoms)
     if fallback_random_starts and best.value > RANDOM_START_ABOVE * record["identity"]["unit_error"] and time.perf_counter() < deadline:
@@ -671,6 +679,8 @@ def _descend(grams, parts, opts: dict, problem: Problem, time_limit: float):
             total = float((w2 * traces.prod(axis=1)).sum())
             log.info("p-identity (Kronecker): start from one row of weight %.3g on every factor, E_1 %.10g", c, total)
     rounds, last = [], {}
+    # the best state seen (a round cut by the budget can end above it); Theta = 0 is the identity factor
+    kept = (total, [np.zeros((1, k)) if T is None else T for T, k in zip(thetas, sizes)], {})
     for rnd in range(1, problem.solver.max_iters + 1):
         for i in range(d):
             c = w2 * np.prod(np.delete(traces, i, axis=1), axis=1)
@@ -683,11 +693,12 @@ def _descend(grams, parts, opts: dict, problem: Problem, time_limit: float):
         new = float((w2 * traces.prod(axis=1)).sum())
         rounds.append(new)
         log.info("p-identity (Kronecker): round %d, E_1 %.10g", rnd, new)
+        if new < kept[0]:
+            kept = (new, list(thetas), dict(last))
         if new > total * (1 - max(problem.solver.tol, 1e-6)) or time.perf_counter() - t0 > time_limit:
-            total = min(total, new)
             break
         total = new
-    return float((w2 * traces.prod(axis=1)).sum()), thetas, rounds, last
+    return kept[0], kept[1], rounds, kept[2]
 
 
 @register_method(
