@@ -199,8 +199,12 @@ def require_memory(nbytes: float, what: str, hint: str = "") -> None:
 
 
 #: Bytes per k^4 of a k x k PSD cone in Clarabel's KKT system (dense cone block of
-#: (k(k+1)/2)^2 entries; measured 8.6 GB at k = 256 and 138 GB at k = 512, minerror-l2).
-CLARABEL_PSD_BYTES_PER_K4 = 2.0
+#: (k(k+1)/2)^2 entries). Peak RSS above the interpreter's (about 130 MB), one BLAS thread:
+#: minerror-l2 total on all ranges over 32, 48, 64 cells 13.1-13.5 per k^4 (3.75 GB at 64 cells),
+#: its max objective over 16 and 24 cells 15.8 and 13.6, minerror-l1 over 12 and 16 cells 16.0
+#: and 15.1. (The earlier constant 2.0 let all ranges over 128 cells start: killed by the
+#: kernel at 16 GB.)
+CLARABEL_PSD_BYTES_PER_K4 = 16.0
 
 
 def psd_solver_bytes(solver: str, psd_sizes) -> float:
@@ -212,8 +216,8 @@ def psd_solver_bytes(solver: str, psd_sizes) -> float:
 
     Examples
     --------
-    >>> format_bytes(psd_solver_bytes("CLARABEL", [256]))
-    '8.59 GB'
+    >>> format_bytes(psd_solver_bytes("CLARABEL", [130]))  # all ranges over 64 cells: 3.75 GB measured
+    '4.57 GB'
     """
     if (solver or "").upper() != "CLARABEL":
         return 0.0

@@ -88,7 +88,6 @@ from ..threads import factorization_threads
 from ..objectives import BUILTIN_OBJECTIVES, check_cvx_form, check_monotone, get_objective
 from ..problem import Problem
 from ..query_weights import query_weights, weights_meta
-from ..progress import PROGRESS_MIN_N
 from ..registry import register_method
 from ..resources import psd_solver_bytes, require_memory
 from ..solvers import cvxpy_solve_kwargs, load_profile, rejected_option
@@ -130,6 +129,11 @@ MAX_BOUND_SECONDS = 60.0
 #: tolerated on top of the profile's accuracy before ``meta.objective_mismatch`` is recorded.
 MISMATCH_RTOL = 1e-3
 
+#: From this many cells on, a cvxpy solve says what it runs and how long the solver took (Clarabel on
+#: all ranges over 64 cells: 1-2 minutes with no line of its own).
+GENERIC_SDP_PROGRESS_MIN_N = 32
+
+
 def _solve_cvxpy(prob, X, problem: Problem, psd_sizes: list[int], time_limit: float | None = None) -> tuple[np.ndarray, str, int]:
     """Solve a cvxpy problem with the profile; returns (X value, status, iterations).
 
@@ -149,7 +153,7 @@ def _solve_cvxpy(prob, X, problem: Problem, psd_sizes: list[int], time_limit: fl
     )
     kwargs = cvxpy_solve_kwargs(profile)
     # the profile's time_limit bounds the solver's own iterations; cvxpy's compilation comes before them
-    progress = problem.workload.n >= PROGRESS_MIN_N
+    progress = problem.workload.n >= GENERIC_SDP_PROGRESS_MIN_N
     if progress:
         log.info(
             "minerror-l2: cvxpy compiles the SDP (PSD cones of sizes %s), then %s iterates for at most %.4g s (the profile's time_limit)",
