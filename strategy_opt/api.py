@@ -27,8 +27,10 @@ __all__ = ["solve", "error_report", "as_workload"]
 
 log = logging.getLogger("strategy_opt")
 
-#: `solve` warns about a strategy this many times worse than the identity (which answers every workload).
-IDENTITY_WARNING_RATIO = 2.0
+#: `solve` warns about a strategy this many times worse than the identity (which answers every workload):
+#: 10% more error than the trivial strategy is worth a line (l1-weighting on the eigen basis of prefix:4096
+#: past its local search, 1.36 times the identity's, went unsaid under the earlier 2.0).
+IDENTITY_WARNING_RATIO = 1.1
 
 NOTIONS = ("pure", "approx")
 

@@ -495,14 +495,19 @@ def test_strategies_record_their_ratio_to_the_identity_and_warn_when_far_worse(c
     log = logging.getLogger("strategy_opt")
     monkeypatch.setattr(log, "handlers", [caplog.handler])
     monkeypatch.setattr(log, "propagate", False)
+    from strategy_opt.api import IDENTITY_WARNING_RATIO
+
     with caplog.at_level(logging.WARNING, logger="strategy_opt"):
         flat = so.solve("prefix:64", privacy="pure", method="fourier")
         kron = so.solve("prefix:16*prefix:16", privacy="pure", method="hierarchical")
+        better = so.solve("prefix:64", privacy="pure", method="hierarchical")
         so.solve("prefix:64", privacy="pure", method="identity")
     assert flat.meta["ratio_to_identity"] == pytest.approx(flat.meta["unit_total_squared_error"] / (64 * 65 / 2), rel=1e-12)
     assert kron.meta["ratio_to_identity"] == pytest.approx(kron.meta["unit_total_squared_error"] / (16 * 17 / 2) ** 2, rel=1e-12)
+    assert better.meta["ratio_to_identity"] == pytest.approx(better.meta["unit_total_squared_error"] / (64 * 65 / 2), rel=1e-12)
     warned = [r.getMessage() for r in caplog.records if "times the identity's" in r.getMessage()]
-    assert flat.meta["ratio_to_identity"] > 2 and len(warned) == 1 and warned[0].startswith("fourier: this strategy's E_1 is")
+    assert flat.meta["ratio_to_identity"] > 2 and kron.meta["ratio_to_identity"] > IDENTITY_WARNING_RATIO > 1 > better.meta["ratio_to_identity"]
+    assert len(warned) == 2 and warned[0].startswith("fourier: this strategy's E_1 is") and warned[1].startswith("hierarchical: this strategy's E_1 is 1.68")
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="strategy_opt"):  # candidates auto compares and drops are not warned about
         for privacy in ("pure", "approx"):
