@@ -587,7 +587,7 @@ def test_auto_gives_small_min_max_programs_to_clarabel_and_large_ones_to_scs():
     assert profile(all_range(16)) == "clarabel" and profile(from_matrix(random_range(32, 40, seed=1).matrix())) == "clarabel"
     assert profile(all_range(32)) == "scs"  # 528 cones of 33: 1.7e8 entries
     problem = Problem(all_range(16), "approx", "max", load_profile("native"), {})
-    assert auto._candidate_problem(replace(problem, workload=all_range(65)), "minerror-l2") is None  # beyond GENERIC_SDP_MAX_N
+    assert "auto runs up to 64 cells (this workload has 65)" in auto._candidate_problem(replace(problem, workload=all_range(65)), "minerror-l2")
     s = solve(prefix(5), method="minerror-l2", objective="max")  # no solver named: not the native default
     assert s.meta["solver"] == "clarabel" and s.meta["objective_value"] == pytest.approx(_minmax_sdp(np.tril(np.ones((5, 5)))), rel=1e-5)
     with pytest.raises(InputError, match="needs a cvxpy solver profile"):

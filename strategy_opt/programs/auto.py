@@ -94,19 +94,25 @@ def _candidates(problem: Problem) -> list[str]:
     return [k for k in names if problem.privacy in table[k].privacy and (table[k].objectives is None or problem.objective in table[k].objectives)]
 
 
-def _candidate_problem(problem: Problem, name: str) -> Problem | None:
-    """The problem as candidate ``name`` receives it (its own options, a solver that can run it), or None to skip it."""
+def _candidate_problem(problem: Problem, name: str) -> Problem | str:
+    """The problem as candidate ``name`` receives it (its own options, a solver that can run it), or why it is skipped."""
+    n = problem.workload.n
+    if name in FLAT_OPTIMISERS and _per_attribute_applies(problem) and n > FLAT_ON_PRODUCT_MAX_N:
+        return f"a product workload of {n} cells (more than {FLAT_ON_PRODUCT_MAX_N}) is optimised per attribute; run --method {name} for the flat solve"
     info = methods()[name]
     options = {k: v for k, v in problem.options.items() if info.options is None or k in info.options}
     candidate = replace(problem, options=options)
     if name == "minerror-l2":
         linear = problem.objective in LINEAR_OBJECTIVES
-        if problem.solver.backend != "native" and problem.workload.n > GENERIC_SDP_MAX_N and linear:
+        if problem.solver.backend != "native" and n > GENERIC_SDP_MAX_N and linear:
             # generic SDP solvers do not finish on larger domains; the native solver is certified
             candidate = replace(candidate, solver=load_profile("native"))
         elif problem.solver.backend == "native" and not linear:  # the native solver has linear objectives only
-            if problem.workload.n > GENERIC_SDP_MAX_N:
-                return None
+            if n > GENERIC_SDP_MAX_N:
+                return (
+                    f"objective {problem.objective!r} needs a generic SDP solver, which auto runs up to {GENERIC_SDP_MAX_N} cells "
+                    f"(this workload has {n}); give solver scs or clarabel (--solver, or solver= in Python) to run it anyway"
+                )
             candidate = replace(candidate, solver=load_profile(generic_sdp_profile(problem.workload, problem.objective)))
     return candidate
 
@@ -297,22 +303,10 @@ def auto(problem: Problem):
     rank = {}  # log10 of each candidate's objective value: values beyond float64 (all-predicate:1100) still compare
     searched_b = None  # the best H_b branching found by auto-pure, when it ran
     for name in names:
-        if name in FLAT_OPTIMISERS and _per_attribute_applies(problem) and problem.workload.n > FLAT_ON_PRODUCT_MAX_N:
-            reason = (
-                f"a product workload of {problem.workload.n} cells (more than {FLAT_ON_PRODUCT_MAX_N}) is optimised per attribute; "
-                f"run --method {name} for the flat solve"
-            )
-            log.info("auto: %s skipped (%s)", name, reason)
-            failures[name] = InputError(reason)
-            continue
         candidate = _candidate_problem(problem, name)
-        if candidate is None:
-            reason = (
-                f"objective {problem.objective!r} needs a generic SDP solver, which auto runs up to {GENERIC_SDP_MAX_N} cells "
-                f"(this workload has {problem.workload.n}); give solver scs or clarabel (--solver, or solver= in Python) to run it anyway"
-            )
-            log.info("auto: %s skipped (%s)", name, reason)
-            failures[name] = InputError(reason)
+        if isinstance(candidate, str):
+            log.info("auto: %s skipped (%s)", name, candidate)
+            failures[name] = InputError(candidate)
             continue
         if name == "hierarchical" and "branching" not in candidate.options and searched_b:
             # auto-pure searched H_b over more branchings: build its best one, not a second search (21 s on all-range:4096)
