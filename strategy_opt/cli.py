@@ -27,6 +27,7 @@ import numpy as np
 from . import __version__
 from .defaults import CONFIDENCE, DECIMAL_PATTERN, DEFAULT_DELTA, DIAGONAL_METHODS
 from .exceptions import InputError, NoiseScaleError, PrecisionError, SolverError
+from .threads import command_threads
 
 log = logging.getLogger("strategy_opt")
 
@@ -920,7 +921,7 @@ def main(argv=None) -> int:
         # NumPy's floating-point RuntimeWarnings (overflow on 1e308 counts, division at epsilon
         # 1e-320) would print source paths ahead of the one-line error: the commands check
         # finiteness themselves and name the cause
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), command_threads():  # one BLAS thread unless STRATEGY_OPT_BLAS_THREADS says otherwise
             code = args.func(args)
         # flushed here, not at interpreter shutdown: a reader that went away (| head) then raises
         # BrokenPipeError below (exit 141) instead of CPython's exit 120 for a failed final flush;

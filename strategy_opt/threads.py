@@ -8,19 +8,31 @@ stay efficient when threaded. Factorizations (Cholesky, ``dpotri``,
 symmetric eigenvalues) therefore run inside `factorization_threads`.
 
 Set ``STRATEGY_OPT_FACTORIZATION_THREADS`` to change the limit (e.g. 2 on an
-otherwise idle machine).
+otherwise idle machine). Loops of many small products run on one thread
+(`one_blas_thread`), and so does every command-line command unless
+``STRATEGY_OPT_BLAS_THREADS`` says otherwise (`command_threads`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from threadpoolctl import ThreadpoolController
 
-__all__ = ["FACTORIZATION_THREADS", "factorization_threads"]
+from .exceptions import InputError
+
+__all__ = ["FACTORIZATION_THREADS", "COMMAND_THREADS", "factorization_threads", "one_blas_thread", "command_threads"]
 
 #: BLAS threads used inside dense factorizations.
 FACTORIZATION_THREADS = int(os.environ.get("STRATEGY_OPT_FACTORIZATION_THREADS", "1"))
+
+#: BLAS threads for a command-line command (environment variable ``STRATEGY_OPT_BLAS_THREADS``; ``all``
+#: keeps the process's own setting). One by default: on these shared 2-core machines a second thread
+#: made loops of small products 5-100x slower under load (svd-approx on marginals:4x4x4x4:2 120-206 s
+#: against 1.1 s; l1-weighting on its Fourier basis 26 s against 4.7 s), and the benchmarks measure
+#: on one thread.
+COMMAND_THREADS = os.environ.get("STRATEGY_OPT_BLAS_THREADS", "1").strip().lower()
 
 _CONTROLLER = ThreadpoolController()
 
@@ -28,3 +40,23 @@ _CONTROLLER = ThreadpoolController()
 def factorization_threads():
     """Context manager limiting BLAS to `FACTORIZATION_THREADS` threads."""
     return _CONTROLLER.limit(limits=FACTORIZATION_THREADS, user_api="blas")
+
+
+def one_blas_thread():
+    """Context manager limiting BLAS to one thread, for loops of many small dense operations: on these
+    2-core machines a second thread makes each one slower (the signed search on prefix:8: 0.5 s on one
+    thread, 72 s on two under load)."""
+    return _CONTROLLER.limit(limits=1, user_api="blas")
+
+
+def command_threads():
+    """Context manager limiting BLAS to `COMMAND_THREADS` threads for a command (a no-op for ``all``)."""
+    if COMMAND_THREADS == "all":
+        return contextlib.nullcontext()
+    try:
+        limit = int(COMMAND_THREADS)
+    except ValueError:
+        raise InputError(f"STRATEGY_OPT_BLAS_THREADS must be a positive integer or 'all', got {COMMAND_THREADS!r}") from None
+    if limit < 1:
+        raise InputError(f"STRATEGY_OPT_BLAS_THREADS must be a positive integer or 'all', got {COMMAND_THREADS!r}")
+    return _CONTROLLER.limit(limits=limit, user_api="blas")

@@ -615,3 +615,26 @@ def test_auto_checks_the_branching_before_its_candidates_run(capsys):
     """A bad branching under auto is refused at once (it was checked after auto-pure's whole race): no candidate logs a line."""
     assert cli("solve", "--workload", "prefix:64", "--privacy", "pure", "--method", "auto", "--option", "branching=1") == 2
     assert capsys.readouterr().err.strip().splitlines() == ["strategy-opt: error: branching must be an integer >= 2, got 1"]
+
+
+def test_commands_run_on_one_blas_thread_unless_told_otherwise(monkeypatch):
+    """STRATEGY_OPT_BLAS_THREADS: 1 by default (small products run 5-100x slower on two threads of a loaded
+    2-core machine), 'all' keeps the process's setting, anything else is refused by name."""
+    from threadpoolctl import threadpool_info
+
+    from strategy_opt import threads
+    from strategy_opt.exceptions import InputError
+
+    def blas():
+        return {c["num_threads"] for c in threadpool_info() if c["user_api"] == "blas"}
+
+    with threads.command_threads():
+        assert blas() == {1}
+    monkeypatch.setattr(threads, "COMMAND_THREADS", "all")
+    before = blas()
+    with threads.command_threads():
+        assert blas() == before
+    for bad in ("0", "two"):
+        monkeypatch.setattr(threads, "COMMAND_THREADS", bad)
+        with pytest.raises(InputError, match="STRATEGY_OPT_BLAS_THREADS must be a positive integer or 'all'"):
+            threads.command_threads()

@@ -56,6 +56,7 @@ from ..problem import Problem
 from ..pure_bound import lower_bound_facts
 from ..registry import register_method
 from ..resources import require_memory
+from ..threads import one_blas_thread
 from ..workload import gram_unit
 
 __all__ = ["svd_factor", "min_l1_factor", "svd_approx", "REFINE_MAX_N"]
@@ -172,7 +173,8 @@ def min_l1_factor(A: np.ndarray, rows: int, V: np.ndarray | None = None, time_li
     best = (None, math.inf, None, 0)
     total_steps = 0
     for name, Q0 in starts.items():
-        Q, s, steps = _descend(Q0, A, deadline)
+        with one_blas_thread():  # many small products: marginals:4x4x4x4:2 took 120-206 s on two threads under load, 1.1 s on one
+            Q, s, steps = _descend(Q0, A, deadline)
         total_steps += steps
         log.info("svd-approx: Program 3.4.3 search from %s: sensitivity %.6g -> %.6g in %d steps", name, s0, s, steps)
         if s < best[1]:
