@@ -686,3 +686,22 @@ def test_the_max_program_form_is_the_one_clarabel_solved_faster(k, n, form):
 
     assert _max_form(k, n) == form
     assert _max_form(2**1100, 1100) == "schur"  # all-predicate sizes: costs compared in logs
+
+
+def test_a_solve_cut_by_its_budget_is_a_solver_failure_not_an_input_error(tmp_path, capsys):
+    """An outside audit: SCS stopped after 30 iterations on a rank-3 workload left a strategy that does not support
+    it; that was exit 2 with "add rows (e.g. the identity)". The cause is the budget: exit 1, naming it."""
+    from strategy_opt.cli import main
+    from strategy_opt.exceptions import SolverError
+    from test_signed_search import _rank3
+
+    W = _rank3()
+    np.save(tmp_path / "w.npy", W)
+    profile = tmp_path / "short.toml"
+    profile.write_text('backend = "cvxpy"\nsolver = "SCS"\nmax_iters = 30\n\n[options]\nmax_iters = 30\n')
+    with pytest.raises(SolverError, match=r"stopped with status 'optimal_inaccurate' before its strategy supported the workload .*\(max_iters"):
+        solve(from_matrix(W), method="minerror-l2", solver=str(profile))
+    capsys.readouterr()
+    assert main(["-q", "solve", "--workload", f"file:{tmp_path / 'w.npy'}", "--method", "minerror-l2", "--solver", str(profile), "--out", str(tmp_path / "s.npz")]) == 1
+    assert "give it more iterations or time" in capsys.readouterr().err and not (tmp_path / "s.npz").exists()
+    assert solve(from_matrix(W), method="minerror-l2").meta["solver_status"] == "optimal"  # the native solver: no cut

@@ -68,6 +68,7 @@ float64 little-endian vector), ``weights_count`` and, for a file, ``weights_file
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import re
@@ -576,6 +577,22 @@ def _factor(W: Workload, G: np.ndarray, from_workload: bool) -> np.ndarray:
         return gram_factor(eigh=W.gram_eigh()) if from_workload else gram_factor(G)
 
 
+@contextlib.contextmanager
+def _cut_solve(status: str, profile):
+    """A strategy that does not support the workload after a solve that stopped short (its status not
+    ``optimal``) is the solver budget's failure, not the user's input: a `SolverError` (CLI exit 1) naming the budget."""
+    try:
+        yield
+    except InputError as exc:
+        if status == "optimal" or "does not support the workload" not in str(exc):
+            raise
+        raise SolverError(
+            f"minerror-l2: the {profile.name} solve stopped with status {status!r} before its strategy supported the workload "
+            f"({' '.join(str(exc).split()).split(' (W A+ A')[0]}); give it more iterations or time (max_iters, time_limit in the "
+            f"solver profile) or use {setting('solver', 'native')}"
+        ) from None
+
+
 @register_method(
     "minerror-l2",
     options=("weights",),
@@ -667,7 +684,8 @@ def minerror_l2(problem: Problem):
     objective_value = None
     if problem.objective != "total":
         # the compiler's support repair first (a query of weight 1e-10 is left out of the reweighted optimum)
-        A, _, repair = supported_strategy(A, W, 2, ErrorProfile(A), what="the minerror-l2 strategy", weights=lambda: weights)
+        with _cut_solve(status, profile):
+            A, _, repair = supported_strategy(A, W, 2, ErrorProfile(A), what="the minerror-l2 strategy", weights=lambda: weights)
         if repair is not None:  # the repaired strategy is near the optimum, not at it
             extra["support_repair"] = repair
             status = "optimal_inaccurate" if status == "optimal" else status
@@ -691,18 +709,19 @@ def minerror_l2(problem: Problem):
         if extra["objective_lower_bound"] is None:
             extra["objective_lower_bound_kind"] = None
             extra["objective_lower_bound_unavailable"] = no_bound or f"no finite lower bound was computed for objective {problem.objective!r}"
-    strategy = compile_strategy(
-        A,
-        problem,
-        "minerror-l2",
-        solver=f"{profile.name} (then clarabel)" if extra.get("native_fallback", {}).get("chosen") == "clarabel" else profile.name,
-        status=status,
-        solve_seconds=solve_seconds,
-        objective_value=objective_value,
-        lower_bound=lower,
-        lower_bound_kind="dual-certificate" if lower is not None else None,
-        extra=extra,
-    )
+    with _cut_solve(status, profile):
+        strategy = compile_strategy(
+            A,
+            problem,
+            "minerror-l2",
+            solver=f"{profile.name} (then clarabel)" if extra.get("native_fallback", {}).get("chosen") == "clarabel" else profile.name,
+            status=status,
+            solve_seconds=solve_seconds,
+            objective_value=objective_value,
+            lower_bound=lower,
+            lower_bound_kind="dual-certificate" if lower is not None else None,
+            extra=extra,
+        )
     reconcile_bound(strategy.meta, rtol)
     if linear and not reweighted and _above_certificate(strategy.meta, profile):
         strategy = _resolved_with_small_eigenvalues(strategy, problem, G, L, lower, rtol, extra, t0)
