@@ -3,8 +3,9 @@
 It returns the
 best of identity, the best H_b (b = 2..16), the Haar wavelet, GreedyH (1-D and
 2-D domains), ``p-identity``, ``svd-approx`` (n <= 64; up to 1024 cells when m < n) and, for marginal
-workloads, the Fourier strategy and its L1 re-weighting, all after column
-completion, in a default time budget (option ``time_budget``; 60 s + 300 s
+workloads, the Fourier strategy and its L1 re-weighting, and on up to 32 cells the
+signed multi-start search (`strategy_opt.programs.signed_search`) from the best of
+them, all after column completion, in a default time budget (option ``time_budget``; 60 s + 300 s
 (n/4096)^2, summed over the attributes' sizes n_i for a Kronecker
 workload). p-identity runs there without random starts unless the hat
 starts leave it above `strategy_opt.programs.pidentity.RANDOM_START_ABOVE` times the identity's error
@@ -88,7 +89,7 @@ def _per_dimension(domain, build):
     options=("time_budget", "tol", "random_starts", "seed", "p"),
     privacy=("pure",),
     source="strategy_opt",
-    summary="epsilon-DP: best of identity, best H_b, wavelet, GreedyH (1-D/2-D), OM (m n <= 1e6), p-identity on merged cells (and svd-approx for n <= 64, Fourier and l1-weighted Fourier for marginals) in a default budget; (eps,delta) optimum as lower bound",
+    summary="epsilon-DP: best of identity, best H_b, wavelet, GreedyH (1-D/2-D), OM (m n <= 1e6), p-identity on merged cells (and svd-approx for n <= 64, a signed search for n <= 32, Fourier and l1-weighted Fourier for marginals) in a default budget; (eps,delta) optimum as lower bound",
 )
 def auto_pure(problem: Problem):
     """The best epsilon-DP strategy among the library's candidates.
