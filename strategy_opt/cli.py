@@ -505,7 +505,7 @@ def _load_data(args, workload):
         if x.size != workload.n:
             raise InputError(f"--bins give {x.size} cells but the workload has {workload.n}")
         domain = stated_domain(workload)
-        if domain is not None and len(domain) > 1 and x.shape != tuple(domain):
+        if x.ndim > 1 and domain is not None and len(domain) > 1 and x.shape != tuple(domain):  # one column: cells in row-major order, as a flat histogram
             pairs = ", ".join(f"{c} ({k} bins)" for c, k in zip(args.column, x.shape))
             raise InputError(
                 f"--column/--bins give a {'x'.join(map(str, x.shape))} grid ({pairs}) but the workload's domain is "

@@ -582,6 +582,11 @@ def test_records_must_bin_the_attributes_in_the_workloads_order(tmp_path, capsys
     assert cli("-q", "run", s, *right, *common, "--out", tmp_path / "r.npy") == 0
     assert cli("-q", "run", s, "--data", tmp_path / "x.npy", *common, "--out", tmp_path / "h.npy") == 0
     np.testing.assert_array_equal(np.load(tmp_path / "r.npy"), np.load(tmp_path / "h.npy"))
+    # one column holding the row-major cell index is a flat histogram, accepted as a flat .npy is (a regression audit)
+    cells = [f"{3 * i + j}\n" for i in range(4) for j in range(3) for _ in range(int(x[i, j]))]
+    (tmp_path / "cells.csv").write_text("cell\n" + "".join(cells))
+    assert cli("-q", "run", s, "--data", tmp_path / "cells.csv", "--column", "cell", "--bins", "0:12", *common, "--out", tmp_path / "c.npy") == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "c.npy"), np.load(tmp_path / "h.npy"))
 
 
 def test_records_name_the_column_that_is_not_numeric(tmp_path, capsys):
