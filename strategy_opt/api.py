@@ -13,7 +13,7 @@ from numpy.typing import ArrayLike
 from .defaults import BYTES_PER_QUERY, MAX_DENSE_N
 from .error import supports
 from .exceptions import InputError
-from .fingerprints import matrix_fingerprint, meta_fingerprint, workload_file_hashes
+from .fingerprints import content_hash, matrix_fingerprint, meta_fingerprint, workload_file_hashes
 from .objectives import get_objective
 from .problem import Problem
 from .registry import get_method
@@ -180,6 +180,8 @@ def solve(
     files = _workload_files(workload.spec)  # once per solve (auto compiles many candidates)
     if files:
         strategy.meta["workload_files"] = files
+    elif isinstance(workload, ExplicitWorkload) and ":" not in workload.spec:  # a matrix given in Python, recorded by a label
+        strategy.meta["workload_sha256"] = content_hash(workload.matrix())  # so the same matrix given as a file is recognised
     if solver is not None and strategy.meta.get("solver") == "closed-form":
         log.info("method %r is a closed form: solver profile %r not used", method, profile.name)
     elif solver is not None and profile.backend != "native" and not any(k in str(strategy.meta.get("solver")).lower() for k in ("cvxpy", "scs", "clarabel")):

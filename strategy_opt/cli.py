@@ -401,6 +401,20 @@ def _same_gram(recorded: str, workload) -> bool:
     return bool(same_gram(other, workload))
 
 
+#: Workloads of at most this many (m x n) entries are compared with a recorded matrix by content (`_same_matrix`).
+SAME_MATRIX_MAX_ENTRIES = 10**8
+
+
+def _same_matrix(recorded_sha256, workload) -> bool | None:
+    """Whether the workload's matrix is the one a strategy solved in Python recorded (``meta.workload_sha256``);
+    None when nothing was recorded or the workload is too large to compare."""
+    from .fingerprints import content_hash
+
+    if not isinstance(recorded_sha256, str) or workload.m * workload.n > SAME_MATRIX_MAX_ENTRIES:
+        return None
+    return content_hash(workload.matrix()) == recorded_sha256
+
+
 def _check_recorded_workload(strategy, workload, given: str, force: bool) -> str | None:
     """Refuse a strategy made for another workload or domain unless ``--force``.
 
@@ -426,8 +440,16 @@ def _check_recorded_workload(strategy, workload, given: str, force: bool) -> str
         else:  # no file contents recorded (a SPEC without files, or a file written before they were)
             same = _same_workload(rec, given)
             files = {}
-        if not same:
+        matrix = None if same or _is_spec(rec) else _same_matrix(strategy.meta.get("workload_sha256"), workload)
+        if matrix:
+            note = f"workload {given!r} is the matrix the strategy was computed for (recorded as {rec!r}, by its content hash)"
+        elif not same:
             if not (_files_unchanged(files) and _same_gram(rec, workload)):
+                if matrix is False:
+                    raise InputError(
+                        f"strategy was computed for another matrix (recorded as {rec!r}; {given!r} has other content); "
+                        "pass --force to use it anyway"
+                    )
                 if not _is_spec(rec):  # a matrix or weighted union built in Python: nothing to read and compare
                     raise InputError(
                         f"strategy was computed for a workload built in Python (recorded as {rec!r}, not a SPEC), which cannot be "

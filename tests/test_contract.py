@@ -2,6 +2,7 @@
 does not know are refused, auto honours the objective, conic-solver memory is estimated
 before the solver allocates, problem files are validated, bounds never exceed the error."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -117,6 +118,33 @@ def test_error_accepts_the_recorded_workload_given_as_a_matrix_file(tmp_path, ca
     assert cli("-q", "error", tmp_path / "s.npz", "--workload", "all-range:8") == 2  # another workload: refused
     assert "--force" in capsys.readouterr().err
     assert cli("-q", "error", tmp_path / "s.npz", "--workload", "all-range:8", "--force") == 0
+
+
+def test_a_matrix_solved_in_python_is_recognised_when_given_as_a_file(tmp_path, capsys):
+    """An outside audit: a strategy solved from a numpy matrix records the label 'matrix', and `error` with the same
+    matrix saved as a file needed --force. The matrix's content hash (meta.workload_sha256) recognises it; another
+    matrix of the same shape is still refused."""
+    from strategy_opt.io import write_strategy
+
+    rng = np.random.default_rng(0)
+    W = rng.integers(0, 2, (12, 8)).astype(float)
+    s = solve(W, privacy="pure", method="hierarchical")
+    assert s.meta["workload"] == "matrix" and len(s.meta["workload_sha256"]) == 64
+    write_strategy(s, tmp_path / "s.npz")
+    np.save(tmp_path / "same.npy", W)
+    other = W.copy()
+    other[0, 0] = 1 - other[0, 0]
+    np.save(tmp_path / "other.npy", other)
+    capsys.readouterr()
+    assert cli("error", tmp_path / "s.npz", "--workload", f"file:{tmp_path / 'same.npy'}", "--json") == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["unit_total_squared_error"] == pytest.approx(s.meta["unit_total_squared_error"], rel=1e-12)
+    assert "is the matrix the strategy was computed for" in out.err
+    assert cli("-q", "error", tmp_path / "s.npz", "--workload", f"file:{tmp_path / 'other.npy'}") == 2
+    assert "computed for another matrix" in capsys.readouterr().err
+    P = solve(np.tril(np.ones((5, 5))), privacy="pure", method="identity")  # the same matrix as a SPEC: recognised too
+    write_strategy(P, tmp_path / "p.npz")
+    assert cli("-q", "error", tmp_path / "p.npz", "--workload", "prefix:5") == 0
 
 
 def test_run_names_the_pure_strategy_when_delta_is_given(tmp_path, capsys):
