@@ -193,7 +193,8 @@ def auto_pure(problem: Problem):
             lead = min(cands, key=lambda k: cands[k][1])
             warm = cands[lead][0]
             warm = warm.toarray() if hasattr(warm, "toarray") else warm.tocsr().toarray() if hasattr(warm, "tocsr") else np.asarray(warm)
-            deadline = time.perf_counter() + min(AUTO_SIGNED_SEARCH_SECONDS, max(float(budget) - (time.perf_counter() - t0), 1.0))
+            # what is left of the budget (none: the warm start alone, stopped after its first iteration)
+            deadline = time.perf_counter() + min(AUTO_SIGNED_SEARCH_SECONDS, max(float(budget) - (time.perf_counter() - t0), 0.0))
             res = signed_search(W.gram(), seed=int(problem.options.get("seed", 0)), deadline=deadline, warm=warm)
             if res is None:
                 raise SolverError("no start gave a strategy of finite error")
