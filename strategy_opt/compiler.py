@@ -32,7 +32,7 @@ from .augment import complete_columns_l1
 from .defaults import EIG_RTOL, FILE_FORMAT_VERSION
 from .error import STRUCTURED, ErrorProfile, KroneckerMatrix, log_svd_bound_or_reason, scaled_unit_error, sensitivity
 from .marginals import MarginalsMatrix
-from .exceptions import InputError
+from .exceptions import InputError, SupportError
 from .problem import Problem
 from .progress import PROGRESS_MIN_N
 from .pure_bound import compile_lower_bound
@@ -162,7 +162,7 @@ def supported_strategy(
     other is refused as it stands.
     Returns the strategy, its profile and the repair facts (None when A supports W
     as it is, or is a Kronecker strategy, whose support is checked per factor).
-    Raises the support check's `InputError` (naming ``what``) when A misses more, or
+    Raises the support check's `SupportError` (naming ``what``) when A misses more, or
     no share helps.
     """
     if profile is None or profile.full_rank:  # a full-column-rank strategy supports every workload
@@ -171,14 +171,14 @@ def supported_strategy(
     try:
         profile.check_support(G, what=what, workload=workload)  # per query too: a strategy error and run would refuse
         return A, profile, None
-    except InputError as exc:
+    except SupportError as exc:
         refusal = exc
     c = None if weights is None else weights()
     missing = profile.unsupported_fraction(G if c is None else weighted_gram(workload, c))
     if missing > SUPPORT_REPAIR_MAX_SHARE:  # more than rounding left out: the strategy itself is short
         if c is None:
             raise refusal
-        raise InputError(f"{refusal} (weighted by the objective's query weights: {missing:.3g})") from None
+        raise SupportError(f"{refusal} (weighted by the objective's query weights: {missing:.3g})") from None
     best = None
     for share in SUPPORT_REPAIR_SHARES:
         A_mix = _identity_mixed(A, p, share)

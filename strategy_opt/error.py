@@ -35,7 +35,7 @@ import scipy.linalg as la
 import scipy.sparse as sp
 
 from .defaults import EIG_RTOL, FLAT_MAX_NONZEROS, MAX_DENSE_N, SUPPORT_RTOL, TINY_GRAM
-from .exceptions import InputError
+from .exceptions import InputError, SupportError
 from .marginals import MarginalsMatrix, marginals_query_variances, marginals_trace
 from .privacy import check_privacy
 from .threads import factorization_threads
@@ -574,10 +574,10 @@ class ErrorProfile:
         return G
 
     def check_support(self, G: np.ndarray, what: str = "strategy", workload: Workload | None = None, hint: str = ADD_ROWS) -> None:
-        """Raise `InputError` unless A supports the workload with Gram G (the test of `support_gap`)."""
+        """Raise `SupportError` unless A supports the workload with Gram G (the test of `support_gap`)."""
         gap = self.support_gap(G, workload)
         if gap is not None:
-            raise InputError(f"{what} does not support the workload (W A+ A != W: {gap}{_CUTOFF}); {hint}")
+            raise SupportError(f"{what} does not support the workload (W A+ A != W: {gap}{_CUTOFF}); {hint}")
 
 
 def check_columns(A, workload: Workload) -> None:

@@ -19,6 +19,10 @@ class OptionError(InputError):
     """A method option with a bad value (wrong type or out of range)."""
 
 
+class SupportError(InputError):
+    """A strategy that does not support the workload (``W A^+ A != W``): some query is not a combination of its rows."""
+
+
 class PrecisionError(InputError):
     """Values too large in magnitude for float64 to resolve the noise added to them."""
 

@@ -41,7 +41,7 @@ from .defaults import (
 )
 from .certificates import gram_factor
 from .error import ADD_ROWS, STRUCTURED, ErrorProfile, KroneckerMatrix, as_strategy_matrix, check_columns, check_kronecker_support, diagonal_inverse, factored, flat_nonzeros, kron_apply, kronecker_query_variances, sensitivity
-from .exceptions import InputError, NoiseScaleError, PrecisionError, setting
+from .exceptions import InputError, NoiseScaleError, PrecisionError, SupportError, setting
 from .marginals import MarginalsMatrix, marginals_query_variances
 from .privacy import Privacy, check_privacy
 from .progress import PROGRESS_MIN_N, Progress
@@ -535,7 +535,7 @@ def probe_support(A, workload: Workload, probes: int = SUPPORT_PROBES, seed: int
             shares = np.divide(workload.matvec(r) ** 2, norms, out=np.zeros(workload.m), where=norms > 0)
             i = int(np.argmax(shares))
             if shares[i] > SUPPORT_RTOL and istop not in (3, 7):
-                raise InputError(
+                raise SupportError(
                     f"strategy does not support the workload (W A+ A != W): about {shares[i]:.3g} of query {i}'s squared norm "
                     f"lies outside the strategy's row space (a random probe's estimate); {ADD_ROWS}"
                 )
@@ -553,7 +553,7 @@ def probe_support(A, workload: Workload, probes: int = SUPPORT_PROBES, seed: int
         if istop in (3, 7):  # condition or iteration limit: not converged, undecided
             decided = False
             continue
-        raise InputError(
+        raise SupportError(
             f"strategy does not support the workload (W A+ A != W): {share:.3g} of a random combination of the queries "
             f"lies outside the strategy's row space; {ADD_ROWS}"
         )
@@ -589,7 +589,7 @@ def check_measured_cells(A, workload: Workload, cell_weights: np.ndarray | None 
     bad = unmeasured[weights[unmeasured] > 0]
     if bad.size:
         shown = ", ".join(map(str, bad[:5])) + (", ..." if bad.size > 5 else "")
-        raise InputError(
+        raise SupportError(
             f"strategy does not support the workload: its column(s) {shown} ({bad.size} in all) are zero, so those "
             "cells are never measured, but the workload queries them; add rows that measure them (e.g. the identity)"
         )

@@ -36,6 +36,7 @@ from ..problem import Problem, is_number
 from ..pure_bound import lower_bound_facts
 from ..registry import register_method
 from ..solvers import load_profile
+from ..strategy import Strategy
 from .pidentity import _kron_parts, pidentity_strategy
 
 __all__ = ["auto_pure"]
@@ -190,9 +191,7 @@ def auto_pure(problem: Problem):
         from .signed_search import signed_search
 
         def searched():
-            lead = min(cands, key=lambda k: cands[k][1])
-            warm = cands[lead][0]
-            warm = warm.toarray() if hasattr(warm, "toarray") else warm.tocsr().toarray() if hasattr(warm, "tocsr") else np.asarray(warm)
+            warm = Strategy(cands[min(cands, key=lambda k: cands[k][1])][0]).dense()
             # what is left of the budget (none: the warm start alone, stopped after its first iteration)
             deadline = time.perf_counter() + min(AUTO_SIGNED_SEARCH_SECONDS, max(float(budget) - (time.perf_counter() - t0), 0.0))
             res = signed_search(W.gram(), seed=int(problem.options.get("seed", 0)), deadline=deadline, warm=warm)

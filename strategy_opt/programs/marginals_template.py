@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.optimize as so
 import scipy.sparse as sp
-from threadpoolctl import ThreadpoolController
 
 from ..certificates import relative_gap
 from ..compiler import compile_strategy
@@ -28,6 +27,7 @@ from ..exceptions import InputError
 from ..marginals import MarginalsMatrix, marginal_attribute_sets, marginal_spectrum, marginal_variance_terms, subset_bits, subset_mask, subset_sums, superset_sums
 from ..problem import Problem
 from ..registry import register_method
+from ..threads import one_blas_thread
 from ..workload import Union, Workload
 from ..query_weights import check_weights_objective, query_weights, weights_meta
 
@@ -39,7 +39,6 @@ MARGINALS_MAX_ATTRIBUTES = 16
 MARGINALS_MAX_ITERS = 2000
 #: Marginal weights below this share of the largest are dropped from the strategy.
 MARGINAL_WEIGHT_FLOOR = 1e-6
-_THREADPOOLS = ThreadpoolController()
 
 
 #: Exponents q of the smooth maximum ``(sum_t v_t^q)^(1/q)`` that objective ``max`` anneals through
@@ -196,7 +195,7 @@ def marginals_strategy(W: Workload, p: int = 1, *, max_iters: int, ftol: float, 
         return math.inf if inv is None else scaled(theta, float((V @ inv).max()), np.zeros_like(theta))[0]
 
     def minimise(f, theta0):
-        with _THREADPOOLS.limit(limits=1, user_api="blas"):
+        with one_blas_thread():
             res = so.minimize(f, theta0, jac=True, method="L-BFGS-B", bounds=so.Bounds(0.0, np.inf), options={"maxiter": max_iters, "ftol": ftol, "gtol": 0.0})
         return res.x / res.x.sum() if res.x.sum() > 0 else theta0
 

@@ -83,7 +83,7 @@ from ..certificates import INACCURATE_RTOL, dual_bound, gram_factor, kkt_bound, 
 from ..compiler import compile_strategy, finite_or_none, strategy_from_gram, supported_strategy
 from ..defaults import EIG_RTOL
 from ..error import ErrorProfile, per_query_variances
-from ..exceptions import InputError, SolverError, setting
+from ..exceptions import InputError, SolverError, SupportError, setting
 from ..native_l2 import solve_total_l2
 from ..threads import factorization_threads
 from ..objectives import BUILTIN_OBJECTIVES, check_cvx_form, check_monotone, get_objective
@@ -583,8 +583,8 @@ def _cut_solve(status: str, profile):
     ``optimal``) is the solver budget's failure, not the user's input: a `SolverError` (CLI exit 1) naming the budget."""
     try:
         yield
-    except InputError as exc:
-        if status == "optimal" or "does not support the workload" not in str(exc):
+    except SupportError as exc:
+        if status == "optimal":
             raise
         raise SolverError(
             f"minerror-l2: the {profile.name} solve stopped with status {status!r} before its strategy supported the workload "

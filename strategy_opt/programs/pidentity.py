@@ -107,6 +107,7 @@ from ..exceptions import InputError, OptionError, SolverError, setting
 from ..problem import Problem
 from ..pure_bound import lower_bound_facts
 from ..registry import register_method
+from ..threads import one_blas_thread
 from ..workload import Kronecker, Union, Workload, gram_unit
 from .marginals_template import MARGINALS_MAX_ITERS, marginals_strategy
 
@@ -356,7 +357,7 @@ def optimise_theta(
         if state["it"] >= max_iters:
             state["stop"] = "iterations"
 
-    with _THREADPOOLS.limit(limits=1, user_api="blas"):
+    with one_blas_thread():
         res = so.minimize(
             fun,
             x0,

@@ -177,7 +177,7 @@ def signed_search(
             res = so.minimize(normalised_error, B0.ravel(), args=(Gs, rows), jac=True, method="L-BFGS-B", callback=stop,
                               options={"maxiter": SIGNED_MAX_ITERS, "maxfun": 2 * SIGNED_MAX_ITERS})
         run += 1
-        value = normalised_error(res.x, Gs, rows)[0]
+        value = float(res.fun)  # E_1 at res.x (also when the deadline stopped the run)
         if not math.isfinite(value):
             continue
         if best is None or value < best.value:
