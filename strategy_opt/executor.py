@@ -509,7 +509,7 @@ def probe_support(A, workload: Workload, probes: int = SUPPORT_PROBES, seed: int
     >>> probe_support(np.vstack([np.eye(4)[:2], [0.0, 0.0, 1.0, 1.0]]), prefix(4))  # cells 2 and 3 only as their sum
     Traceback (most recent call last):
     ...
-    strategy_opt.exceptions.InputError: strategy does not support the workload (W A+ A != W): about 0.0239 of query 2's squared norm lies outside the strategy's row space (a random probe's estimate); add rows (e.g. the identity) so that every query is a linear combination of strategy queries
+    strategy_opt.exceptions.SupportError: strategy does not support the workload (W A+ A != W): about 0.0239 of query 2's squared norm lies outside the strategy's row space (a random probe's estimate); add rows (e.g. the identity) so that every query is a linear combination of strategy queries
     """
     rng = np.random.default_rng(seed)
     At = A.T.tocsr() if sp.issparse(A) else np.asarray(A, dtype=float).T
