@@ -66,6 +66,29 @@ def test_options_are_validated():
         solve("prefix:6", privacy="pure", method="svd-approx", refine="yes")
     with pytest.raises(InputError, match="privacy"):
         solve("prefix:6", privacy="approx", method="svd-approx")
+    with pytest.raises(InputError, match="time_budget"):
+        solve("prefix:6", privacy="pure", method="svd-approx", time_budget=0)
+
+
+def test_search_runs_each_stage_to_convergence():
+    """An outside audit's own Stiefel search reached 0.517 of the closed form's sensitivity on prefix:16, ours 0.633
+    (60 steps per smoothing stage); an independent random-restart search here (20 orthogonal starts, 1000 steps per
+    stage) ends at 0.504-0.66. Run to convergence, the search from our two starts reaches 0.514."""
+    G = prefix(16).gram()
+    A, _, V = svd_factor(G / np.trace(G) * 16)
+    B, facts = min_l1_factor(A, 16, V)
+    np.testing.assert_allclose(B.T @ B, A.T @ A, atol=1e-9 * np.abs(A.T @ A).max())
+    assert np.abs(B).sum(axis=0).max() / np.abs(A).sum(axis=0).max() < 0.53
+    assert facts["steps"] > 480  # more than the old fixed 4 x 60 steps from each start
+
+
+def test_time_budget_bounds_the_search():
+    """A tiny budget stops the search early; the result is still a valid factor of the same error profile."""
+    s = solve("all-range:64", privacy="pure", method="svd-approx", time_budget=0.05)
+    full = solve("all-range:64", privacy="pure", method="svd-approx")
+    assert s.meta["steps"] < full.meta["steps"]
+    assert full.meta["unit_total_squared_error"] < s.meta["unit_total_squared_error"]
+    assert s.meta["unit_total_squared_error"] == pytest.approx(e1_from_gram(s.dense(), all_range(64).gram()), rel=1e-8)
 
 
 def test_too_many_rows_are_refused_with_an_estimate(capsys):

@@ -32,13 +32,20 @@ refine : bool
     Run the Program 3.4.3 search (default: ``n <= REFINE_MAX_N``).
 rows : int
     Rows of the refined factor (``>= rank(G)``; default n).
+time_budget : float
+    Seconds of the Program 3.4.3 search (default `SEARCH_SECONDS`, capped by
+    the profile's time_limit), shared equally by the two starts (what one
+    leaves goes to the next). Each smoothing stage runs until it stalls;
+    measured on one thread: 0.4 s at 16 cells, 1.5-2 s at 64, about 120 s at
+    256 (all-range:256: sensitivity 0.32 of the closed form's).
 
 Lower bound (``meta``): the certified (epsilon, delta) bound of
 `strategy_opt.pure_bound` (kind ``l2-optimum``, or ``l2-dual`` when its solve
 stopped at the time limit), else the SVD bound.
 
 Limits: one n x n eigendecomposition plus ``O(rows * rank * n)`` per descent
-step; the descent is skipped above `REFINE_MAX_N` cells unless asked for.
+step (a few thousand steps to converge); the descent is skipped above
+`REFINE_MAX_N` cells unless asked for.
 """
 
 from __future__ import annotations
@@ -52,7 +59,7 @@ import numpy as np
 from ..compiler import compile_strategy
 from ..defaults import EIG_RTOL
 from ..exceptions import InputError, OptionError, setting
-from ..problem import Problem
+from ..problem import Problem, is_number
 from ..pure_bound import lower_bound_facts
 from ..registry import register_method
 from ..resources import require_memory
@@ -65,12 +72,17 @@ log = logging.getLogger("strategy_opt")
 
 #: Largest domain refined by default (the descent costs O(n^3) per step).
 REFINE_MAX_N = 512
+#: Default seconds of the Program 3.4.3 search (option ``time_budget``; the profile's time_limit caps it).
+SEARCH_SECONDS = 120.0
 #: Arrays of rows x (rank + n) float64 values the Program 3.4.3 search holds at once (memory estimate of option ``rows``).
 SEARCH_COPIES = 6
 #: Smoothing stages of the Program 3.4.3 search: (log-sum-exp sharpness, |x| smoothing relative to the mean entry).
 _STAGES = ((20.0, 1e-1), (100.0, 1e-2), (500.0, 1e-3), (2000.0, 1e-4))
-#: Descent steps per smoothing stage.
-_STEPS_PER_STAGE = 60
+#: Most descent steps per smoothing stage.
+_MAX_STEPS_PER_STAGE = 2000
+#: A stage ends when its smoothed sensitivity fell by less than this share over the last `_STALL_WINDOW` steps.
+_STAGE_RTOL = 1e-4
+_STALL_WINDOW = 50
 #: Armijo sufficient-decrease constant and backtracking factor.
 _ARMIJO, _BACKTRACK = 1e-4, 0.5
 
@@ -111,18 +123,28 @@ def _retract(Y: np.ndarray) -> np.ndarray:
     return Q * np.where(np.diag(R) < 0, -1.0, 1.0)[None, :]
 
 
-def _descend(Q: np.ndarray, A: np.ndarray, deadline: float) -> tuple[np.ndarray, float, int]:
-    """Local Stiefel descent from Q; returns the best Q by true sensitivity, that sensitivity and the steps taken."""
+def _descend(Q: np.ndarray, A: np.ndarray, deadline: float, label: str = "") -> tuple[np.ndarray, float, int]:
+    """Local Stiefel descent from Q; returns the best Q by true sensitivity, that sensitivity and the steps taken.
+
+    Each smoothing stage runs until its smoothed sensitivity stalls (less than
+    `_STAGE_RTOL` decrease over `_STALL_WINDOW` steps), at most
+    `_MAX_STEPS_PER_STAGE` steps, or until ``deadline``.
+    """
     scale = float(np.abs(A).mean())
     best_Q, best_s = Q, float(np.abs(Q @ A).sum(axis=0).max())
     steps = 0
-    for tau, rel_mu in _STAGES:
+    for stage, (tau, rel_mu) in enumerate(_STAGES, start=1):
+        if stage > 1:
+            log.info("svd-approx: Program 3.4.3 search from %s: stage %d/%d, sensitivity %.6g after %d steps", label, stage - 1, len(_STAGES), best_s, steps)
         mu = rel_mu * scale
         f, gB = _smoothed(Q @ A, tau, mu)
         eta = 1.0 / max(float(np.linalg.norm(gB @ A.T)), 1e-300)
-        for _ in range(_STEPS_PER_STAGE):
+        recent = [f]
+        for _ in range(_MAX_STEPS_PER_STAGE):
             if time.perf_counter() > deadline:
                 return best_Q, best_s, steps
+            if len(recent) > _STALL_WINDOW and recent[-1] > (1.0 - _STAGE_RTOL) * recent[-1 - _STALL_WINDOW]:
+                break
             E = gB @ A.T
             xi = E - Q @ (0.5 * (Q.T @ E + E.T @ Q))
             slope = float(np.sum(xi * xi))
@@ -135,6 +157,7 @@ def _descend(Q: np.ndarray, A: np.ndarray, deadline: float) -> tuple[np.ndarray,
                     break
                 eta *= _BACKTRACK
             Q, f, gB = Qn, fn, gn
+            recent.append(f)
             eta /= _BACKTRACK
             steps += 1
             s = float(np.abs(Q @ A).sum(axis=0).max())
@@ -172,9 +195,10 @@ def min_l1_factor(A: np.ndarray, rows: int, V: np.ndarray | None = None, time_li
     s0 = float(np.abs(A).sum(axis=0).max())
     best = (None, math.inf, None, 0)
     total_steps = 0
-    for name, Q0 in starts.items():
+    for i, (name, Q0) in enumerate(starts.items()):
+        start_deadline = time.perf_counter() + (deadline - time.perf_counter()) / (len(starts) - i)  # an equal share of what is left
         with one_blas_thread():  # many small products: marginals:4x4x4x4:2 took 120-206 s on two threads under load, 1.1 s on one
-            Q, s, steps = _descend(Q0, A, deadline)
+            Q, s, steps = _descend(Q0, A, start_deadline, name)
         total_steps += steps
         log.info("svd-approx: Program 3.4.3 search from %s: sensitivity %.6g -> %.6g in %d steps", name, s0, s, steps)
         if s < best[1]:
@@ -185,7 +209,7 @@ def min_l1_factor(A: np.ndarray, rows: int, V: np.ndarray | None = None, time_li
 
 @register_method(
     "svd-approx",
-    options=("refine", "rows"),
+    options=("refine", "rows", "time_budget"),
     privacy=("pure",),
     source="Li 2013, Sec. 3.4.2.2-3.4.2.3, Thm 3.8, Program 3.4.3; completion Sec. 3.4.3",
     summary="epsilon-DP: closed form diag(sqrt(xi)) P_W^T, local min-L1 rotation (Program 3.4.3), column completion; any n, refined for n <= 512",
@@ -218,9 +242,12 @@ def svd_approx(problem: Problem):
         raise OptionError(f"option rows must be an integer >= rank of the workload ({A.shape[0]}), got {rows!r}")
     # the search keeps a few rows x (rank + n) arrays (iterate, gradient, trial step, the factor and its signs)
     require_memory(SEARCH_COPIES * 8.0 * int(rows) * (A.shape[0] + n), f"svd-approx with option rows={rows}", hint=f"use fewer rows (default: the {n} cells)")
+    budget = problem.option(
+        "time_budget", min(problem.solver.time_limit, SEARCH_SECONDS), lambda v: is_number(v) and v > 0, "a positive number of seconds", method="svd-approx"
+    )
     extra = {"rank": int(A.shape[0]), "refined": bool(refine)}
     if refine:
-        A, facts = min_l1_factor(A, int(rows), V, time_limit=problem.solver.time_limit)
+        A, facts = min_l1_factor(A, int(rows), V, time_limit=float(budget))
         extra.update(facts)
     bound = lower_bound_facts(W, time.perf_counter() - t0)
     extra.update(bound.pop("extra"))
