@@ -285,7 +285,7 @@ def measure(
         return exact + noise, scale
     from .samplers import opendp_release
 
-    return opendp_release(exact, privacy, delta_A), scale
+    return opendp_release(exact, privacy, delta_A)
 
 
 def _pinv(F) -> np.ndarray:

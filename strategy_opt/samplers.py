@@ -14,16 +14,24 @@ with OpenDP's own map that the measurement meets the target before sampling.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .exceptions import InputError, SolverError, setting
 from .privacy import Privacy
 
-__all__ = ["opendp_release", "opendp_select_max", "opendp_perturb"]
+__all__ = ["opendp_release", "opendp_select_max", "opendp_perturb", "SCALE_NUDGE_RTOL", "GAUSSIAN_NUDGE_RTOL"]
+
+#: Where OpenDP's privacy map of the calibrated Laplace (or noisy-max) scale rounds a hair above the target
+#: epsilon, the scale grows by at most this share until the map gives at most epsilon exactly (else refused).
+SCALE_NUDGE_RTOL = 1e-9
+#: The same for the Gaussian's sigma, calibrated by the analytic Gaussian where OpenDP's search fails.
+GAUSSIAN_NUDGE_RTOL = 1e-6
 
 
-def opendp_release(exact: np.ndarray, privacy: Privacy, sensitivity: float) -> np.ndarray:
-    """``exact + noise`` drawn by OpenDP's Laplace or Gaussian measurement.
+def opendp_release(exact: np.ndarray, privacy: Privacy, sensitivity: float) -> tuple[np.ndarray, float]:
+    """``exact + noise`` drawn by OpenDP's Laplace or Gaussian measurement, and the noise scale used.
 
     Parameters
     ----------
@@ -32,6 +40,15 @@ def opendp_release(exact: np.ndarray, privacy: Privacy, sensitivity: float) -> n
     privacy : PureDP or ApproxDP
     sensitivity : float
         L1 (pure) or L2 (approx) sensitivity of the strategy.
+
+    Returns
+    -------
+    y : ndarray
+        The noisy answers.
+    scale : float
+        The Laplace scale or Gaussian sigma drawn: the calibrated one, or the
+        least larger float (at most `SCALE_NUDGE_RTOL` above) at which
+        OpenDP's own privacy map gives at most the target epsilon exactly.
     """
     import opendp.prelude as dp
 
@@ -39,36 +56,58 @@ def opendp_release(exact: np.ndarray, privacy: Privacy, sensitivity: float) -> n
     values = [float(v) for v in np.asarray(exact, dtype=float).ravel()]
     scale = privacy.noise_scale(sensitivity)
     try:
-        return _release(dp, values, privacy, float(sensitivity), scale)
+        meas, scale = _measurement(dp, privacy, float(sensitivity), scale)
     except dp.OpenDPException as exc:
         raise InputError(
             f"OpenDP cannot certify this release (epsilon={privacy.epsilon:g}): {str(exc).strip().splitlines()[0]}; "
             f"use {setting('sampler', 'simulate')} for simulations with extreme parameters"
         ) from None
+    return np.asarray(meas(values), dtype=float), scale
 
 
-def _release(dp, values, privacy, sensitivity, scale):
+def _least_scale(achieved_at, scale: float, target: float, rtol: float):
+    """The least of ``scale`` and floats above it (steps of 1, 2, 4, ... ulps, at most ``rtol`` relatively
+    above) at which ``achieved_at(s)`` (OpenDP's privacy map at noise scale s) is at most ``target`` exactly;
+    ``(s, what achieved_at returned)``, or ``(None, its value at scale)`` when there is none."""
+    first = achieved_at(scale)
+    s, step, value = scale, math.ulp(scale), first
+    while s <= scale * (1.0 + rtol):
+        if value[0] <= target:
+            return s, value
+        s, step = scale + step, 2.0 * step
+        value = achieved_at(s)
+    return None, first
+
+
+def _measurement(dp, privacy, sensitivity: float, scale: float):
+    """OpenDP's Laplace or Gaussian vector measurement at a scale its own map certifies for ``privacy``."""
     if privacy.notion == "pure":
         space = (dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float))
-        meas = dp.m.make_laplace(*space, scale=scale)
-        achieved = meas.map(float(sensitivity))
-        ok = achieved <= privacy.epsilon * (1 + 1e-9)
+
+        def achieved_at(s):
+            meas = dp.m.make_laplace(*space, scale=s)
+            return meas.map(sensitivity), meas
+
+        rtol = SCALE_NUDGE_RTOL
     else:
         space = (dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l2_distance(T=float))
-        meas = dp.m.make_gaussian(*space, scale=scale)
-        curve = dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(meas), privacy.delta)
-        achieved = curve.map(float(sensitivity))
-        ok = achieved[0] <= privacy.epsilon * (1 + 1e-6)
-    if not ok and privacy.notion == "approx":  # outside OpenDP's search the sigma is the analytic Gaussian's
+
+        def achieved_at(s):
+            meas = dp.m.make_gaussian(*space, scale=s)
+            return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(meas), privacy.delta).map(sensitivity)[0], meas
+
+        rtol = GAUSSIAN_NUDGE_RTOL
+    found, (achieved, meas) = _least_scale(achieved_at, scale, privacy.epsilon, rtol)
+    if found is None and privacy.notion == "approx":  # outside OpenDP's search the sigma is the analytic Gaussian's
         raise InputError(
             f"OpenDP cannot certify epsilon={privacy.epsilon:g}, delta={privacy.delta:g}: its privacy map gives "
-            f"epsilon {achieved[0]:.6g} for the calibrated noise sigma {scale:.6g} (OpenDP's own search, or the analytic "
+            f"epsilon {achieved:.6g} for the calibrated noise sigma {scale:.6g} (OpenDP's own search, or the analytic "
             f"Gaussian calibration where that search fails: epsilon beyond about 1e4, or tiny epsilon with tiny delta); "
             f"use {setting('sampler', 'simulate')} for simulations with extreme parameters"
         )
-    if not ok:
+    if found is None:
         raise SolverError(f"OpenDP's privacy map gives {achieved} for noise scale {scale}; refusing to release")
-    return np.asarray(meas(values), dtype=float)
+    return meas, found
 
 
 def opendp_perturb(values: np.ndarray, scales: np.ndarray, granularity_exponent: int | None = None) -> np.ndarray:
@@ -134,11 +173,15 @@ def opendp_select_max(scores: np.ndarray, sensitivity: float, epsilon: float) ->
     dp.enable_features("contrib")
     scale = 2.0 * float(sensitivity) / float(epsilon)
     space = (dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.linf_distance(T=float))
+
+    def achieved_at(s):
+        meas = dp.m.make_noisy_max(*space, dp.max_divergence(), scale=s)
+        return meas.map(float(sensitivity)), meas
+
     try:
-        meas = dp.m.make_noisy_max(*space, dp.max_divergence(), scale=scale)
-        achieved = meas.map(float(sensitivity))
+        found, (achieved, meas) = _least_scale(achieved_at, scale, float(epsilon), SCALE_NUDGE_RTOL)
     except dp.OpenDPException as exc:
         raise InputError(f"OpenDP cannot certify this selection (epsilon={epsilon:g}): {str(exc).strip().splitlines()[0]}") from None
-    if achieved > epsilon * (1 + 1e-9):
+    if found is None:
         raise SolverError(f"OpenDP's privacy map gives {achieved} for selection scale {scale}; refusing to select")
     return int(meas([float(v) for v in np.asarray(scores, dtype=float).ravel()]))

@@ -98,7 +98,7 @@ def test_gaussian_paths_agree():
 
 def test_api_default_is_opendp_without_a_seed(monkeypatch):
     calls = []
-    monkeypatch.setattr(samplers, "opendp_release", lambda exact, privacy, sens: calls.append(sens) or exact)
+    monkeypatch.setattr(samplers, "opendp_release", lambda exact, privacy, sens: calls.append(sens) or (exact, privacy.noise_scale(sens)))
     measure(np.eye(3), np.ones(3), PureDP(1.0))
     run(np.eye(3), np.ones(3), identity(3), PureDP(1.0))
     assert calls == [1.0, 1.0]
@@ -174,3 +174,25 @@ def test_opendp_refuses_the_analytic_sigma_beyond_its_own_calibration_as_an_inpu
     with pytest.raises(InputError, match=r"OpenDP cannot certify epsilon=50000, delta=1e-06.*use sampler='simulate' \(--sampler simulate\)"):
         run(s, np.arange(8.0), "prefix:8", privacy)
     assert run(s, np.arange(8.0), "prefix:8", privacy, rng=0).noise_scale == privacy.gaussian_sigma(1.0)
+
+
+@pytest.mark.parametrize("epsilon, sensitivity", [(0.3, 0.9999999999999999), (0.1, 1.0), (0.7, 3.0), (1 / 3, 1.0)])
+def test_released_epsilon_is_at_most_the_target_exactly(epsilon, sensitivity):
+    """An outside audit: epsilon 0.3 at sensitivity 0.9999999999999999 gave OpenDP's map 0.30000000000000004, accepted
+    within 1e-9; the scale now grows by ulps until OpenDP's own map gives at most epsilon exactly."""
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    privacy = PureDP(epsilon)
+    y, scale = samplers.opendp_release(np.zeros(4), privacy, sensitivity)
+    assert y.shape == (4,)
+    assert scale >= privacy.noise_scale(sensitivity)
+    assert scale <= privacy.noise_scale(sensitivity) * (1 + samplers.SCALE_NUDGE_RTOL)
+    space = (dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float))
+    assert dp.m.make_laplace(*space, scale=scale).map(sensitivity) <= epsilon
+
+
+def test_measure_reports_the_scale_it_drew():
+    """The scale in the answers' sidecar is the one OpenDP drew at, ulps above the calibrated one where needed."""
+    y, scale = measure(np.eye(3) * 0.9999999999999999, np.ones(3), PureDP(0.3))
+    assert scale >= 0.9999999999999999 / 0.3

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import math
+from fractions import Fraction
 from dataclasses import dataclass
 
 import numpy as np
@@ -153,7 +154,7 @@ def dawa_estimate(
     else:
         eps1 = rho * epsilon
         eps2 = epsilon - eps1
-        while math.fsum([eps1, eps2]) > epsilon:  # the stages' exact sum stays within epsilon (0.2 + 0.6000000000000001 did not)
+        while Fraction(eps1) + Fraction(eps2) > Fraction(epsilon):  # the stages' exact sum stays within epsilon (math.fsum rounds: 0.025 + 0.07500000000000001 passed it at 0.1)
             eps2 = math.nextafter(eps2, 0.0)
         edges = private_partition(x_ord, eps1, eps2, gen, all_intervals=bool(all_intervals), noise=noise, sampler=sampler)
     log.info("DAWA stage 1: %d buckets over %d cells (eps1 = %.4g)", edges.size - 1, n, eps1)

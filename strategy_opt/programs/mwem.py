@@ -39,6 +39,7 @@ e.g. counting queries: 1 / epsilon_per_mechanism).
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
@@ -161,7 +162,7 @@ def _budget_split(epsilon: float, rounds: int) -> dict:
     """
     k = 2 * rounds + 1
     share = epsilon / k
-    while math.fsum([share] * k) > epsilon:  # rounding may put the shares' exact sum an ulp above epsilon
+    while Fraction(share) * k > Fraction(epsilon):  # rounding may put the shares' exact sum an ulp above epsilon
         share = math.nextafter(share, 0.0)
     return {
         "mechanisms": 2 * rounds + 1,
