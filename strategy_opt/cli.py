@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import re
+import secrets
 import shlex
 import signal
 import sys
@@ -53,8 +54,9 @@ noise samplers:
             safe against floating-point attacks on textbook samplers (Mironov, CCS 2012); the
             noise scale is the calibration OpenDP's own privacy map certifies. Not seedable.
             The default whenever --seed is not given: use it for answers you release.
-  simulate  NumPy's seeded generator (fast, reproducible). For simulations and benchmarks
-            only, never for real releases; the default when --seed is given.
+  simulate  NumPy's seeded generator (fast, reproducible: without --seed it draws a seed,
+            which the sidecar records). For simulations and benchmarks only, never for
+            real releases; the default when --seed is given.
   Both add noise of the same scale, so their error statistics agree.
 
 every answer file OUT gets a sidecar OUT.json: its SHA-256, the strategy_opt version, the
@@ -556,6 +558,9 @@ def _sampler(args) -> tuple[str, object]:
         sampler = "simulate" if args.seed is not None else "opendp"
     if sampler == "opendp" and args.seed is not None:
         raise InputError("--seed cannot be used with --sampler opendp (its noise is not seedable); use --sampler simulate")
+    if sampler == "simulate" and args.seed is None:  # a simulation is reproducible: draw its seed and record it
+        args.seed = secrets.randbits(63)
+        log.info("--sampler simulate without --seed: drew seed %d (recorded in the answers' sidecar; --seed %d reproduces the answers)", args.seed, args.seed)
     return sampler, args.seed
 
 

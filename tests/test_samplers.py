@@ -70,6 +70,18 @@ def test_simulate_with_seed_is_reproducible(releases):
     assert out["seed11"][1]["sampler"] == "simulate" and out["seed11"][1]["seed"] == 11
 
 
+def test_simulate_without_a_seed_draws_and_records_one(identity_strategy):
+    """An outside audit: --sampler simulate without --seed wrote different answers each time and "seed": null, though
+    the help calls the sampler reproducible. The drawn seed is recorded and reproduces the answers."""
+    d = identity_strategy
+    a, meta_a = _run(d, "drawn1.npy", "--sampler", "simulate")
+    b, meta_b = _run(d, "drawn2.npy", "--sampler", "simulate")
+    assert isinstance(meta_a["seed"], int) and meta_a["seed"] != meta_b["seed"]
+    again, meta_again = _run(d, "again.npy", "--seed", meta_a["seed"])
+    np.testing.assert_array_equal(a, again)
+    assert meta_again["seed"] == meta_a["seed"] and meta_again["sampler"] == "simulate"
+
+
 def test_both_samplers_give_the_calibrated_error_statistics(releases):
     out, _ = releases
     # Laplace noise of scale b = 1 (sensitivity 1, epsilon 1): E e^2 = 2 b^2 = 2, E|e| = b = 1.
