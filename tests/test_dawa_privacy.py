@@ -151,3 +151,21 @@ def test_dawa_and_mwem_budget_shares_sum_to_at_most_epsilon(epsilon, rho):
     for rounds in (2, 4, 7):
         facts = mwem(x, prefix(16), PureDP(epsilon), rng=0, rounds=rounds).facts
         assert Fraction(facts["epsilon_per_mechanism"]) * facts["mechanisms"] <= Fraction(epsilon)
+
+
+@pytest.mark.parametrize("rho", [0.25, 0.0])
+def test_precision_refusal_depends_only_on_the_total(rho):
+    """An outside audit: at epsilon = 4 * 2^30, (0, 0, 0, 699050) was refused by stage 2 and its neighbour
+    (0, 0, 0, 699051) by stage 1, with different messages. One check before any noise, on the total, refuses both
+    alike, and data whose total fits is released."""
+    from strategy_opt.exceptions import PrecisionError
+    from strategy_opt.programs.dawa import dawa_estimate
+    from strategy_opt.workload import identity
+
+    messages = set()
+    for last in (699050.0, 699051.0, 2_000_000.0):
+        with pytest.raises(PrecisionError, match="DAWA's input") as exc:
+            dawa_estimate(np.array([0.0, 0.0, 0.0, last]), identity(4), 4 * 2**30, rng=1, rho=rho)
+        messages.add(str(exc.value))
+    assert len(messages) == 1
+    dawa_estimate(np.array([0.0, 0.0, 0.0, 10.0]), identity(4), 4 * 2**30, rng=1, rho=rho)  # a small total passes
