@@ -108,6 +108,15 @@ def is_number(value) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
 
 
+def is_seed(value) -> bool:
+    """Whether a method option is a valid random seed: an integer >= 0 (Python or NumPy; not a bool or a float).
+
+    >>> is_seed(0), is_seed(np.int64(7)), is_seed(1.0), is_seed(1e20), is_seed(-1), is_seed(True)
+    (True, True, False, False, False, False)
+    """
+    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= 0
+
+
 def problem_dir() -> Path:
     """The ``problems/`` folder of the installation."""
     return _ROOT / "problems"

@@ -422,3 +422,22 @@ def test_a_recorded_answer_of_a_numpy_type_is_kept():
     a.record(np.array([1, 1, 0, 0]), np.float32(2.5), 0.1)
     H, y, alpha = a.history
     assert y.tolist() == [2.5] and alpha.tolist() == [0.1] and a.spent == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("confidence, lower, upper", [(1 - 1e-14, -137.0, 307.2), (0.999999999999999, -150.9, 321.2)])
+def test_posterior_interval_near_certainty(confidence, lower, upper):
+    """An outside audit thresholded the same posterior on a 640k-point grid over [-1500, 1700]: at 1 - 1e-15 the
+    HPD interval is [-150.9, 321.2]; ours was [-326.8, 491.2], the whole posterior grid (the running total of the
+    largest masses rounded past 1 - 1e-15). The tail is now summed from the smallest masses."""
+    est = example_answerer().estimate(Q, confidence)
+    assert est.lower == pytest.approx(lower, abs=0.3) and est.upper == pytest.approx(upper, abs=0.3)
+
+
+def test_query_matrix_and_string_confidence_are_refused():
+    """An outside audit: a 2 x 2 query on 4 cells was answered as its flattening, and confidence '0.5' was accepted."""
+    ans = OnlineAnswerer(np.arange(4.0), 3.0, rng=0)
+    with pytest.raises(InputError, match="one vector of 4 coefficients"):
+        ans.answer([[1, 0], [0, 1]], 3, 0.9)
+    with pytest.raises(InputError, match="confidence must be a number"):
+        ans.answer([1, 0, 0, 1], 3, "0.5")
+    assert ans.answer([[1, 0, 0, 1]], 3, 0.9).source == "fresh"  # one row of a matrix is one query

@@ -130,3 +130,16 @@ def test_all_zero_workload_is_refused():
 
     with pytest.raises(InputError, match="all zeros"):
         solve(from_matrix(np.zeros((2, 3))), privacy="pure", method="workload-division")
+
+
+@pytest.mark.parametrize("method", ["workload-division", "orthogonal"])
+@pytest.mark.parametrize("seed", [1e20, 1.0, -1, True, "3"])
+def test_seed_option_is_one_rule_for_both_seed_systems(method, seed):
+    """An outside audit: workload-division took seed=1e20 (stored as the integer 10^20) while orthogonal refused
+    seed=1.0. Both now take only integers >= 0."""
+    from strategy_opt.api import solve
+    from strategy_opt.exceptions import InputError
+
+    with pytest.raises(InputError, match="seed must be a non-negative integer"):
+        solve("prefix:8", privacy="pure", method=method, seed=seed)
+    assert solve("prefix:8", privacy="pure", method=method, seed=2**40).meta["seed"] == 2**40

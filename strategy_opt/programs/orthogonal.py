@@ -66,8 +66,8 @@ import scipy.sparse as sp
 
 from ..compiler import compile_strategy
 from ..defaults import MAX_DENSE_N
-from ..exceptions import InputError, OptionError, SolverError
-from ..problem import Problem
+from ..exceptions import InputError, SolverError
+from ..problem import Problem, is_seed
 from ..progress import Progress
 from ..registry import register_method
 
@@ -259,9 +259,7 @@ def orthogonal(problem: Problem):
     >>> s.dense().tolist(), s.meta["om_reduces_to"]
     ([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]], 'identity on coarsened cells')
     """
-    seed = problem.options.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise OptionError(f"orthogonal: option seed must be a non-negative integer, got {seed!r}")
+    seed = problem.option("seed", 0, is_seed, "a non-negative integer", "orthogonal")
     n = problem.workload.n
     if n > MAX_DENSE_N:  # before the block search (a minute at 65536 cells), not after it
         raise InputError(f"orthogonal works on at most {MAX_DENSE_N:,} cells (its strategy is analysed with dense n x n matrices); workload {problem.workload.spec!r} has {n:,} cells")

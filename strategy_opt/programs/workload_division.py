@@ -79,7 +79,7 @@ import scipy.sparse as sp
 from ..compiler import compile_strategy
 from ..error import sensitivity
 from ..exceptions import InputError
-from ..problem import Problem, is_number
+from ..problem import Problem, is_number, is_seed
 from ..registry import register_method
 
 __all__ = ["Part", "divide_workload", "budget_shares", "average_l1_error", "workload_division"]
@@ -272,7 +272,7 @@ def workload_division(problem: Problem):
     g = float(problem.option("g", 0.0, is_real, "a finite number", "workload-division"))
     split = problem.option("split", "optimal", lambda v: v in SPLITS, f"one of {', '.join(SPLITS)}", "workload-division")
     metric = problem.option("metric", "l1", lambda v: v in METRICS, f"one of {', '.join(METRICS)}", "workload-division")
-    seed = problem.option("seed", 0, lambda v: is_real(v) and float(v).is_integer() and v >= 0, "a non-negative integer", "workload-division")
+    seed = problem.option("seed", 0, is_seed, "a non-negative integer", "workload-division")
     t0 = time.perf_counter()
     try:
         W = sp.csr_matrix(problem.workload.matrix(), dtype=float)
