@@ -563,3 +563,39 @@ def test_a_decreasing_cvx_form_is_named_as_the_cause(clean_registry):
     register_objective(Objective("neg", "", lambda u, w=None: float(np.sum(u)), lambda u, w=None: -cp.sum(u)))
     with pytest.raises(InputError, match="objective 'neg': its cvx form is unbounded below .* decreases as variances grow"):
         solve("prefix:5", method="minerror-l2", objective="neg", solver="clarabel")
+
+
+def test_auto_pure_minimises_a_linear_objective_on_the_reweighted_workload():
+    """epsilon-DP, objective weighted: sum_i c_i u_i is the total error of diag(sqrt(c)) W, so auto runs auto-pure
+    there (prefix:6 with weights 1..5, 100: 655 for auto-pure's total-optimal strategy -> about 365). The value is
+    recomputed by numpy from the matrix; the bound is the (eps, delta) optimum of the scaled workload, solved here
+    independently by cvxpy (min trace(G_c X^-1), diag(X) <= 1), and is below every candidate."""
+    import cvxpy as cp
+
+    c = np.array([1.0, 2, 3, 4, 5, 100])
+    s = solve("prefix:6", privacy="pure", method="auto", objective="weighted", weights=c.tolist())
+    m = s.meta
+    assert m["auto_choice"] == "auto-pure/reweighted"
+    assert m["objective_value"] < 0.6 * m["auto_candidates"]["auto-pure"]
+    A = s.dense()
+    W = np.tril(np.ones((6, 6)))
+    mine = np.abs(A).sum(axis=0).max() ** 2 * c @ np.einsum("ij,jk,ik->i", W, np.linalg.pinv(A.T @ A), W)
+    assert m["objective_value"] == pytest.approx(mine, rel=1e-9)
+    Gc = W.T @ np.diag(c) @ W
+    X, U = cp.Variable((6, 6), PSD=True), cp.Variable((6, 6), symmetric=True)
+    L = np.linalg.cholesky(Gc)
+    cp.Problem(cp.Minimize(cp.trace(U)), [cp.bmat([[X, L], [L.T, U]]) >> 0, cp.diag(X) <= 1]).solve(solver="CLARABEL")
+    assert m["objective_lower_bound_kind"] == "reweighted-workload-l2-optimum"
+    assert m["objective_lower_bound"] == pytest.approx(U.value.trace(), rel=1e-4)
+    assert all(m["objective_lower_bound"] <= v for v in m["auto_candidates"].values())
+
+
+def test_auto_pure_relative_objective_improves_on_the_total_optimal_strategy():
+    """objective relative on prefix:16: the reweighted candidate wins and the file's value recomputes."""
+    s = solve("prefix:16", privacy="pure", method="auto", objective="relative")
+    m = s.meta
+    assert m["auto_choice"] == "auto-pure/reweighted" and m["auto_pure_reweighted"] == "relative"
+    assert m["objective_value"] < 0.95 * m["auto_candidates"]["auto-pure"]
+    W = np.tril(np.ones((16, 16)))
+    u = per_query_variances(s.matrix, parse_spec("prefix:16"), 1)
+    assert m["objective_value"] == pytest.approx(float(u @ (1 / (W * W).sum(axis=1))), rel=1e-12)

@@ -22,7 +22,11 @@ under the objective from their per-query variances: an optimiser's inaccurate
 solve (badly scaled rows) never leaves auto worse than a fixed construction.
 Under epsilon-DP the optimiser for such objectives is HDMM's marginals template on
 marginal workloads (method ``marginals``); elsewhere auto-pure's strategy for the
-total error is evaluated under the objective beside the baselines.
+total error is evaluated under the objective beside the baselines, and for the
+linear objectives (``weighted``, ``relative``: ``sum_i c_i u_i``) auto-pure also
+runs on the workload with rows scaled by ``sqrt(c_i)``, whose total error is the
+objective (`_reweighted_auto_pure`; its lower bound then bounds the objective).
+Measured: relative error on prefix:64 51.12 -> 42.79, all-range:64 2080 -> 2024.
 
 The chosen strategy keeps the metadata of the method that produced it, with
 ``method = 'auto'``, ``auto_choice`` naming the winner and ``auto_candidates``
@@ -69,6 +73,12 @@ FLAT_OPTIMISERS = ("eigen-design", "minerror-l2")
 FLAT_ON_PRODUCT_MAX_N = EXACT_L2_MAX_N
 #: Largest domain on which ``auto`` lets a cvxpy profile solve the exact program.
 GENERIC_SDP_MAX_N = 64
+#: Under epsilon-DP with a ``weighted`` or ``relative`` objective, auto also runs auto-pure on the workload whose
+#: rows are scaled by the square roots of their weights (that workload's total error is the objective), when the
+#: scaled matrix has at most this many entries (m n; it is built explicitly) ...
+REWEIGHTED_MAX_ENTRIES = 2 * 10**7
+#: ... on at most this many cells (auto-pure on an explicit flat workload: about 10 s at 1024 cells).
+REWEIGHTED_MAX_N = 1024
 #: Each candidate's reason in the error raised when none gives a strategy is cut to this many characters.
 REASON_MAX_CHARS = 300
 
@@ -208,6 +218,39 @@ def _baselines_under_objective(problem: Problem, weights: np.ndarray | None):
             yield name, strategy, value
 
 
+def _reweighted_auto_pure(problem: Problem, weights: np.ndarray):
+    """auto-pure on ``diag(sqrt(c)) W`` for a linear epsilon-DP objective ``sum_i c_i u_i`` (weighted, relative).
+
+    That objective is exactly the unit total error of the scaled workload, so
+    auto-pure minimises it and its lower bound bounds it. Returns ``(strategy
+    compiled for the problem's workload, objective value, lower bound, its
+    kind)``, or None where it does not apply (other objectives, more than
+    `REWEIGHTED_MAX_ENTRIES` entries or `REWEIGHTED_MAX_N` cells).
+    """
+    import scipy.sparse as sp
+
+    from ..workload import from_matrix
+
+    W = problem.workload
+    if problem.privacy != "pure" or problem.objective not in LINEAR_OBJECTIVES or "auto-pure" not in methods():
+        return None
+    if W.m * W.n > REWEIGHTED_MAX_ENTRIES or W.n > REWEIGHTED_MAX_N:
+        log.info("auto: auto-pure on the reweighted workload skipped (%d queries x %d cells > %d entries, or more than %d cells)", W.m, W.n, REWEIGHTED_MAX_ENTRIES, REWEIGHTED_MAX_N)
+        return None
+    scaled = from_matrix(sp.diags(np.sqrt(weights)) @ sp.csr_matrix(W.matrix(), dtype=float), f"{problem.objective}-weighted({W.spec})", domain=W.domain)
+    log.info("auto: auto-pure on the workload with rows scaled by the square roots of the %s weights (its total error is the objective)", problem.objective)
+    t0 = time.perf_counter()
+    found = methods()["auto-pure"].func(Problem(scaled, privacy="pure", solver=problem.solver))
+    strategy = compile_strategy(
+        found.matrix, replace(problem, objective="total", options={}), "auto-pure",
+        solver=found.meta.get("solver", "auto-pure"), status=found.meta.get("solver_status", "heuristic"), solve_seconds=time.perf_counter() - t0,
+        extra={"auto_pure_reweighted": problem.objective, "auto_pure_choice": found.meta.get("auto_pure_choice")},
+    )
+    strategy.meta["method"] = "auto-pure/reweighted"  # auto's choice names it apart from auto-pure for the total
+    value = float(get_objective(problem.objective).value(per_query_variances(strategy.matrix, W, problem.p), weights))
+    return strategy, value, found.meta.get("lower_bound"), f"reweighted-workload-{found.meta.get('lower_bound_kind')}"
+
+
 def _objective_facts(problem: Problem, value: float, solved: dict, total_bound: float | None, weights: np.ndarray | None) -> dict:
     """Metadata making a baseline's strategy answer for the problem's objective.
 
@@ -343,9 +386,21 @@ def auto(problem: Problem):
     if problem.objective != "total":  # also when every optimiser refused: the constructions still answer
         solved = best[1].meta if best is not None else None
         weights = query_weights(problem)  # once: for relative it reads every query's norm
-        for base, base_strategy, value in _baselines_under_objective(problem, weights):
+        constructions = list(_baselines_under_objective(problem, weights))
+        try:
+            reweighted = _reweighted_auto_pure(problem, weights)
+        except (InputError, SolverError, np.linalg.LinAlgError) as exc:
+            log.info("auto: auto-pure on the reweighted workload skipped (%s)", exc)
+            failures["auto-pure/reweighted"], reweighted = exc, None
+        if reweighted is not None:
+            strategy, value, bound, kind = reweighted
+            constructions.append(("auto-pure/reweighted", strategy, value))
+            if bound is not None and bound <= value and (solved is None or solved.get("objective_lower_bound") is None or bound > solved["objective_lower_bound"]):
+                # a lower bound on the objective itself (the scaled workload's total): for every candidate
+                solved = {**(solved or {}), "objective_lower_bound": float(bound), "objective_lower_bound_kind": kind}
+        for base, base_strategy, value in constructions:
             errors[base], rank[base] = value, _log10(value)
-            log.info("auto: %s (a construction, evaluated) gives %s objective %.8g", base, problem.objective, value)
+            log.info("auto: %s (evaluated from its per-query variances) gives %s objective %.8g", base, problem.objective, value)
             if best is None or rank[base] < rank[best[0]]:
                 base_strategy.meta.update(_objective_facts(problem, value, solved or {}, base_strategy.meta.get("lower_bound"), weights))
                 best = (base, base_strategy)
