@@ -240,8 +240,8 @@ def _summary(meta: dict) -> str:
     ratio = meta.get("ratio_to_lower_bound")
     objective = ""
     if meta.get("objective") not in (None, "total"):  # the value the method minimised, beside the total error
-        objective = (f"objective={meta['objective']} value={fmt(meta.get('objective_value'), None)} "
-                     f"objective_lower_bound={fmt(meta.get('objective_lower_bound'), None)} ")
+        objective = (f"objective={meta['objective']} value={fmt(meta.get('objective_value'), meta.get('objective_value_log10'))} "
+                     f"objective_lower_bound={fmt(meta.get('objective_lower_bound'), meta.get('objective_lower_bound_log10'))} ")
     return (
         f"method={meta.get('method')} workload={meta.get('workload')} privacy={meta.get('privacy')} {objective}"
         f"shape={meta.get('shape')} E_{meta.get('sensitivity_norm', 'l?')[1:]}={E} lower_bound={lb} "

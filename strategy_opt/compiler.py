@@ -316,6 +316,7 @@ def compile_strategy(
         "lower_bound_log10": lb_log / math.log(10) if math.isfinite(lb_log) else None,
         "lower_bound_kind": lb_kind,
         "svd_bound": finite_or_none(math.exp(log_svdb)) if math.isfinite(log_svdb) and log_svdb < 709 else None,
+        "svd_bound_log10": log_svdb / math.log(10) if math.isfinite(log_svdb) else None,  # where svd_bound overflows too
         "ratio_to_lower_bound": finite_or_none(gap + 1.0) if gap is not None else None,
         "relative_gap": finite_or_none(gap),
         "supports_workload": True,

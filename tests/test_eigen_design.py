@@ -64,6 +64,22 @@ def test_all_predicate_1024_no_overflow():
     assert math.isfinite(m["unit_total_squared_error_log10"]) and math.isfinite(m["lower_bound_log10"])
     assert m["unit_total_squared_error_log10"] == pytest.approx(log10_svdb, abs=1e-6)  # ratio 1.0000
     assert m["eigen_design"]["program_5_1_1"]["value"] == pytest.approx(1.086971e3, rel=1e-6)
+    assert m["svd_bound"] is None and m["svd_bound_log10"] == pytest.approx(log10_svdb, abs=1e-9)  # an outside audit: it was missing
+
+
+def test_relative_objective_beyond_float64_states_its_bound_in_logs(tmp_path, capsys):
+    """An outside audit: on all-predicate:1024 with objective relative the value was null with only its log10 given,
+    and the bound a plain 9.55e307 with no log10; both are now given as log10 too, and the summary line shows them."""
+    from strategy_opt.cli import main
+
+    s = solve("all-predicate:1024", method="eigen-design", objective="relative")
+    m = s.meta
+    assert m["objective_value"] is None and m["objective_lower_bound_log10"] <= m["objective_value_log10"] + 1e-9
+    assert m["objective_value_log10"] == pytest.approx(307.98, abs=0.01)
+    out = tmp_path / "s.npz"
+    assert main(["-q", "solve", "--workload", "all-predicate:1024", "--method", "eigen-design", "--objective", "relative", "--out", str(out)]) == 0
+    line = capsys.readouterr().out
+    assert "value=10^307.98" in line and "objective_lower_bound=10^307.98" in line
 
 
 @pytest.mark.slow

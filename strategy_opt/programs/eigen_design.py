@@ -847,9 +847,12 @@ def eigen_design(problem: Problem):
         if want_cert:
             # the dual bound of the program the design minimises (weighted Gram) at the strategy's KKT weights
             with factorization_threads():
-                obj_lower = kkt_bound(G_design, A_min.T @ A_min) * math.exp(design.log_scale)
+                kkt = kkt_bound(G_design, A_min.T @ A_min)
+            log_lower = math.log(kkt) + design.log_scale if kkt > 0 else -math.inf
+            obj_lower = math.exp(log_lower) if log_lower < 709 else math.inf
             extra.update(
                 objective_lower_bound=finite_or_none(obj_lower),
+                objective_lower_bound_log10=log_lower / math.log(10) if math.isfinite(log_lower) else None,
                 objective_lower_bound_kind="dual-certificate",
                 objective_relative_gap=finite_or_none(relative_gap(objective_value, obj_lower)),
             )
