@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .exceptions import InputError
 
-__all__ = ["atomic_path", "check_writable", "check_answers_path", "check_not_input"]
+__all__ = ["atomic_path", "check_writable", "check_answers_path", "check_not_input", "strategy_files"]
 
 
 def _anonymous_file(directory: Path) -> int | None:
@@ -139,15 +139,42 @@ def check_writable(path: str | os.PathLike) -> None:
 
 
 def check_answers_path(path: str | os.PathLike, inputs=()) -> None:
-    """Refuse an answers file name (``.npy``/``.csv``) that cannot be written or that names one of ``inputs``."""
+    """Refuse an answers file name (``.npy``/``.csv``) that cannot be written or whose files (it and its
+    ``.json`` record) name one of ``inputs`` or the metadata a ``.csv`` input keeps beside it."""
     if Path(path).suffix.lower() not in (".npy", ".csv"):
         raise InputError(f"--out must end in .npy or .csv, got {str(path)!r}")
     check_writable(path)
-    check_not_input(path, inputs)
+    check_not_input(path, inputs, writes=[Path(path), Path(path).with_name(Path(path).name + ".json")])
 
 
-def check_not_input(path: str | os.PathLike, inputs=()) -> None:
-    """Refuse an output path that names one of the command's input files (``None`` entries ignored)."""
-    out = Path(path).resolve()
-    if any(p is not None and Path(p).resolve() == out for p in inputs):
-        raise InputError(f"--out {str(path)!r} is one of the input files; choose another name")
+def _read_files(p: str | os.PathLike) -> list[Path]:
+    """The files an input path stands for: a ``.csv`` strategy keeps its metadata beside it (``X.json``)."""
+    p = Path(p)
+    return [p, p.with_suffix(".json")] if p.suffix.lower() == ".csv" else [p]
+
+
+def strategy_files(path: str | os.PathLike) -> list[Path]:
+    """The files a strategy written to ``path`` occupies (a ``.csv`` strategy: also its ``.json`` metadata)."""
+    return _read_files(path)
+
+
+def check_not_input(path: str | os.PathLike, inputs=(), writes=None) -> None:
+    """Refuse an output that would overwrite one of the command's input files (``None`` entries ignored).
+
+    ``writes`` are the files the output occupies (default: ``path`` alone); each
+    input stands for itself and, for a ``.csv``, the ``.json`` metadata beside it.
+    An answers file ``o.csv`` (record ``o.csv.json``) read from a strategy
+    ``o.csv.csv`` (metadata ``o.csv.json``) would otherwise destroy the
+    strategy's metadata and exit 0.
+    """
+    written = {Path(w).resolve(): Path(w) for w in (writes if writes is not None else [path])}
+    for p in inputs:
+        if p is None:
+            continue
+        for f in _read_files(p):
+            hit = written.get(f.resolve())
+            if hit is None:
+                continue
+            if f == Path(p):
+                raise InputError(f"--out {str(path)!r} is one of the input files; choose another name")
+            raise InputError(f"--out {str(path)!r} would write {str(hit)!r}, the metadata of the input {str(p)!r}; choose another name")

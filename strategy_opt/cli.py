@@ -253,7 +253,7 @@ def _summary(meta: dict) -> str:
 # ----------------------------------------------------------------------------------------- solve
 def _cmd_solve(args) -> int:
     from .api import solve
-    from .atomic import check_not_input, check_writable
+    from .atomic import check_not_input, check_writable, strategy_files
     from .io import STRATEGY_FORMATS, write_strategy
     from .problem import absolute_file_paths, read_problem_file
     from .spec import file_paths, parse_spec
@@ -273,7 +273,7 @@ def _cmd_solve(args) -> int:
         raise InputError(f"--out must end in one of {', '.join(STRATEGY_FORMATS)}, got {args.out!r}")
     if args.out:
         check_writable(args.out)
-        check_not_input(args.out, [*file_paths(spec), args.problem if args.problem and Path(args.problem).is_file() else None])
+        check_not_input(args.out, [*file_paths(spec), args.problem if args.problem and Path(args.problem).is_file() else None], writes=strategy_files(args.out))
     strategy = solve(
         workload,
         privacy=args.privacy or data.get("privacy", "approx"),
@@ -715,12 +715,11 @@ def _cmd_release(args) -> int:
 
 # ----------------------------------------------------------------------------------------- export / list
 def _cmd_export(args) -> int:
-    from .atomic import check_writable
+    from .atomic import check_not_input, check_writable, strategy_files
     from .io import read_strategy, write_strategy
 
     strategy = read_strategy(args.strategy)
-    if Path(args.out).resolve() == Path(args.strategy).resolve():
-        raise InputError("--out is the input file; choose another name")
+    check_not_input(args.out, [args.strategy], writes=strategy_files(args.out))
     check_writable(args.out)
     write_strategy(strategy, args.out)  # checks and marks metadata written by hand (`strategy_opt.api.checked_hand_written`)
     if strategy.unverified() is not None:

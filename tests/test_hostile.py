@@ -744,13 +744,14 @@ def test_counts_too_large_to_carry_the_noise_are_refused(files, capsys, tmp_path
     assert err.startswith(f"strategy-opt: error: {data}: the query's exact answer: a value reaches "), err
 
 
-def test_dawa_names_its_stage_two_answers_when_they_are_too_large(capsys, tmp_path):
-    # a flat histogram has bucket costs near 0 (stage 1 passes) but bucket totals near 1e16
+def test_dawa_names_its_input_when_its_total_is_too_large(capsys, tmp_path):
+    # a flat histogram has bucket costs near 0 but bucket totals near 1e16; one check on the total before any
+    # noise refuses it (per-stage refusals told neighbouring histograms apart: an outside audit)
     data = tmp_path / "flat.npy"
     np.save(data, np.full(64, 1e15))
     out = tmp_path / "o.csv"
     err = refused(capsys, tmp_path, "-q", "release", "--method", "dawa", "--data", data, "--workload", "prefix:64", "--epsilon", 1, "--seed", 1, "--out", out, out=out)
-    assert err.startswith(f"strategy-opt: error: {data}: DAWA's stage-2 answers (hierarchy queries over the bucket totals): a value reaches "), err
+    assert err.startswith(f"strategy-opt: error: {data}: DAWA's input (twice the histogram's total count, plus 1/eps2): a value reaches "), err
 
 
 # --------------------------------------------------------------------------- --out naming a directory
@@ -900,3 +901,19 @@ def test_error_report_leaves_out_the_largest_variance_when_the_queries_do_not_fi
     report = error_report(Strategy(sp.identity(n, format="csr")), f"all-range:{n}", privacy="approx")
     assert report["max_query_variance"] is None
     assert report["unit_total_squared_error"] == n * (n + 1) * (n + 2) // 6
+
+
+def test_out_never_overwrites_the_metadata_of_a_csv_strategy(files, capsys):
+    """An outside audit: `run o.csv.csv ... --out o.csv` exited 0 and wrote its record o.csv.json over the strategy's
+    metadata (o.csv.json too), so the strategy could never be read again. Refused now, for every command."""
+    d = files
+    assert cli("-q", "export", d / "s.npz", "--out", d / "o.csv.csv") == 0
+    meta = (d / "o.csv.json").read_bytes()
+    try:
+        refused(capsys, d, "run", d / "o.csv.csv", "--data", d / "x.npy", "--workload", f"prefix:{N}", "--epsilon", 1, "--seed", 1, "--out", d / "o.csv", match="metadata of the input")
+        refused(capsys, d, "export", d / "o.csv.csv", "--out", d / "o.csv.CSV", match="metadata of the input")
+        assert (d / "o.csv.json").read_bytes() == meta
+        assert cli("-q", "error", d / "o.csv.csv", "--workload", f"prefix:{N}") == 0  # still readable
+    finally:
+        for f in ("o.csv.csv", "o.csv.json"):
+            (d / f).unlink()
