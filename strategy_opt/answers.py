@@ -17,7 +17,7 @@ import numpy as np
 
 from .defaults import FILE_FORMAT_VERSION
 from .exceptions import InputError
-from .atomic import atomic_path
+from .atomic import atomic_paths
 from .fingerprints import file_sha256
 from .io import _version
 from .matrix_files import missing_file, READ_ERRORS, read_npy
@@ -67,7 +67,7 @@ def write_answer_file(path: str | os.PathLike, write, m: int, meta: dict | None 
     path = Path(path)
     if path.suffix.lower() not in (".npy", ".csv"):
         raise InputError(f"answers must be written to .npy or .csv, got {path.suffix!r}")
-    with atomic_path(_answers_sidecar(path)) as tmp_json, atomic_path(path) as tmp:
+    with atomic_paths(path, _answers_sidecar(path)) as (tmp, tmp_json):
         with open(tmp, "wb") as fh:
             write(fh)
         side = dict(meta or {})

@@ -52,7 +52,7 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
-from .atomic import atomic_path
+from .atomic import atomic_path, atomic_paths
 from .defaults import FILE_FORMAT_VERSION, FLAT_MAX_NONZEROS
 from .error import KroneckerMatrix, factored, flat_nonzeros, kronecker_factors
 from .exceptions import InputError
@@ -310,7 +310,7 @@ def write_strategy(strategy: Strategy, path: str | os.PathLike) -> Path:
     else:
         A = strategy.dense()
         json_path = path.with_suffix(".json")
-        with atomic_path(json_path) as tmp_json, atomic_path(path) as tmp_csv:
+        with atomic_paths(path, json_path) as (tmp_csv, tmp_json):
             np.savetxt(tmp_csv, A, delimiter=",", fmt="%.17g")
             meta["csv_sha256"] = file_sha256(tmp_csv)
             meta["meta_sha256"] = meta_hash(meta)

@@ -673,3 +673,35 @@ def test_a_note_added_to_solved_metadata_keeps_every_derived_number_consistent(t
     meta = sio.read_strategy(tmp_path / "noted.npz").meta
     assert meta["metadata_origin"] == "hand-written" and meta["note"] == "checked"
     assert meta["ratio_to_identity"] == s.meta["ratio_to_identity"]
+
+
+def _write_pair(path: str, seed: int, barrier) -> None:
+    from strategy_opt.answers import write_answers
+
+    answers = np.full(200000, float(seed))
+    barrier.wait()
+    write_answers(path, answers, meta={"writer": seed})
+
+
+def test_concurrent_writers_of_one_answers_file_never_mix_file_and_record(tmp_path):
+    """An outside audit: two `run`s to one --out left the answers of one beside the record of the other in 2 of 12
+    rounds (the two renames interleaved). The renames of a pair now happen under a lock on the directory: two
+    processes released together write the pair, 40 times over, and the file and its record always belong together."""
+    import multiprocessing as mp
+
+    from strategy_opt.answers import read_answers
+
+    path = str(tmp_path / "c.npy")
+    ctx = mp.get_context("fork")
+    mixed = 0
+    for _ in range(40):
+        barrier = ctx.Barrier(2)
+        procs = [ctx.Process(target=_write_pair, args=(path, seed, barrier)) for seed in (1, 2)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+            assert p.exitcode == 0
+        answers, _, _, meta = read_answers(path, verify=False)
+        mixed += answers[0] != meta["writer"]
+    assert mixed == 0
