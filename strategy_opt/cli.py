@@ -115,6 +115,8 @@ def _option_value(text: str, key: str):
         value = tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+    except RecursionError:  # nesting Python's parser cannot follow (arrays 600 deep): a traceback before
+        raise InputError(f"--option {key}: the value is nested too deeply") from None
     if isinstance(value, float) and not math.isfinite(value):
         raise InputError(f"--option {key}={text}: the value must be a finite number")
     return value

@@ -220,6 +220,8 @@ def read_problem_file(path: str | Path) -> dict:
         data = tomllib.loads(p.read_text(encoding="utf-8-sig"))  # a byte-order mark is not TOML, but editors write one
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"problem file {p}: malformed TOML ({exc})") from None
+    except RecursionError:
+        raise InputError(f"problem file {p}: malformed TOML (nested too deeply to read)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"problem file {p}: cannot read ({exc})") from None
     unknown = set(data) - _KEYS - set(_FLAG_OPTIONS)

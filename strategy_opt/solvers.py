@@ -138,6 +138,8 @@ def _read(path: Path, name: str) -> SolverProfile:
         data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is not TOML, but editors write one
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"solver profile {path}: malformed TOML ({exc})") from None
+    except RecursionError:
+        raise InputError(f"solver profile {path}: malformed TOML (nested too deeply to read)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"solver profile {path}: cannot read ({exc})") from None
     unknown = set(data) - set(_RULES)

@@ -917,3 +917,15 @@ def test_out_never_overwrites_the_metadata_of_a_csv_strategy(files, capsys):
     finally:
         for f in ("o.csv.csv", "o.csv.json"):
             (d / f).unlink()
+
+
+def test_deeply_nested_toml_is_one_line_not_a_traceback(tmp_path, capsys):
+    """An outside audit: TOML arrays 600-700 deep raised RecursionError (3000 lines of traceback, exit 1) from a
+    problem file, a solver profile and an --option value."""
+    deep = "[" * 700 + "]" * 700
+    (tmp_path / "deep.toml").write_text(f'workload = "prefix:8"\nx = {deep}\n')
+    (tmp_path / "deepsolver.toml").write_text(f'backend = "native"\nx = {deep}\n')
+    out = tmp_path / "o.npz"
+    refused(capsys, tmp_path, "solve", tmp_path / "deep.toml", "--out", out, match="nested too deeply")
+    refused(capsys, tmp_path, "solve", "--workload", "prefix:8", "--solver", tmp_path / "deepsolver.toml", "--out", out, match="nested too deeply")
+    refused(capsys, tmp_path, "solve", "--workload", "prefix:8", "--method", "hierarchical", "--option", f"branching={deep}", "--out", out, match="nested too deeply")
