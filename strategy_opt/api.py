@@ -230,7 +230,9 @@ def checked_hand_written(strategy: Strategy, where) -> Strategy:
     The returned strategy's metadata records ``metadata_origin: 'hand-written'``
     and the claims nothing could check (``unchecked_fields``: a lower bound below
     the error, an error whose workload no longer parses, another objective's
-    value and bound), so that a reader without strategy_opt can tell.
+    value and bound, the solver's claims `SOLVER_FIELDS`), so that a reader
+    without strategy_opt can tell. A stated ``supports_workload`` must be true
+    when the recorded workload was checked.
 
     Parameters
     ----------
@@ -279,6 +281,12 @@ def checked_hand_written(strategy: Strategy, where) -> Strategy:
                 meta["unit_total_squared_error"] = error
             if meta.get("lower_bound") is None and report.get("svd_bound") is not None:
                 meta["lower_bound"], meta["lower_bound_kind"] = report["svd_bound"], "svd-bound"
+    supported = meta.get("supports_workload")
+    if supported is not None and workload is not None and supported is not True:  # the recorded workload was checked above
+        raise InputError(f"{where}: metadata states supports_workload {supported!r}, but the matrix supports {recorded!r}")
+    if supported is not None and workload is None:
+        unchecked.append("supports_workload")
+    unchecked += [k for k in SOLVER_FIELDS if strategy.meta.get(k) is not None]  # as stated (a bound computed here names its own kind)
     meta["metadata_origin"] = "hand-written"
     meta["unchecked_fields"] = sorted(set(unchecked))
     return Strategy(strategy.matrix, meta)
@@ -288,6 +296,9 @@ def checked_hand_written(strategy: Strategy, where) -> Strategy:
 DERIVED_FIELDS = ("unit_total_squared_error_log10", "svd_bound", "ratio_to_identity", "lower_bound_log10", "ratio_to_lower_bound", "relative_gap")
 #: Numbers about an objective other than the total, which the matrix alone does not decide (listed as unchecked).
 OBJECTIVE_FIELDS = ("objective_value", "objective_lower_bound")
+#: Claims about how the matrix was solved, which the matrix alone does not decide (listed as unchecked when present):
+#: an outside audit sealed hand-written ``solver_status: optimal`` and a ``native_dual`` of 1e6 beside an error of 36.
+SOLVER_FIELDS = ("solver_status", "native_dual", "native_primal", "lower_bound_kind", "objective_lower_bound_kind")
 
 
 def _check_derived(A, meta: dict, report: dict, workload, where: str, recorded: str, privacy: str) -> list[str]:

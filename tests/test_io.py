@@ -370,7 +370,9 @@ def test_metadata_edited_after_the_solve_or_the_read_is_checked_like_metadata_wr
     sio.write_strategy(read, tmp_path / "noted.npz")
     meta = sio.read_strategy(tmp_path / "noted.npz").meta
     assert meta["metadata_origin"] == "hand-written" and meta["note"] == "mine"
-    assert meta["unit_total_squared_error"] == pytest.approx(E, rel=1e-9) and meta["unchecked_fields"] == ["lower_bound"]
+    assert meta["unit_total_squared_error"] == pytest.approx(E, rel=1e-9)
+    # the solve's own claims (its status, the dual value, the bound's kind) can no longer be told from edits
+    assert meta["unchecked_fields"] == ["lower_bound", "lower_bound_kind", "native_dual", "native_primal", "solver_status"]
     assert not (tmp_path / "edited.npz").exists() and not (tmp_path / "bound.npz").exists()
 
 
@@ -383,6 +385,12 @@ def test_write_checks_and_marks_metadata_built_by_hand(tmp_path):
     sio.write_strategy(Strategy(np.eye(8), {**claims, "unit_total_squared_error": 120.0, "lower_bound": 50.0}), tmp_path / "f.npz")
     meta = sio.read_strategy(tmp_path / "f.npz").meta
     assert meta["metadata_origin"] == "hand-written" and meta["unchecked_fields"] == ["lower_bound"]
+    # an outside audit: solver claims were sealed unchecked (a "dual" of 1e6 beside an error of 36 on prefix:8)
+    facts = {"workload": "prefix:8", "privacy": "approx", "unit_total_squared_error": 36.0, "solver_status": "optimal", "native_dual": 1e6}
+    sio.write_strategy(Strategy(np.eye(8), facts), tmp_path / "g.npz")
+    assert sio.read_strategy(tmp_path / "g.npz").meta["unchecked_fields"] == ["native_dual", "solver_status"]
+    with pytest.raises(InputError, match="supports_workload False, but the matrix supports"):
+        sio.write_strategy(Strategy(np.eye(8), {**facts, "supports_workload": False}), tmp_path / "h.npz")
     # what strategy_opt computed is written as it is, and read back unmarked
     s = so.solve("all-range:8", privacy="pure", method="identity")
     sio.write_strategy(s, tmp_path / "s.npz")
