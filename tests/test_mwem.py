@@ -207,3 +207,20 @@ def test_seeded_measurement_noise_has_the_reported_scale():
     # on a single cell every update renormalises to N, so the estimate is the noisy total itself
     noisy_total = 120.0 + np.random.default_rng(7).laplace(0.0, 11.0)
     assert r.x_hat[0] == pytest.approx(max(noisy_total, 1.0))
+
+
+def test_rounds_whose_work_is_unbounded_are_refused_up_front():
+    """An outside audit: rounds=1e11 was accepted and ran until killed (round 2222 after 170 s); the work grows with
+    the square of the rounds, and more than `MAX_UPDATES` cell updates are refused before any noise is drawn."""
+    from strategy_opt.exceptions import InputError
+    from strategy_opt.privacy import PureDP
+    from strategy_opt.programs.mwem import MAX_UPDATES, mwem
+    from strategy_opt.workload import prefix
+
+    x = np.arange(64.0)
+    with pytest.raises(InputError, match="cell updates"):
+        mwem(x, prefix(64), PureDP(1.0), rng=0, rounds=10**11)
+    rounds = int((2 * MAX_UPDATES / (10 * 64)) ** 0.5)  # just past the limit at the default 10 sweeps
+    with pytest.raises(InputError, match=f"rounds={rounds + 1} "):
+        mwem(x, prefix(64), PureDP(1.0), rng=0, rounds=rounds + 1)
+    assert mwem(x, prefix(64), PureDP(1.0), rng=0, rounds=20).answers.shape == (64,)

@@ -58,6 +58,9 @@ DEFAULT_ROUNDS = 10
 
 #: Default number of sweeps of the update over past measurements per round.
 DEFAULT_SWEEPS = 10
+#: Most cell updates (``rounds (rounds + 1) / 2 * sweeps * n``) accepted: the work grows with the square of the rounds
+#: (an outside audit's rounds=1e11 ran until killed); measured 2e8 updates in 1.6 s on one thread.
+MAX_UPDATES = 1e11
 
 #: Bound on the exponent of one multiplicative update (floating-point safety;
 #: reached only when a measurement's noise is many times the total N).
@@ -149,6 +152,12 @@ def _validated(x, workload: Workload, epsilon: float, rounds, sweeps) -> tuple[n
     x = check_histogram(x, workload.n, workload.domain)
     rounds = _check_count(rounds, "rounds")
     sweeps = _check_count(sweeps, "sweeps")
+    work = rounds * (rounds + 1) / 2 * sweeps * workload.n  # cell updates: round t sweeps over its t measurements
+    if work > MAX_UPDATES:
+        raise InputError(
+            f"mwem with rounds={rounds} and sweeps={sweeps} on {workload.n} cells makes about {work:.2g} cell updates "
+            f"(limit {MAX_UPDATES:.0e}, about 10 minutes; 2e8 took 1.6 s): lower rounds or sweeps"
+        )
     if not (np.isfinite(epsilon) and epsilon > 0):
         raise InputError(f"epsilon must be a positive number, got {epsilon!r}")
     return x, rounds, sweeps
