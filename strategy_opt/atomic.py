@@ -192,15 +192,10 @@ def check_answers_path(path: str | os.PathLike, inputs=()) -> None:
     check_not_input(path, inputs, writes=[Path(path), Path(path).with_name(Path(path).name + ".json")])
 
 
-def _read_files(p: str | os.PathLike) -> list[Path]:
-    """The files an input path stands for: a ``.csv`` strategy keeps its metadata beside it (``X.json``)."""
-    p = Path(p)
-    return [p, p.with_suffix(".json")] if p.suffix.lower() == ".csv" else [p]
-
-
 def strategy_files(path: str | os.PathLike) -> list[Path]:
-    """The files a strategy written to ``path`` occupies (a ``.csv`` strategy: also its ``.json`` metadata)."""
-    return _read_files(path)
+    """The files a strategy path stands for: itself and, for a ``.csv``, the ``.json`` metadata beside it."""
+    path = Path(path)
+    return [path, path.with_suffix(".json")] if path.suffix.lower() == ".csv" else [path]
 
 
 def check_not_input(path: str | os.PathLike, inputs=(), writes=None) -> None:
@@ -216,7 +211,7 @@ def check_not_input(path: str | os.PathLike, inputs=(), writes=None) -> None:
     for p in inputs:
         if p is None:
             continue
-        for f in _read_files(p):
+        for f in strategy_files(p):
             hit = written.get(f.resolve())
             if hit is None:
                 continue
