@@ -349,7 +349,10 @@ def findings(cache: dict) -> str:
         "size in one run, so their times compare; the l1-weighting/* columns after its completion-aware local search gained three "
         "starts, GreedyH's weights a fourth on 1-D hierarchical bases, and drops design queries: where it runs, up to 512 cells and up "
         "to 2048 for at most 512 design queries, many cells now have the identity's E_1), the 4096-cell rows at ac91737 (cead07e for "
-        "auto-pure). The minerror-l1 table after its p-identity candidate gained the n/16 start.",
+        "auto-pure); the svd-approx column at 64 and 256 cells at e2076e4, after its Program 3.4.3 search runs each smoothing stage "
+        "to convergence (E_1 about half what 60 steps a stage gave; 70-87 s at 256 cells, within its 120 s default budget), "
+        "measured alone, so its times compare with the others' only roughly. The minerror-l1 table at e2076e4 too (its "
+        "svd-approx candidate converged).",
     ]
     return "\n".join(lines)
 
