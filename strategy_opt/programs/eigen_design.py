@@ -439,8 +439,9 @@ def _kron_eigen(parts: list[_Eigen], rtol: float = 1e-9) -> _Eigen:
             hit = np.flatnonzero(where >= 0)
             if hit.size:
                 g, a = np.divmod(where[hit], members.shape[1])
-                block = product_rows(members[g].ravel()).reshape(hit.size, members.shape[1], -1)
-                out[hit] = np.einsum("hb,hbn->hn", R[g, :, a], block)
+                groups, which = np.unique(g, return_inverse=True)  # each group's rows built once
+                block = product_rows(members[groups].ravel()).reshape(groups.size, members.shape[1], -1)
+                out[hit] = np.einsum("gba,gbn->gan", R[groups], block)[which, a]
         return out
 
     return _Eigen(
@@ -472,6 +473,12 @@ def _product_eigenspace_rotations(parts: list[_Eigen], sizes: list[int], values:
             uniq, inv = np.unique(i, return_inverse=True)
             F = p.rows(uniq)[inv.reshape(i.shape)]  # groups x size x cells of this factor
             C *= np.einsum("gax,x,gbx->gab", F, p.cell_diag, F)
+        scale = np.abs(np.einsum("gaa->ga", C)).max(axis=1)
+        off = np.abs(C - np.einsum("gaa->ga", C)[:, :, None] * np.eye(size)).max(axis=(1, 2))
+        rotate = off > rtol * scale  # a diagonal compression (identity factors: every product basis) needs no rotation
+        if not rotate.any():
+            continue
+        members, C = members[rotate], C[rotate]
         _, R = np.linalg.eigh(C)
         position = np.full(values.size, -1)
         position[members.ravel()] = np.arange(members.size)
