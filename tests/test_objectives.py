@@ -595,6 +595,9 @@ def test_auto_pure_relative_objective_improves_on_the_total_optimal_strategy():
     s = solve("prefix:16", privacy="pure", method="auto", objective="relative")
     m = s.meta
     assert m["auto_choice"] == "auto-pure/reweighted" and m["auto_pure_reweighted"] == "relative"
+    # the certified bound on the total error that auto-pure computed for the total (a regression audit: prefix:512
+    # fell back to the weaker SVD bound, 3705 against 3842)
+    assert m["lower_bound_kind"] == "l2-optimum" and m["lower_bound"] <= m["unit_total_squared_error"]
     assert m["objective_value"] < 0.95 * m["auto_candidates"]["auto-pure"]
     W = np.tril(np.ones((16, 16)))
     u = per_query_variances(s.matrix, parse_spec("prefix:16"), 1)

@@ -218,14 +218,17 @@ def _baselines_under_objective(problem: Problem, weights: np.ndarray | None):
             yield name, strategy, value
 
 
-def _reweighted_auto_pure(problem: Problem, weights: np.ndarray):
+def _reweighted_auto_pure(problem: Problem, weights: np.ndarray, total_meta: dict | None = None):
     """auto-pure on ``diag(sqrt(c)) W`` for a linear epsilon-DP objective ``sum_i c_i u_i`` (weighted, relative).
 
     That objective is exactly the unit total error of the scaled workload, so
     auto-pure minimises it and its lower bound bounds it. Returns ``(strategy
     compiled for the problem's workload, objective value, lower bound, its
     kind)``, or None where it does not apply (other objectives, more than
-    `REWEIGHTED_MAX_ENTRIES` entries or `REWEIGHTED_MAX_N` cells).
+    `REWEIGHTED_MAX_ENTRIES` entries or `REWEIGHTED_MAX_N` cells). auto-pure
+    gets the options it knows; ``total_meta``, the metadata of auto-pure's
+    strategy for the total, gives its certified bound on the total error to the
+    compiled strategy (else the compiler's own, the SVD bound past small domains).
     """
     import scipy.sparse as sp
 
@@ -240,10 +243,16 @@ def _reweighted_auto_pure(problem: Problem, weights: np.ndarray):
     scaled = from_matrix(sp.diags(np.sqrt(weights)) @ sp.csr_matrix(W.matrix(), dtype=float), f"{problem.objective}-weighted({W.spec})", domain=W.domain)
     log.info("auto: auto-pure on the workload with rows scaled by the square roots of the %s weights (its total error is the objective)", problem.objective)
     t0 = time.perf_counter()
-    found = methods()["auto-pure"].func(Problem(scaled, privacy="pure", solver=problem.solver))
+    candidate = _candidate_problem(problem, "auto-pure")
+    options = candidate.options if isinstance(candidate, Problem) else {}
+    found = methods()["auto-pure"].func(Problem(scaled, privacy="pure", solver=problem.solver, options=options))
+    bound = {}
+    log10 = (total_meta or {}).get("lower_bound_log10")
+    if log10 is not None and math.isfinite(log10 * math.log(10) - W.log_scale):
+        bound = {"lower_bound": math.exp(log10 * math.log(10) - W.log_scale), "lower_bound_kind": total_meta.get("lower_bound_kind")}
     strategy = compile_strategy(
         found.matrix, replace(problem, objective="total", options={}), "auto-pure",
-        solver=found.meta.get("solver", "auto-pure"), status=found.meta.get("solver_status", "heuristic"), solve_seconds=time.perf_counter() - t0,
+        solver=found.meta.get("solver", "auto-pure"), status=found.meta.get("solver_status", "heuristic"), solve_seconds=time.perf_counter() - t0, **bound,
         extra={"auto_pure_reweighted": problem.objective, "auto_pure_choice": found.meta.get("auto_pure_choice")},
     )
     strategy.meta["method"] = "auto-pure/reweighted"  # auto's choice names it apart from auto-pure for the total
@@ -388,7 +397,8 @@ def auto(problem: Problem):
         weights = query_weights(problem)  # once: for relative it reads every query's norm
         constructions = list(_baselines_under_objective(problem, weights))
         try:
-            reweighted = _reweighted_auto_pure(problem, weights)
+            total = next((st.meta for name, st, _ in constructions if name == "auto-pure"), None)
+            reweighted = _reweighted_auto_pure(problem, weights, total)
         except (InputError, SolverError, np.linalg.LinAlgError) as exc:
             log.info("auto: auto-pure on the reweighted workload skipped (%s)", exc)
             failures["auto-pure/reweighted"], reweighted = exc, None
