@@ -751,7 +751,7 @@ def test_dawa_names_its_input_when_its_total_is_too_large(capsys, tmp_path):
     np.save(data, np.full(64, 1e15))
     out = tmp_path / "o.csv"
     err = refused(capsys, tmp_path, "-q", "release", "--method", "dawa", "--data", data, "--workload", "prefix:64", "--epsilon", 1, "--seed", 1, "--out", out, out=out)
-    assert err.startswith(f"strategy-opt: error: {data}: DAWA's input (twice the histogram's total count, plus 1/eps2): a value reaches "), err
+    assert err.startswith(f"strategy-opt: error: {data}: DAWA's input: a histogram whose total count reaches "), err
 
 
 # --------------------------------------------------------------------------- --out naming a directory

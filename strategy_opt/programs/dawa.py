@@ -38,8 +38,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..exceptions import InputError
-from ..executor import Release, check_histogram, check_noise_resolution, measure, release_sampler
+from ..defaults import NOISE_RESOLUTION
+from ..exceptions import InputError, PrecisionError
+from ..executor import Release, check_histogram, measure, release_sampler
 from ..partition import NOISE_RULES, bucket_counts, expand, private_partition
 from ..privacy import Privacy, PureDP
 from ..registry import register_release
@@ -179,13 +180,25 @@ def _check_resolution(x: np.ndarray, eps1: float, eps2: float) -> None:
     Both stages' noisy values are bounded by the total count t: a stage-1 cost
     by ``2 t + 1/eps2`` at a Laplace scale of at least ``1/eps1`` (Thm 6.1's
     ``(Delta + Delta_b)/eps1`` with ``Delta >= 1``), a stage-2 answer by
-    ``Delta_A t`` at scale ``Delta_A/eps2``. One check on that bound (the later
-    per-stage checks then always pass) makes a refusal depend on the data only
-    through t: an outside audit found neighbouring histograms refused by
-    different stages, with different messages, at epsilon = 4e9.
+    ``Delta_A t`` at scale ``Delta_A/eps2``, whose float64 spacing is at most
+    ``Delta_A t 2^-52``. The largest total both allow (`check_noise_resolution`'s
+    rule: spacing at most the scale / `NOISE_RESOLUTION`) is one threshold, so a
+    refusal depends on the data only through whether t reaches it (an outside
+    audit found neighbouring histograms refused by different stages, with
+    different messages, at epsilon = 4e9), and the per-stage checks then pass.
     """
-    scale = min(1.0 / eps1, 1.0 / eps2) if eps1 > 0 else 1.0 / eps2
-    check_noise_resolution([2.0 * float(x.sum()) + 1.0 / eps2], scale, "DAWA's input (twice the histogram's total count, plus 1/eps2)")
+    limits = [2.0**52 / (NOISE_RESOLUTION * eps2)]  # stage 2: t 2^-52 <= (1/eps2) / NOISE_RESOLUTION
+    stage1_scale = 1.0 / (eps1 * NOISE_RESOLUTION) if eps1 > 0 else math.inf
+    if math.isfinite(stage1_scale):  # stage 1: 2 t + 1/eps2 below the binade whose spacing exceeds that scale
+        top = 2.0 ** min(math.floor(math.log2(stage1_scale)) + 53, 1023)
+        limits.append((top - 1.0 / eps2) / 2.0)
+    limit = min(limits)  # inf where the noise itself is beyond float64 (refused when it is drawn)
+    if not float(x.sum()) < limit:
+        raise PrecisionError(
+            f"DAWA's input: a histogram whose total count reaches {limit:.5g} is too large for float64 to carry DAWA's noise "
+            f"(stage-1 scale at least {1.0 / eps1 if eps1 > 0 else math.inf:.3g}, stage-2 scale {1.0 / eps2:.3g}); rescale the data "
+            f"(count in larger units), split it into parts with smaller counts, or spend a smaller epsilon (larger noise)"
+        )
 
 
 #: DAWA's options and their defaults (those of `dawa_estimate`).
