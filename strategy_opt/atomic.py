@@ -183,13 +183,13 @@ def check_writable(path: str | os.PathLike) -> None:
         raise InputError(f"--out {str(path)!r} is a directory; give a file name")
 
 
-def check_answers_path(path: str | os.PathLike, inputs=()) -> None:
+def check_answers_path(path: str | os.PathLike, inputs=(), strategies=()) -> None:
     """Refuse an answers file name (``.npy``/``.csv``) that cannot be written or whose files (it and its
-    ``.json`` record) name one of ``inputs`` or the metadata a ``.csv`` input keeps beside it."""
+    ``.json`` record) name one of ``inputs`` or of ``strategies`` (with the metadata a ``.csv`` strategy keeps beside it)."""
     if Path(path).suffix.lower() not in (".npy", ".csv"):
         raise InputError(f"--out must end in .npy or .csv, got {str(path)!r}")
     check_writable(path)
-    check_not_input(path, inputs, writes=[Path(path), Path(path).with_name(Path(path).name + ".json")])
+    check_not_input(path, inputs, writes=[Path(path), Path(path).with_name(Path(path).name + ".json")], strategies=strategies)
 
 
 def strategy_files(path: str | os.PathLike) -> list[Path]:
@@ -198,20 +198,20 @@ def strategy_files(path: str | os.PathLike) -> list[Path]:
     return [path, path.with_suffix(".json")] if path.suffix.lower() == ".csv" else [path]
 
 
-def check_not_input(path: str | os.PathLike, inputs=(), writes=None) -> None:
+def check_not_input(path: str | os.PathLike, inputs=(), writes=None, strategies=()) -> None:
     """Refuse an output that would overwrite one of the command's input files (``None`` entries ignored).
 
-    ``writes`` are the files the output occupies (default: ``path`` alone); each
-    input stands for itself and, for a ``.csv``, the ``.json`` metadata beside it.
-    An answers file ``o.csv`` (record ``o.csv.json``) read from a strategy
-    ``o.csv.csv`` (metadata ``o.csv.json``) would otherwise destroy the
-    strategy's metadata and exit 0.
+    ``writes`` are the files the output occupies (default: ``path`` alone);
+    ``inputs`` stand for themselves, ``strategies`` (strategy files read) also
+    for the ``.json`` metadata a ``.csv`` strategy keeps beside it. An answers
+    file ``o.csv`` (record ``o.csv.json``) read from a strategy ``o.csv.csv``
+    (metadata ``o.csv.json``) would otherwise destroy the strategy's metadata
+    and exit 0.
     """
     written = {Path(w).resolve(): Path(w) for w in (writes if writes is not None else [path])}
-    for p in inputs:
-        if p is None:
-            continue
-        for f in strategy_files(p):
+    read = [(p, [Path(p)]) for p in inputs if p is not None] + [(p, strategy_files(p)) for p in strategies if p is not None]
+    for p, files in read:
+        for f in files:
             hit = written.get(f.resolve())
             if hit is None:
                 continue

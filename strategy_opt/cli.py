@@ -600,8 +600,8 @@ def _check_out(args) -> None:
     from .atomic import check_answers_path
     from .spec import file_paths
 
-    inputs = [getattr(args, "data", None), getattr(args, "strategy", None), *file_paths(args.workload)]
-    check_answers_path(args.out, inputs)
+    inputs = [getattr(args, "data", None), *file_paths(args.workload)]
+    check_answers_path(args.out, inputs, strategies=[getattr(args, "strategy", None)])
 
 
 def _cmd_run(args) -> int:
@@ -721,7 +721,7 @@ def _cmd_export(args) -> int:
     from .io import read_strategy, write_strategy
 
     strategy = read_strategy(args.strategy)
-    check_not_input(args.out, [args.strategy], writes=strategy_files(args.out))
+    check_not_input(args.out, writes=strategy_files(args.out), strategies=[args.strategy])
     check_writable(args.out)
     write_strategy(strategy, args.out)  # checks and marks metadata written by hand (`strategy_opt.api.checked_hand_written`)
     if strategy.unverified() is not None:

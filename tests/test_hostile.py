@@ -914,9 +914,12 @@ def test_out_never_overwrites_the_metadata_of_a_csv_strategy(files, capsys):
         refused(capsys, d, "export", d / "o.csv.csv", "--out", d / "o.csv.CSV", match="metadata of the input")
         assert (d / "o.csv.json").read_bytes() == meta
         assert cli("-q", "error", d / "o.csv.csv", "--workload", f"prefix:{N}") == 0  # still readable
+        # a data file has no metadata beside it (a regression audit: d.csv.csv as --data was refused)
+        np.savetxt(d / "d.csv.csv", np.arange(float(N)))
+        assert cli("-q", "run", d / "s.npz", "--data", d / "d.csv.csv", "--workload", f"prefix:{N}", "--epsilon", 1, "--seed", 1, "--out", d / "d.csv") == 0
     finally:
-        for f in ("o.csv.csv", "o.csv.json"):
-            (d / f).unlink()
+        for f in ("o.csv.csv", "o.csv.json", "d.csv.csv", "d.csv", "d.csv.json"):
+            (d / f).unlink(missing_ok=True)
 
 
 def test_deeply_nested_toml_is_one_line_not_a_traceback(tmp_path, capsys):
