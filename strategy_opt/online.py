@@ -565,6 +565,7 @@ class OnlineAnswerer:
         self._x = x
         self._rng = np.random.default_rng(rng)
         self.n = x.size
+        self._shape = np.shape(data)  # a query may come in the data's own (domain) shape
         self._H = np.zeros((0, self.n))
         self._y = np.zeros(0)
         self._alpha = np.zeros(0)
@@ -591,8 +592,11 @@ class OnlineAnswerer:
 
     def _query(self, query) -> np.ndarray:
         q = as_real(query, "query", f"coefficients (one per cell, {self.n} in all)")
-        if sum(d > 1 for d in q.shape) > 1:  # a matrix is several queries, not one (it was flattened)
-            raise InputError(f"query must be one vector of {self.n} coefficients, got an array of shape {q.shape}; answer its rows one at a time")
+        if sum(d > 1 for d in q.shape) > 1 and q.shape != self._shape:  # a matrix is several queries, not one (it was flattened)
+            raise InputError(
+                f"query must be one vector of {self.n} coefficients (or an array in the data's shape {self._shape}), "
+                f"got an array of shape {q.shape}; answer its rows one at a time"
+            )
         q = q.ravel()
         if q.size != self.n:
             raise InputError(f"query has {q.size} coefficients but the data has {self.n} cells")

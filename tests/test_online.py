@@ -441,3 +441,7 @@ def test_query_matrix_and_string_confidence_are_refused():
     with pytest.raises(InputError, match="confidence must be a number"):
         ans.answer([1, 0, 0, 1], 3, "0.5")
     assert ans.answer([[1, 0, 0, 1]], 3, 0.9).source == "fresh"  # one row of a matrix is one query
+    # a query in the data's own (domain) shape is one query (a regression audit: it was refused)
+    grid = OnlineAnswerer(np.arange(4.0).reshape(2, 2), 3.0, rng=0)
+    out = grid.answer([[1, 0], [0, 1]], 3, 0.9)
+    assert out.source == "fresh" and grid.history[0][-1].tolist() == [1, 0, 0, 1]
