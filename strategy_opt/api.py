@@ -286,19 +286,22 @@ def checked_hand_written(strategy: Strategy, where) -> Strategy:
         raise InputError(f"{where}: metadata states supports_workload {supported!r}, but the matrix supports {recorded!r}")
     if supported is not None and workload is None:
         unchecked.append("supports_workload")
-    unchecked += [k for k in SOLVER_FIELDS if strategy.meta.get(k) is not None]  # as stated (a bound computed here names its own kind)
+    unchecked += [k for k in SOLVER_FIELDS if strategy.meta.get(k) is not None]
+    unchecked += [k for k, bound in KIND_FIELDS.items() if strategy.meta.get(k) is not None and strategy.meta.get(bound) is not None]
     meta["metadata_origin"] = "hand-written"
     meta["unchecked_fields"] = sorted(set(unchecked))
     return Strategy(strategy.matrix, meta)
 
 
 #: Metadata numbers derived from the error and the bounds, which hand-written metadata must state consistently (`_check_derived`).
-DERIVED_FIELDS = ("unit_total_squared_error_log10", "svd_bound", "ratio_to_identity", "lower_bound_log10", "ratio_to_lower_bound", "relative_gap")
+DERIVED_FIELDS = ("unit_total_squared_error_log10", "svd_bound", "svd_bound_log10", "ratio_to_identity", "lower_bound_log10", "ratio_to_lower_bound", "relative_gap")
 #: Numbers about an objective other than the total, which the matrix alone does not decide (listed as unchecked).
-OBJECTIVE_FIELDS = ("objective_value", "objective_lower_bound")
+OBJECTIVE_FIELDS = ("objective_value", "objective_lower_bound", "objective_value_log10", "objective_lower_bound_log10")
 #: Claims about how the matrix was solved, which the matrix alone does not decide (listed as unchecked when present):
 #: an outside audit sealed hand-written ``solver_status: optimal`` and a ``native_dual`` of 1e6 beside an error of 36.
-SOLVER_FIELDS = ("solver_status", "native_dual", "native_primal", "lower_bound_kind", "objective_lower_bound_kind")
+SOLVER_FIELDS = ("solver_status", "native_dual", "native_primal")
+#: The kind of a stated bound is unchecked with it (a bound computed here names its own kind).
+KIND_FIELDS = {"lower_bound_kind": "lower_bound", "objective_lower_bound_kind": "objective_lower_bound"}
 
 
 def _check_derived(A, meta: dict, report: dict, workload, where: str, recorded: str, privacy: str) -> list[str]:
@@ -316,6 +319,7 @@ def _check_derived(A, meta: dict, report: dict, workload, where: str, recorded: 
     truth = {
         "unit_total_squared_error_log10": (report.get("unit_total_squared_error_log10"), 1e-9),
         "svd_bound": (report.get("svd_bound"), None),
+        "svd_bound_log10": (report.get("svd_bound_log10"), 1e-9),
         "ratio_to_identity": (ratio_to_identity(A, workload, 1 if privacy == "pure" else 2, scaled), None),
     }
     bound = meta.get("lower_bound")

@@ -391,6 +391,16 @@ def test_write_checks_and_marks_metadata_built_by_hand(tmp_path):
     assert sio.read_strategy(tmp_path / "g.npz").meta["unchecked_fields"] == ["native_dual", "solver_status"]
     with pytest.raises(InputError, match="supports_workload False, but the matrix supports"):
         sio.write_strategy(Strategy(np.eye(8), {**facts, "supports_workload": False}), tmp_path / "h.npz")
+    # a regression audit: the new log10 fields were sealed unchecked (svd_bound_log10 99, true 1.2188), and a kind
+    # stated without its bound was listed as unchecked though the bound (and its kind) are computed here
+    base = {"workload": "prefix:8", "privacy": "pure"}
+    with pytest.raises(InputError, match="metadata states svd_bound_log10 99 but the matrix gives 1.21883"):
+        sio.write_strategy(Strategy(np.eye(8), {**base, "svd_bound_log10": 99}), tmp_path / "i.npz")
+    sio.write_strategy(Strategy(np.eye(8), {**base, "objective": "relative", "objective_lower_bound_log10": 50}), tmp_path / "j.npz")
+    assert sio.read_strategy(tmp_path / "j.npz").meta["unchecked_fields"] == ["objective_lower_bound_log10"]
+    sio.write_strategy(Strategy(np.eye(8), {**base, "lower_bound_kind": "dual-certificate"}), tmp_path / "k.npz")
+    meta = sio.read_strategy(tmp_path / "k.npz").meta
+    assert meta["unchecked_fields"] == [] and meta["lower_bound_kind"] == "svd-bound"
     # what strategy_opt computed is written as it is, and read back unmarked
     s = so.solve("all-range:8", privacy="pure", method="identity")
     sio.write_strategy(s, tmp_path / "s.npz")
