@@ -114,7 +114,7 @@ def is_seed(value) -> bool:
     >>> is_seed(0), is_seed(np.int64(7)), is_seed(1.0), is_seed(1e20), is_seed(-1), is_seed(True)
     (True, True, False, False, False, False)
     """
-    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= 0
+    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and bool(value >= 0)
 
 
 def problem_dir() -> Path:
