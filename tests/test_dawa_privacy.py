@@ -171,7 +171,7 @@ def test_precision_refusal_depends_only_on_the_total(rho):
     dawa_estimate(np.array([0.0, 0.0, 0.0, 10.0]), identity(4), 4 * 2**30, rng=1, rho=rho)  # a small total passes
 
 
-@pytest.mark.parametrize("x, epsilon", [(np.array([0.0] * 15 + [2.0**48]), 1.0), (np.full(64, 5e6), 1e6)])
+@pytest.mark.parametrize("x, epsilon", [(np.array([0.0] * 15 + [2.0**48]), 1.0), (np.full(64, 5e6), 1e6), (np.array([0.0] * 15 + [5e14]), 1.0), (np.full(16, 5e14 / 16), 1.0)])
 def test_totals_the_per_stage_checks_accepted_are_still_released(x, epsilon):
     """A regression audit: the first up-front check (2 t + 1/eps2 at the smaller stage's scale) refused these two,
     which the per-stage checks had released; the threshold is now each stage's own, and the per-stage checks pass."""

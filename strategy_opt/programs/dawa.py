@@ -41,7 +41,7 @@ import scipy.sparse as sp
 from ..defaults import NOISE_RESOLUTION
 from ..exceptions import InputError, PrecisionError
 from ..executor import Release, check_histogram, measure, release_sampler
-from ..partition import NOISE_RULES, bucket_counts, expand, private_partition
+from ..partition import NOISE_RULES, bucket_counts, cost_noise_scales, expand, private_partition
 from ..privacy import Privacy, PureDP
 from ..registry import register_release
 from ..workload import ExplicitWorkload, Workload
@@ -156,7 +156,7 @@ def dawa_estimate(
         eps2 = epsilon - eps1
         while Fraction(eps1) + Fraction(eps2) > Fraction(epsilon):  # the stages' exact sum stays within epsilon (math.fsum rounds: 0.025 + 0.07500000000000001 passed it at 0.1)
             eps2 = math.nextafter(eps2, 0.0)
-    _check_resolution(x, eps1, eps2)
+    _check_resolution(x, eps1, eps2, bool(all_intervals), noise)
     if eps1 == 0.0:
         edges = np.arange(n + 1)
     else:
@@ -174,30 +174,49 @@ def dawa_estimate(
     return DawaResult(x_hat, edges, order, tree, eps1, eps2, scale)
 
 
-def _check_resolution(x: np.ndarray, eps1: float, eps2: float) -> None:
+#: Relative margin on GreedyH's strategy sensitivity (1 up to rounding: 1.0000000000000002 measured) in the
+#: stage-2 limit of `_check_resolution`.
+_SENSITIVITY_MARGIN = 1e-12
+
+
+def _binade_top(scale: float) -> float:
+    """The least power of two that `check_noise_resolution` refuses a value at for noise of ``scale`` (inf past float64)."""
+    if not 0.0 < scale < math.inf:
+        return math.inf
+    e = math.floor(math.log2(scale / NOISE_RESOLUTION)) + 53
+    return 2.0**e if e < 1024 else math.inf
+
+
+def _check_resolution(x: np.ndarray, eps1: float, eps2: float, all_intervals: bool, noise: str) -> None:
     """Refuse, before any noise, a histogram whose total is too large for float64 to carry either stage's noise.
 
-    Both stages' noisy values are bounded by the total count t: a stage-1 cost
-    by ``2 t + 1/eps2`` at a Laplace scale of at least ``1/eps1`` (Thm 6.1's
-    ``(Delta + Delta_b)/eps1`` with ``Delta >= 1``), a stage-2 answer by
-    ``Delta_A t`` at scale ``Delta_A/eps2``, whose float64 spacing is at most
-    ``Delta_A t 2^-52``. The largest total both allow (`check_noise_resolution`'s
-    rule: spacing at most the scale / `NOISE_RESOLUTION`) is one threshold, so a
-    refusal depends on the data only through whether t reaches it (an outside
-    audit found neighbouring histograms refused by different stages, with
-    different messages, at epsilon = 4e9), and the per-stage checks then pass.
+    Both stages' noisy values are bounded through the total count t alone: a
+    stage-1 cost of a bucket of length L by ``2 t (1 - 1/L) + 1/eps2`` at its
+    Laplace scale (Thm 6.1, `cost_noise_scales`), a stage-2 answer by ``t``
+    (GreedyH's strategy has sensitivity 1, up to rounding) at scale ``1/eps2``.
+    The largest total all of them allow under `check_noise_resolution`'s rule is
+    one threshold, so a refusal depends on the data only through whether t
+    reaches it (an outside audit found neighbouring histograms refused by
+    different stages, with different messages, at epsilon = 4e9), and the
+    per-stage checks then pass. Limits that no data could meet (the noise
+    itself beyond float64) are left to the checks that refuse them for every data.
+    The price is a refusal of some histograms whose buckets the per-stage checks
+    would have passed (arange(16) at epsilon 1e13: every bucket's total is below
+    64, the whole total is not); at epsilon 1 the threshold is about 5.6e14.
     """
-    limits = [2.0**52 / (NOISE_RESOLUTION * eps2)]  # stage 2: t 2^-52 <= (1/eps2) / NOISE_RESOLUTION
-    stage1_scale = 1.0 / (eps1 * NOISE_RESOLUTION) if eps1 > 0 else math.inf
-    if math.isfinite(stage1_scale):  # stage 1: 2 t + 1/eps2 below the binade whose spacing exceeds that scale
-        top = 2.0 ** min(math.floor(math.log2(stage1_scale)) + 53, 1023)
-        limits.append((top - 1.0 / eps2) / 2.0)
-    limit = min(limits)  # inf where the noise itself is beyond float64 (refused when it is drawn)
+    limits = [_binade_top(1.0 / eps2 * (1.0 - _SENSITIVITY_MARGIN)) * (1.0 - _SENSITIVITY_MARGIN)]
+    if eps1 > 0:
+        lengths = np.arange(1, x.size + 1) if all_intervals else 1 << np.arange(int(x.size).bit_length())
+        lengths = lengths[(lengths <= x.size) & (lengths > 1)]
+        for L, scale in zip(lengths, cost_noise_scales(lengths, eps1, noise)):
+            limits.append((_binade_top(float(scale)) - 1.0 / eps2) / (2.0 * (1.0 - 1.0 / L)))
+    limits = [v for v in limits if v > 0]
+    limit = min(limits, default=math.inf)
     if not float(x.sum()) < limit:
         raise PrecisionError(
             f"DAWA's input: a histogram whose total count reaches {limit:.5g} is too large for float64 to carry DAWA's noise "
-            f"(stage-1 scale at least {1.0 / eps1 if eps1 > 0 else math.inf:.3g}, stage-2 scale {1.0 / eps2:.3g}); rescale the data "
-            f"(count in larger units), split it into parts with smaller counts, or spend a smaller epsilon (larger noise)"
+            f"(stage-2 scale {1.0 / eps2:.3g}); rescale the data (count in larger units), split it into parts with smaller "
+            f"counts, or spend a smaller epsilon (larger noise)"
         )
 
 
