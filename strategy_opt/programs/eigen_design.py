@@ -464,15 +464,27 @@ def _product_eigenspace_rotations(parts: list[_Eigen], sizes: list[int], values:
     close = np.abs(np.diff(w[kept])) <= rtol * w[kept][:-1]  # relative: the products that coincide, not all small ones
     starts = np.flatnonzero(np.concatenate([[True], ~close]))
     lengths = np.diff(np.append(starts, kept.size))
+    # a factor whose cells' Gram diagonal is constant (identity, identity + total) has a diagonal compression
+    # (v_i^T D v_k = d delta_ik): products differing there are orthogonal under D whatever the rest
+    constant = [bool(np.ptp(p.cell_diag) <= rtol * np.abs(p.cell_diag).max()) for p in parts]
     out = []
     for size in np.unique(lengths[lengths > 1]):
         first = starts[lengths == size]
         members = order[kept[first[:, None] + np.arange(size)[None, :]]]  # groups x size product indices
+        index = np.unravel_index(members, sizes)
+        varying = [(i != i[:, :1]).any(axis=1) for i in index]  # per factor: do the group's members differ there
+        needed = np.zeros(members.shape[0], dtype=bool)
+        for c, v in zip(constant, varying):
+            if not c:
+                needed |= v
+        if not needed.any():
+            continue
+        members, index = members[needed], [i[needed] for i in index]
         C = np.ones((members.shape[0], size, size))
-        for p, i in zip(parts, np.unravel_index(members, sizes)):
+        for p, i in zip(parts, index):
             uniq, inv = np.unique(i, return_inverse=True)
             F = p.rows(uniq)[inv.reshape(i.shape)]  # groups x size x cells of this factor
-            C *= np.einsum("gax,x,gbx->gab", F, p.cell_diag, F)
+            C *= np.matmul(F * p.cell_diag, F.transpose(0, 2, 1))
         scale = np.abs(np.einsum("gaa->ga", C)).max(axis=1)
         off = np.abs(C - np.einsum("gaa->ga", C)[:, :, None] * np.eye(size)).max(axis=(1, 2))
         rotate = off > rtol * scale  # a diagonal compression (identity factors: every product basis) needs no rotation
