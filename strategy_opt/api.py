@@ -287,7 +287,11 @@ def checked_hand_written(strategy: Strategy, where) -> Strategy:
     if supported is not None and workload is None:
         unchecked.append("supports_workload")
     unchecked += [k for k in SOLVER_FIELDS if strategy.meta.get(k) is not None]
-    unchecked += [k for k, bound in KIND_FIELDS.items() if strategy.meta.get(k) is not None and strategy.meta.get(bound) is not None]
+    for kind, bound in KIND_FIELDS.items():
+        if meta.get(kind) is not None and meta.get(bound) is None:  # a kind with no bound describes nothing: dropped
+            del meta[kind]
+        elif strategy.meta.get(kind) is not None and strategy.meta.get(bound) is not None:
+            unchecked.append(kind)
     meta["metadata_origin"] = "hand-written"
     meta["unchecked_fields"] = sorted(set(unchecked))
     return Strategy(strategy.matrix, meta)
@@ -300,7 +304,7 @@ OBJECTIVE_FIELDS = ("objective_value", "objective_lower_bound", "objective_value
 #: Claims about how the matrix was solved, which the matrix alone does not decide (listed as unchecked when present):
 #: an outside audit sealed hand-written ``solver_status: optimal`` and a ``native_dual`` of 1e6 beside an error of 36.
 SOLVER_FIELDS = ("solver_status", "native_dual", "native_primal")
-#: The kind of a stated bound is unchecked with it (a bound computed here names its own kind).
+#: The kind of a stated bound is unchecked with it (a bound computed here names its own kind; a kind with no bound is dropped).
 KIND_FIELDS = {"lower_bound_kind": "lower_bound", "objective_lower_bound_kind": "objective_lower_bound"}
 
 

@@ -592,7 +592,8 @@ class OnlineAnswerer:
 
     def _query(self, query) -> np.ndarray:
         q = as_real(query, "query", f"coefficients (one per cell, {self.n} in all)")
-        if sum(d > 1 for d in q.shape) > 1 and q.shape != self._shape:  # a matrix is several queries, not one (it was flattened)
+        grid = tuple(d for d in self._shape if d > 1)  # the data's shape without its singleton axes
+        if sum(d > 1 for d in q.shape) > 1 and tuple(d for d in q.shape if d > 1) != grid:  # a matrix is several queries, not one
             raise InputError(
                 f"query must be one vector of {self.n} coefficients (or an array in the data's shape {self._shape}), "
                 f"got an array of shape {q.shape}; answer its rows one at a time"

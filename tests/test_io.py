@@ -401,6 +401,10 @@ def test_write_checks_and_marks_metadata_built_by_hand(tmp_path):
     sio.write_strategy(Strategy(np.eye(8), {**base, "lower_bound_kind": "dual-certificate"}), tmp_path / "k.npz")
     meta = sio.read_strategy(tmp_path / "k.npz").meta
     assert meta["unchecked_fields"] == [] and meta["lower_bound_kind"] == "svd-bound"
+    # with no workload recorded, a kind with no bound describes nothing and is dropped (a second regression audit)
+    sio.write_strategy(Strategy(np.eye(8), {"lower_bound_kind": "dual-certificate", "objective_lower_bound_kind": "x"}), tmp_path / "l.npz")
+    meta = sio.read_strategy(tmp_path / "l.npz").meta
+    assert meta.get("lower_bound_kind") is None and meta.get("objective_lower_bound_kind") is None
     # what strategy_opt computed is written as it is, and read back unmarked
     s = so.solve("all-range:8", privacy="pure", method="identity")
     sio.write_strategy(s, tmp_path / "s.npz")

@@ -602,3 +602,14 @@ def test_auto_pure_relative_objective_improves_on_the_total_optimal_strategy():
     W = np.tril(np.ones((16, 16)))
     u = per_query_variances(s.matrix, parse_spec("prefix:16"), 1)
     assert m["objective_value"] == pytest.approx(float(u @ (1 / (W * W).sum(axis=1))), rel=1e-12)
+
+
+def test_auto_pure_options_reach_the_reweighted_run(capsys):
+    """A regression audit: under epsilon-DP with a relative objective auto refused --option time_budget ("unknown
+    option"), so auto-pure's options never reached the reweighted run; they do now, and a bad value is refused."""
+    from strategy_opt.exceptions import OptionError
+
+    s = solve("prefix:16", privacy="pure", method="auto", objective="relative", time_budget=0.5, seed=3)
+    assert s.meta["objective"] == "relative" and "auto-pure/reweighted" in s.meta["auto_candidates"]
+    with pytest.raises(OptionError, match="time_budget"):
+        solve("prefix:16", privacy="pure", method="auto", objective="relative", time_budget=-1)

@@ -445,3 +445,12 @@ def test_query_matrix_and_string_confidence_are_refused():
     grid = OnlineAnswerer(np.arange(4.0).reshape(2, 2), 3.0, rng=0)
     out = grid.answer([[1, 0], [0, 1]], 3, 0.9)
     assert out.source == "fresh" and grid.history[0][-1].tolist() == [1, 0, 0, 1]
+
+
+def test_query_in_the_data_shape_without_its_singleton_axes():
+    """A second regression audit: on data of shape (4, 1, 4) a (4, 4) query (same cells, singleton axis dropped) was
+    refused after the matrix check; it is one query."""
+    ans = OnlineAnswerer(np.arange(16.0).reshape(4, 1, 4), 5.0, rng=0)
+    assert ans.answer(np.ones((4, 4)), 50, 0.9).source == "fresh"
+    with pytest.raises(InputError, match="one vector of 16 coefficients"):
+        ans.answer(np.ones((2, 8)), 50, 0.9)

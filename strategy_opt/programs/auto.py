@@ -341,6 +341,9 @@ def auto(problem: Problem):
     if not names:  # a non-total objective no epsilon-DP optimiser minimises: the constructions are evaluated under it
         log.info("auto: no %s method minimises objective %r; evaluating the constructions (and auto-pure's strategy for the total) under it", problem.privacy, problem.objective)
     known = set().union(*(table[k].options or () for k in names))
+    reweighted = problem.privacy == "pure" and problem.objective in LINEAR_OBJECTIVES and problem.objective != "total" and "auto-pure" in table
+    if reweighted:
+        known |= set(table["auto-pure"].options or ())  # the reweighted auto-pure run takes them (`_reweighted_auto_pure`)
     if problem.objective not in UNWEIGHTED_OBJECTIVES:
         known.add("weights")  # read by the objective itself (`query_weights`)
     unknown = sorted(set(problem.options) - known)
@@ -349,7 +352,7 @@ def auto(problem: Problem):
     if unknown:
         raise InputError(f"method 'auto': unknown option(s) {', '.join(map(repr, unknown))}; its candidates' options: {', '.join(sorted(known)) or 'none'}")
     for key, value in sorted(problem.options.items()):  # say where each option goes: the others' results do not use it
-        takers = [k for k in names if key in (table[k].options or ())]
+        takers = [k for k in names if key in (table[k].options or ())] + (["auto-pure/reweighted"] if reweighted and key in (table["auto-pure"].options or ()) else [])
         log.info("auto: option %s=%s applies to %s only", key, value, ", ".join(takers))
     best, errors, failures, bounds = None, {}, {}, {}
     rank = {}  # log10 of each candidate's objective value: values beyond float64 (all-predicate:1100) still compare
@@ -399,6 +402,8 @@ def auto(problem: Problem):
         try:
             total = next((st.meta for name, st, _ in constructions if name == "auto-pure"), None)
             reweighted = _reweighted_auto_pure(problem, weights, total)
+        except OptionError:
+            raise  # a bad option value is the user's to fix
         except (InputError, SolverError, np.linalg.LinAlgError) as exc:
             log.info("auto: auto-pure on the reweighted workload skipped (%s)", exc)
             failures["auto-pure/reweighted"], reweighted = exc, None
