@@ -180,3 +180,19 @@ def test_totals_the_per_stage_checks_accepted_are_still_released(x, epsilon):
 
     res = dawa_estimate(x, prefix(x.size), epsilon, rng=1)
     assert res.x_hat.shape == x.shape
+
+
+def test_resolution_limit_is_not_halved_and_blames_epsilon_when_no_count_fits():
+    """A third regression audit: where 1/eps2 is a power of two the limit was halved (a 3e14 spike at epsilon 1 with
+    rho 0, released at the session start, was refused), and at epsilon 1e16 a single count was refused as "data too
+    large". Released now, and the refusal names the epsilon."""
+    from strategy_opt.exceptions import PrecisionError
+    from strategy_opt.programs.dawa import dawa_estimate
+    from strategy_opt.workload import all_range
+
+    x = np.zeros(16)
+    x[0] = 3e14
+    assert dawa_estimate(x, all_range(16), 1.0, rng=1, rho=0.0).x_hat.shape == (16,)
+    assert dawa_estimate(x, all_range(16), 2.0, rng=1, rho=0.5).x_hat.shape == (16,)
+    with pytest.raises(PrecisionError, match="use a smaller epsilon"):
+        dawa_estimate(np.eye(16)[0], all_range(16), 1e16, rng=1)

@@ -353,7 +353,7 @@ def auto(problem: Problem):
         raise InputError(f"method 'auto': unknown option(s) {', '.join(map(repr, unknown))}; its candidates' options: {', '.join(sorted(known)) or 'none'}")
     for key, value in sorted(problem.options.items()):  # say where each option goes: the others' results do not use it
         takers = [k for k in names if key in (table[k].options or ())] + (["auto-pure/reweighted"] if reweighted and key in (table["auto-pure"].options or ()) else [])
-        log.info("auto: option %s=%s applies to %s only", key, value, ", ".join(takers))
+        log.info("auto: option %s=%s applies to %s only", key, value, ", ".join(takers) or "the objective")  # weights
     best, errors, failures, bounds = None, {}, {}, {}
     rank = {}  # log10 of each candidate's objective value: values beyond float64 (all-predicate:1100) still compare
     searched_b = None  # the best H_b branching found by auto-pure, when it ran

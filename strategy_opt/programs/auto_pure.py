@@ -53,9 +53,11 @@ AUTO_SVD_MAX_N = 64
 #: strategies waste budget on directions no query asks for), up to this many: measured on Gaussian
 #: 5 x n workloads and a rank-3 40 x 100 one, svd-approx's E_1 is 0.35-0.74 of p-identity's, in 0.1-1.3 s.
 AUTO_SVD_LOW_RANK_MAX_N = 1024
-#: Most seconds of svd-approx's Program 3.4.3 search inside auto-pure (it converges in 1-2 s at 64 cells; it rarely
-#: wins on full-rank workloads, and 3 s made auto 1.5-2.8x slower there), and the least it gets once the budget is spent.
+#: Most seconds of svd-approx's Program 3.4.3 search inside auto-pure, and the least it gets once the budget is spent ...
 AUTO_SVD_SECONDS, MIN_SEARCH_SECONDS = 1.0, 0.1
+#: ... and its steps per smoothing stage there: a candidate among many, it rarely wins on full-rank workloads, and
+#: running stages to convergence (1-2 s at 64 cells) made auto 1.4-2.8x slower for the same choice.
+AUTO_SVD_STAGE_STEPS = 60
 #: auto-pure runs GreedyH up to this many cells: its strategy is analysed densely (16384 cells:
 #: 80 s and 6.5 GB, where p-identity's Kronecker strategy was 0.68x its E_1).
 AUTO_GREEDY_H_MAX_N = 4096
@@ -185,7 +187,7 @@ def auto_pure(problem: Problem):
 
         # its Program 3.4.3 search gets what is left of the budget, at most AUTO_SVD_SECONDS
         svd_seconds = min(AUTO_SVD_SECONDS, max(float(budget) - (time.perf_counter() - t0), MIN_SEARCH_SECONDS))
-        attempt("svd-approx", lambda: compiled(svd_approx(sub.with_options(time_budget=svd_seconds)), "svd-approx"))
+        attempt("svd-approx", lambda: compiled(svd_approx(sub.with_options(time_budget=svd_seconds, stage_steps=AUTO_SVD_STAGE_STEPS)), "svd-approx"))
     if n <= AUTO_MINERROR_L1_MAX_N:
         from .minerror_l1 import minerror_l1
 

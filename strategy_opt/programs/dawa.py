@@ -174,8 +174,8 @@ def dawa_estimate(
     return DawaResult(x_hat, edges, order, tree, eps1, eps2, scale)
 
 
-#: Relative margin on GreedyH's strategy sensitivity (1 up to rounding: 1.0000000000000002 measured) in the
-#: stage-2 limit of `_check_resolution`.
+#: Relative rounding margin of `_check_resolution`'s limits (GreedyH's strategy sensitivity, 1.0000000000000002
+#: measured; the rounding of a computed stage-1 cost).
 _SENSITIVITY_MARGIN = 1e-12
 
 
@@ -202,16 +202,25 @@ def _check_resolution(x: np.ndarray, eps1: float, eps2: float, all_intervals: bo
     itself beyond float64) are left to the checks that refuse them for every data.
     The price is a refusal of some histograms whose buckets the per-stage checks
     would have passed (arange(16) at epsilon 1e13: every bucket's total is below
-    64, the whole total is not); at epsilon 1 the threshold is about 5.6e14.
+    64, the whole total is not; flat data, whose deviations are zero, up to 15x
+    the limit); at epsilon 1 the threshold is about 5.6e14 (rho 0.25).
     """
-    limits = [_binade_top(1.0 / eps2 * (1.0 - _SENSITIVITY_MARGIN)) * (1.0 - _SENSITIVITY_MARGIN)]
+    # stage 2: values up to Delta_A t at scale Delta_A / eps2, Delta_A = 1 up to rounding (1.0 or 1.0000000000000002
+    # over 315 GreedyH strategies measured, never below 1)
+    limits = [_binade_top(1.0 / eps2) * (1.0 - _SENSITIVITY_MARGIN)]
     if eps1 > 0:
         lengths = np.arange(1, x.size + 1) if all_intervals else 1 << np.arange(int(x.size).bit_length())
         lengths = lengths[(lengths <= x.size) & (lengths > 1)]
         for L, scale in zip(lengths, cost_noise_scales(lengths, eps1, noise)):
-            limits.append((_binade_top(float(scale)) - 1.0 / eps2) / (2.0 * (1.0 - 1.0 / L)))
+            # the margin covers the rounding of the computed cost dev + 1/eps2 (it reached 2^e exactly in an audit)
+            limits.append((_binade_top(float(scale)) * (1.0 - _SENSITIVITY_MARGIN) - 1.0 / eps2) / (2.0 * (1.0 - 1.0 / L)))
     limits = [v for v in limits if v > 0]
     limit = min(limits, default=math.inf)
+    if limit < 1.0:  # no histogram with a count in it fits: the epsilon, not the data, is the cause
+        raise PrecisionError(
+            f"DAWA at epsilon {eps1 + eps2:g}: its noise (stage-2 scale {1.0 / eps2:.3g}) is finer than float64 resolves "
+            f"at any count of 1 or more; use a smaller epsilon"
+        )
     if not float(x.sum()) < limit:
         raise PrecisionError(
             f"DAWA's input: a histogram whose total count reaches {limit:.5g} is too large for float64 to carry DAWA's noise "

@@ -38,6 +38,9 @@ time_budget : float
     leaves goes to the next). Each smoothing stage runs until it stalls;
     measured on one thread: 0.4 s at 16 cells, 1.5-2 s at 64, about 120 s at
     256 (all-range:256: sensitivity 0.32 of the closed form's).
+stage_steps : int
+    Most descent steps per smoothing stage (default `_MAX_STEPS_PER_STAGE`;
+    auto-pure, for which svd-approx is one candidate among many, runs 60).
 
 Lower bound (``meta``): the certified (epsilon, delta) bound of
 `strategy_opt.pure_bound` (kind ``l2-optimum``, or ``l2-dual`` when its solve
@@ -59,7 +62,7 @@ import numpy as np
 from ..compiler import compile_strategy
 from ..defaults import EIG_RTOL
 from ..exceptions import InputError, OptionError, setting
-from ..problem import Problem, is_number
+from ..problem import Problem, is_number, is_seed
 from ..pure_bound import lower_bound_facts
 from ..registry import register_method
 from ..resources import require_memory
@@ -123,12 +126,12 @@ def _retract(Y: np.ndarray) -> np.ndarray:
     return Q * np.where(np.diag(R) < 0, -1.0, 1.0)[None, :]
 
 
-def _descend(Q: np.ndarray, A: np.ndarray, deadline: float, label: str = "") -> tuple[np.ndarray, float, int]:
+def _descend(Q: np.ndarray, A: np.ndarray, deadline: float, label: str = "", stage_steps: int = _MAX_STEPS_PER_STAGE) -> tuple[np.ndarray, float, int]:
     """Local Stiefel descent from Q; returns the best Q by true sensitivity, that sensitivity and the steps taken.
 
     Each smoothing stage runs until its smoothed sensitivity stalls (less than
     `_STAGE_RTOL` decrease over `_STALL_WINDOW` steps), at most
-    `_MAX_STEPS_PER_STAGE` steps, or until ``deadline``.
+    ``stage_steps`` steps (default `_MAX_STEPS_PER_STAGE`), or until ``deadline``.
     """
     scale = float(np.abs(A).mean())
     best_Q, best_s = Q, float(np.abs(Q @ A).sum(axis=0).max())
@@ -140,7 +143,7 @@ def _descend(Q: np.ndarray, A: np.ndarray, deadline: float, label: str = "") -> 
         f, gB = _smoothed(Q @ A, tau, mu)
         eta = 1.0 / max(float(np.linalg.norm(gB @ A.T)), 1e-300)
         recent = [f]
-        for _ in range(_MAX_STEPS_PER_STAGE):
+        for _ in range(stage_steps):
             if time.perf_counter() > deadline:
                 return best_Q, best_s, steps
             if len(recent) > _STALL_WINDOW and recent[-1] > (1.0 - _STAGE_RTOL) * recent[-1 - _STALL_WINDOW]:
@@ -166,7 +169,7 @@ def _descend(Q: np.ndarray, A: np.ndarray, deadline: float, label: str = "") -> 
     return best_Q, best_s, steps
 
 
-def min_l1_factor(A: np.ndarray, rows: int, V: np.ndarray | None = None, time_limit: float = math.inf) -> tuple[np.ndarray, dict]:
+def min_l1_factor(A: np.ndarray, rows: int, V: np.ndarray | None = None, time_limit: float = math.inf, stage_steps: int = _MAX_STEPS_PER_STAGE) -> tuple[np.ndarray, dict]:
     """Program 3.4.3, locally: a factor ``Q A`` (``Q^T Q = I``, ``rows`` rows) of small L1 sensitivity.
 
     Parameters
@@ -179,6 +182,8 @@ def min_l1_factor(A: np.ndarray, rows: int, V: np.ndarray | None = None, time_li
         Eigenvectors such that ``V A`` is the symmetric square root (a second start).
     time_limit : float
         Seconds for the whole search.
+    stage_steps : int
+        Most descent steps per smoothing stage.
 
     Returns
     -------
@@ -198,7 +203,7 @@ def min_l1_factor(A: np.ndarray, rows: int, V: np.ndarray | None = None, time_li
     for i, (name, Q0) in enumerate(starts.items()):
         start_deadline = time.perf_counter() + (deadline - time.perf_counter()) / (len(starts) - i)  # an equal share of what is left
         with one_blas_thread():  # many small products: marginals:4x4x4x4:2 took 120-206 s on two threads under load, 1.1 s on one
-            Q, s, steps = _descend(Q0, A, start_deadline, name)
+            Q, s, steps = _descend(Q0, A, start_deadline, name, stage_steps)
         total_steps += steps
         log.info("svd-approx: Program 3.4.3 search from %s: sensitivity %.6g -> %.6g in %d steps", name, s0, s, steps)
         if s < best[1]:
@@ -209,7 +214,7 @@ def min_l1_factor(A: np.ndarray, rows: int, V: np.ndarray | None = None, time_li
 
 @register_method(
     "svd-approx",
-    options=("refine", "rows", "time_budget"),
+    options=("refine", "rows", "time_budget", "stage_steps"),
     privacy=("pure",),
     source="Li 2013, Sec. 3.4.2.2-3.4.2.3, Thm 3.8, Program 3.4.3; completion Sec. 3.4.3",
     summary="epsilon-DP: closed form diag(sqrt(xi)) P_W^T, local min-L1 rotation (Program 3.4.3), column completion; any n, refined for n <= 512",
@@ -245,9 +250,10 @@ def svd_approx(problem: Problem):
     budget = problem.option(
         "time_budget", min(problem.solver.time_limit, SEARCH_SECONDS), lambda v: is_number(v) and v > 0, "a positive number of seconds", method="svd-approx"
     )
+    stage_steps = problem.option("stage_steps", _MAX_STEPS_PER_STAGE, lambda v: is_seed(v) and v >= 1, "an integer >= 1", method="svd-approx")
     extra = {"rank": int(A.shape[0]), "refined": bool(refine)}
     if refine:
-        A, facts = min_l1_factor(A, int(rows), V, time_limit=float(budget))
+        A, facts = min_l1_factor(A, int(rows), V, time_limit=float(budget), stage_steps=int(stage_steps))
         extra.update(facts)
     bound = lower_bound_facts(W, time.perf_counter() - t0)
     extra.update(bound.pop("extra"))
