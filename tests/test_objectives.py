@@ -604,12 +604,18 @@ def test_auto_pure_relative_objective_improves_on_the_total_optimal_strategy():
     assert m["objective_value"] == pytest.approx(float(u @ (1 / (W * W).sum(axis=1))), rel=1e-12)
 
 
-def test_auto_pure_options_reach_the_reweighted_run(capsys):
+def test_auto_pure_options_reach_the_reweighted_run(monkeypatch):
     """A regression audit: under epsilon-DP with a relative objective auto refused --option time_budget ("unknown
     option"), so auto-pure's options never reached the reweighted run; they do now, and a bad value is refused."""
     from strategy_opt.exceptions import OptionError
 
     s = solve("prefix:16", privacy="pure", method="auto", objective="relative", time_budget=0.5, seed=3)
     assert s.meta["objective"] == "relative" and "auto-pure/reweighted" in s.meta["auto_candidates"]
-    with pytest.raises(OptionError, match="time_budget"):
-        solve("prefix:16", privacy="pure", method="auto", objective="relative", time_budget=-1)
+    import strategy_opt.programs.auto as auto_module
+
+    ran = []  # refused before any construction is built (a regression audit: after about 5 s of candidates)
+    monkeypatch.setattr(auto_module, "_baselines_under_objective", lambda *a: ran.append(a) or iter(()))
+    for bad, name in (({"time_budget": -1}, "time_budget"), ({"random_starts": 1.5}, "random_starts")):
+        with pytest.raises(OptionError, match=name):
+            solve("prefix:32", privacy="pure", method="auto", objective="relative", **bad)
+    assert ran == []

@@ -376,7 +376,7 @@ def test_kronecker_p_identity_leaves_the_identity_on_one_way_marginals():
     """On the 1-way marginals of 4^4 cells the identity (E_1 = 4 * 256 = 1024) is a coordinate-wise optimum of the block
     descent; the joint one-row start reaches at least the best [a I; (1 - a) 1^T] on every factor, whose E_1 has the
     closed form (eigenspaces of I and J) k d^(k-1) / x0 + k (d-1) d^(k-1) / x1, x0 = (a^2 + (1-a)^2 d)^k, x1 = a^2 (a^2 + (1-a)^2 d)^(k-1)."""
-    from strategy_opt.programs.pidentity import _kron_parts, _options, _solve_kron
+    from strategy_opt.programs.pidentity import _kron_parts, _solve_kron, check_options
 
     d, k = 4, 4
     a = np.linspace(0.01, 0.99, 9801)
@@ -384,7 +384,7 @@ def test_kronecker_p_identity_leaves_the_identity_on_one_way_marginals():
     closed = float(np.min(k * d ** (k - 1) / x0 + k * (d - 1) * d ** (k - 1) / (a * a * x0 / (a * a + (1 - a) ** 2 * d))))
     W = marginals((d,) * k, 1)
     problem = SimpleNamespace(options={}, solver=load_profile("native"))
-    factors, _ = _solve_kron(_kron_parts(W), _options(problem), problem, 60.0)
+    factors, _ = _solve_kron(_kron_parts(W), check_options(problem), problem, 60.0)
     e = direct_error(KroneckerMatrix(factors), W, 1)
     assert closed < 1000.0 and e <= closed * (1 + 1e-6)
     assert unit_error(KroneckerMatrix(factors), W, 1) == pytest.approx(e, rel=1e-9)

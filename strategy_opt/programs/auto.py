@@ -344,6 +344,9 @@ def auto(problem: Problem):
     reweighted = problem.privacy == "pure" and problem.objective in LINEAR_OBJECTIVES and problem.objective != "total" and "auto-pure" in table
     if reweighted:
         known |= set(table["auto-pure"].options or ())  # the reweighted auto-pure run takes them (`_reweighted_auto_pure`)
+        from .auto_pure import check_options
+
+        check_options(problem)  # it runs after the other candidates: a bad value is refused now, not minutes later
     if problem.objective not in UNWEIGHTED_OBJECTIVES:
         known.add("weights")  # read by the objective itself (`query_weights`)
     unknown = sorted(set(problem.options) - known)

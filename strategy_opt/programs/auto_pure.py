@@ -90,6 +90,25 @@ def _per_dimension(domain, build):
     return build(domain[0]) if len(domain) == 1 else KroneckerMatrix([build(d) for d in domain])
 
 
+#: auto-pure's own option checks: (check, what the value must be).
+_TIME_BUDGET_RULE = (lambda v: is_number(v) and v > 0, "a positive number of seconds")
+_TOL_RULE = (lambda v: is_number(v) and 0 < v < 1, "a number in (0, 1) (the mean relative decrease of E_1 per iteration at which p-identity stops)")
+
+
+def check_options(problem: Problem) -> None:
+    """Refuse (`OptionError`) a bad value of any auto-pure option, before anything is solved.
+
+    ``auto`` calls it too where it runs auto-pure after other candidates (its reweighted run
+    under a weighted or relative objective), so that a bad value is refused at once.
+    """
+    from .pidentity import check_options as check_pidentity_options
+
+    for name, rule in (("time_budget", _TIME_BUDGET_RULE), ("tol", _TOL_RULE)):
+        if name in problem.options:
+            problem.option(name, None, *rule)
+    check_pidentity_options(problem)
+
+
 @register_method(
     "auto-pure",
     options=("time_budget", "tol", "random_starts", "seed", "p"),
@@ -124,14 +143,11 @@ def auto_pure(problem: Problem):
     # attribute of a Kronecker workload (256 x 256 cells: two 256-cell problems, not one of 65536)
     parts = _kron_parts(W)
     sizes = [f.n for f in parts[0][1]] if parts is not None else [n]
+    check_options(problem)  # before any candidate runs (a bad p-identity option was refused only when p-identity ran)
     budget = problem.option(
-        "time_budget", min(problem.solver.time_limit, AUTO_BASE_SECONDS + AUTO_SCALE_SECONDS * sum((d / 4096) ** 2 for d in sizes)),
-        lambda v: is_number(v) and v > 0, "a positive number of seconds",
+        "time_budget", min(problem.solver.time_limit, AUTO_BASE_SECONDS + AUTO_SCALE_SECONDS * sum((d / 4096) ** 2 for d in sizes)), *_TIME_BUDGET_RULE
     )
-    tol = problem.option(
-        "tol", max(problem.solver.tol, AUTO_PURE_TOL),
-        lambda v: is_number(v) and 0 < v < 1, "a number in (0, 1) (the mean relative decrease of E_1 per iteration at which p-identity stops)",
-    )
+    tol = problem.option("tol", max(problem.solver.tol, AUTO_PURE_TOL), *_TOL_RULE)
     cands: dict[str, tuple[object, float]] = {}
     skipped: dict[str, str] = {}
 

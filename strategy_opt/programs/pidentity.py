@@ -111,7 +111,7 @@ from ..threads import one_blas_thread
 from ..workload import Kronecker, Union, Workload, gram_unit
 from .marginals_template import MARGINALS_MAX_ITERS, marginals_strategy
 
-__all__ = ["merged_cells", "expand_cells", "pidentity_strategy", "pidentity_loss", "pidentity_matrix", "hat_rows", "hat_templates", "optimise_theta", "PIdentityResult", "solve_pidentity", "p_identity"]
+__all__ = ["merged_cells", "expand_cells", "pidentity_strategy", "pidentity_loss", "pidentity_matrix", "hat_rows", "hat_templates", "optimise_theta", "PIdentityResult", "solve_pidentity", "p_identity", "check_options"]
 
 log = logging.getLogger("strategy_opt")
 
@@ -601,7 +601,8 @@ def _kron_parts(W: Workload) -> list[tuple[float, list[Workload]]] | None:
     return out if doms is not None and len(doms) > 1 else None
 
 
-def _options(problem: Problem) -> dict:
+def check_options(problem: Problem) -> dict:
+    """p-identity's options ``random_starts``, ``seed`` and ``p``, checked (`OptionError`), with their defaults."""
     opts = {}
     for name, default, lo in (("random_starts", 1, 0), ("seed", 0, 0), ("p", None, 1)):
         v = problem.options.get(name, default)
@@ -736,7 +737,7 @@ def pidentity_strategy(problem: Problem, time_limit: float, fallback_random_star
     from ..error import unit_error
 
     W = problem.workload
-    opts = _options(problem)
+    opts = check_options(problem)
     parts = _kron_parts(W)
     if parts is None:
         G = W.gram()
