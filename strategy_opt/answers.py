@@ -17,16 +17,12 @@ import numpy as np
 
 from .defaults import FILE_FORMAT_VERSION
 from .exceptions import InputError
-from .atomic import atomic_paths
+from .atomic import answers_sidecar, atomic_paths
 from .fingerprints import file_sha256
 from .io import _version
 from .matrix_files import missing_file, READ_ERRORS, read_npy
 
 __all__ = ["write_answers", "write_answer_file", "csv_number", "read_answers"]
-
-
-def _answers_sidecar(path: Path) -> Path:
-    return path.with_name(path.name + ".json")
 
 
 def write_answers(path: str | os.PathLike, answers: np.ndarray, lower=None, upper=None, meta: dict | None = None) -> Path:
@@ -67,7 +63,7 @@ def write_answer_file(path: str | os.PathLike, write, m: int, meta: dict | None 
     path = Path(path)
     if path.suffix.lower() not in (".npy", ".csv"):
         raise InputError(f"answers must be written to .npy or .csv, got {path.suffix!r}")
-    with atomic_paths(path, _answers_sidecar(path)) as (tmp, tmp_json):
+    with atomic_paths(path, answers_sidecar(path)) as (tmp, tmp_json):
         with open(tmp, "wb") as fh:
             write(fh)
         side = dict(meta or {})
@@ -105,7 +101,7 @@ def read_answers(path: str | os.PathLike, verify: bool = True):
         Missing sidecar, or a file whose SHA-256 differs from the recorded one.
     """
     path = Path(path)
-    side = _answers_sidecar(path)
+    side = answers_sidecar(path)
     if not path.is_file():
         raise missing_file(path, "answer")
     if not side.is_file():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .exceptions import InputError
 
-__all__ = ["atomic_path", "atomic_paths", "check_writable", "check_answers_path", "check_not_input", "strategy_files"]
+__all__ = ["answers_sidecar", "atomic_path", "atomic_paths", "check_writable", "check_answers_path", "check_not_input", "strategy_files"]
 
 
 def _anonymous_file(directory: Path) -> int | None:
@@ -189,7 +189,13 @@ def check_answers_path(path: str | os.PathLike, inputs=(), strategies=()) -> Non
     if Path(path).suffix.lower() not in (".npy", ".csv"):
         raise InputError(f"--out must end in .npy or .csv, got {str(path)!r}")
     check_writable(path)
-    check_not_input(path, inputs, writes=[Path(path), Path(path).with_name(Path(path).name + ".json")], strategies=strategies)
+    check_not_input(path, inputs, writes=[Path(path), answers_sidecar(path)], strategies=strategies)
+
+
+def answers_sidecar(path: str | os.PathLike) -> Path:
+    """The ``.json`` record written beside an answers file: its name with ``.json`` appended."""
+    path = Path(path)
+    return path.with_name(path.name + ".json")
 
 
 def strategy_files(path: str | os.PathLike) -> list[Path]:

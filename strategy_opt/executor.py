@@ -59,6 +59,7 @@ __all__ = [
     "as_real",
     "probe_support",
     "check_noise_resolution",
+    "resolution_exponent",
     "check_finite_answers",
     "release_sampler",
     "run",
@@ -221,7 +222,7 @@ def check_noise_resolution(values, scale, what: str = "the exact strategy answer
     bad = (gap * NOISE_RESOLUTION > s) & (s > 0)  # a zero scale adds no noise (a choice of one)
     if np.any(bad):
         scale_k = float(s[np.argmax(bad)])
-        e = math.floor(math.log2(scale_k / NOISE_RESOLUTION)) + 53  # the least exponent whose spacing exceeds scale / R
+        e = resolution_exponent(scale_k)
         if e < 0:  # any count of 1 or more is too coarse: the epsilon, not the data, is the cause
             raise PrecisionError(
                 f"{what}: noise of scale {scale_k:.3g} is finer than float64 can add to any value from 2^{e} = {2.0**e:.5g} up "
@@ -232,6 +233,17 @@ def check_noise_resolution(values, scale, what: str = "the exact strategy answer
             f"{scale_k:.3g} (the spacing must be at most the scale / {NOISE_RESOLUTION}): the noise would be lost in rounding; "
             "rescale the data (count in larger units), split it into parts with smaller counts, or spend a smaller epsilon (larger noise)"
         )
+
+
+def resolution_exponent(scale: float) -> int:
+    """The least e such that float64 values from ``2^e`` up are too coarse for noise of ``scale``.
+
+    Their spacing, ``2^(e - 52)``, exceeds ``scale / NOISE_RESOLUTION`` (the rule of `check_noise_resolution`).
+
+    >>> resolution_exponent(1.0)
+    49
+    """
+    return math.floor(math.log2(scale / NOISE_RESOLUTION)) + 53
 
 
 def check_finite_answers(answers: np.ndarray) -> np.ndarray:

@@ -73,6 +73,7 @@ __all__ = [
     "MAX_ALL_INTERVALS_N",
     "bucket_deviations",
     "candidate_buckets",
+    "candidate_lengths",
     "bucket_sensitivity",
     "cost_noise_scales",
     "least_cost_partition",
@@ -175,6 +176,16 @@ def bucket_deviations(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, _tree: _Ran
     return np.maximum(2.0 * (s_plus * size - c_plus * s) / size, 0.0)
 
 
+def candidate_lengths(n: int, all_intervals: bool = False) -> np.ndarray:
+    """The candidate bucket lengths: powers of two ``1, 2, 4, ... <= n`` (default), or every length ``1..n``.
+
+    >>> candidate_lengths(6).tolist(), candidate_lengths(3, all_intervals=True).tolist()
+    ([1, 2, 4], [1, 2, 3])
+    """
+    lengths = np.arange(1, n + 1) if all_intervals else 1 << np.arange(int(n).bit_length())
+    return lengths[lengths <= n]
+
+
 def candidate_buckets(n: int, all_intervals: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Candidate buckets ``[lo, lo + length)``, grouped by increasing length.
 
@@ -185,8 +196,7 @@ def candidate_buckets(n: int, all_intervals: bool = False) -> tuple[np.ndarray, 
     -------
     lo, length : ndarray of int
     """
-    lengths = np.arange(1, n + 1) if all_intervals else 1 << np.arange(int(n).bit_length())
-    lengths = lengths[lengths <= n]
+    lengths = candidate_lengths(n, all_intervals)
     counts = n - lengths + 1
     length = np.repeat(lengths, counts)
     offsets = np.concatenate([[0], np.cumsum(counts)])

@@ -40,7 +40,7 @@ from .solvers import SolverProfile, check_solver_options, load_profile
 from .spec import file_spec, parse_spec
 from .workload import Workload
 
-__all__ = ["Problem", "is_number", "absolute_file_paths", "load_problem", "list_problems", "problem_dir"]
+__all__ = ["Problem", "is_number", "is_integer", "is_seed", "absolute_file_paths", "load_problem", "list_problems", "problem_dir"]
 
 _ROOT = Path(__file__).resolve().parent.parent
 _KEYS = {"description", "workload", "privacy", "method", "objective", "solver", "options", "data", "epsilon", "delta"}
@@ -108,13 +108,22 @@ def is_number(value) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
 
 
+def is_integer(value, least: int = 0) -> bool:
+    """Whether a method option is an integer >= ``least`` (Python or NumPy; not a bool or a float).
+
+    >>> is_integer(3, 1), is_integer(0, 1), is_integer(2.0)
+    (True, False, False)
+    """
+    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and bool(value >= least)
+
+
 def is_seed(value) -> bool:
     """Whether a method option is a valid random seed: an integer >= 0 (Python or NumPy; not a bool or a float).
 
     >>> is_seed(0), is_seed(np.int64(7)), is_seed(1.0), is_seed(1e20), is_seed(-1), is_seed(True)
     (True, True, False, False, False, False)
     """
-    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and bool(value >= 0)
+    return is_integer(value, 0)
 
 
 def problem_dir() -> Path:

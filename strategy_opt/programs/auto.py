@@ -218,6 +218,11 @@ def _baselines_under_objective(problem: Problem, weights: np.ndarray | None):
             yield name, strategy, value
 
 
+def _runs_reweighted(problem: Problem) -> bool:
+    """Whether auto runs auto-pure on the reweighted workload: epsilon-DP with a weighted or relative objective."""
+    return problem.privacy == "pure" and problem.objective in LINEAR_OBJECTIVES and problem.objective != "total" and "auto-pure" in methods()
+
+
 def _reweighted_auto_pure(problem: Problem, weights: np.ndarray, total_meta: dict | None = None):
     """auto-pure on ``diag(sqrt(c)) W`` for a linear epsilon-DP objective ``sum_i c_i u_i`` (weighted, relative).
 
@@ -235,7 +240,7 @@ def _reweighted_auto_pure(problem: Problem, weights: np.ndarray, total_meta: dic
     from ..workload import from_matrix
 
     W = problem.workload
-    if problem.privacy != "pure" or problem.objective not in LINEAR_OBJECTIVES or "auto-pure" not in methods():
+    if not _runs_reweighted(problem):
         return None
     if W.m * W.n > REWEIGHTED_MAX_ENTRIES or W.n > REWEIGHTED_MAX_N:
         log.info("auto: auto-pure on the reweighted workload skipped (%d queries x %d cells > %d entries, or more than %d cells)", W.m, W.n, REWEIGHTED_MAX_ENTRIES, REWEIGHTED_MAX_N)
@@ -341,7 +346,7 @@ def auto(problem: Problem):
     if not names:  # a non-total objective no epsilon-DP optimiser minimises: the constructions are evaluated under it
         log.info("auto: no %s method minimises objective %r; evaluating the constructions (and auto-pure's strategy for the total) under it", problem.privacy, problem.objective)
     known = set().union(*(table[k].options or () for k in names))
-    reweighted = problem.privacy == "pure" and problem.objective in LINEAR_OBJECTIVES and problem.objective != "total" and "auto-pure" in table
+    reweighted = _runs_reweighted(problem)
     if reweighted:
         known |= set(table["auto-pure"].options or ())  # the reweighted auto-pure run takes them (`_reweighted_auto_pure`)
         from .auto_pure import check_options

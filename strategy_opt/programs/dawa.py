@@ -38,10 +38,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..defaults import NOISE_RESOLUTION
 from ..exceptions import InputError, PrecisionError
-from ..executor import Release, check_histogram, measure, release_sampler
-from ..partition import NOISE_RULES, bucket_counts, cost_noise_scales, expand, private_partition
+from ..executor import Release, check_histogram, measure, release_sampler, resolution_exponent
+from ..partition import NOISE_RULES, bucket_counts, candidate_lengths, cost_noise_scales, expand, private_partition
 from ..privacy import Privacy, PureDP
 from ..registry import register_release
 from ..workload import ExplicitWorkload, Workload
@@ -183,7 +182,7 @@ def _binade_top(scale: float) -> float:
     """The least power of two that `check_noise_resolution` refuses a value at for noise of ``scale`` (inf past float64)."""
     if not 0.0 < scale < math.inf:
         return math.inf
-    e = math.floor(math.log2(scale / NOISE_RESOLUTION)) + 53
+    e = resolution_exponent(scale)
     return 2.0**e if e < 1024 else math.inf
 
 
@@ -209,8 +208,8 @@ def _check_resolution(x: np.ndarray, eps1: float, eps2: float, all_intervals: bo
     # over 315 GreedyH strategies measured, never below 1)
     limits = [_binade_top(1.0 / eps2) * (1.0 - _SENSITIVITY_MARGIN)]
     if eps1 > 0:
-        lengths = np.arange(1, x.size + 1) if all_intervals else 1 << np.arange(int(x.size).bit_length())
-        lengths = lengths[(lengths <= x.size) & (lengths > 1)]
+        lengths = candidate_lengths(x.size, all_intervals)
+        lengths = lengths[lengths > 1]
         for L, scale in zip(lengths, cost_noise_scales(lengths, eps1, noise)):
             # the margin covers the rounding of the computed cost dev + 1/eps2 (it reached 2^e exactly in an audit)
             limits.append((_binade_top(float(scale)) * (1.0 - _SENSITIVITY_MARGIN) - 1.0 / eps2) / (2.0 * (1.0 - 1.0 / L)))

@@ -62,7 +62,7 @@ import numpy as np
 from ..compiler import compile_strategy
 from ..defaults import EIG_RTOL
 from ..exceptions import InputError, OptionError, setting
-from ..problem import Problem, is_number, is_seed
+from ..problem import Problem, is_integer, is_number
 from ..pure_bound import lower_bound_facts
 from ..registry import register_method
 from ..resources import require_memory
@@ -250,7 +250,7 @@ def svd_approx(problem: Problem):
     budget = problem.option(
         "time_budget", min(problem.solver.time_limit, SEARCH_SECONDS), lambda v: is_number(v) and v > 0, "a positive number of seconds", method="svd-approx"
     )
-    stage_steps = problem.option("stage_steps", _MAX_STEPS_PER_STAGE, lambda v: is_seed(v) and v >= 1, "an integer >= 1", method="svd-approx")
+    stage_steps = problem.option("stage_steps", _MAX_STEPS_PER_STAGE, lambda v: is_integer(v, 1), "an integer >= 1", method="svd-approx")
     extra = {"rank": int(A.shape[0]), "refined": bool(refine)}
     if refine:
         A, facts = min_l1_factor(A, int(rows), V, time_limit=float(budget), stage_steps=int(stage_steps))
