@@ -128,7 +128,10 @@ def _parse_options(pairs) -> dict:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise InputError(f"--option must be KEY=VALUE, got {pair!r}")
-        out[key.strip().replace("-", "_")] = _option_value(value.strip(), key.strip())
+        name, parsed = key.strip().replace("-", "_"), _option_value(value.strip(), key.strip())
+        if name in out and out[name] != parsed:  # as a flag and --option may not disagree: one value per option
+            raise InputError(f"--option {name}={out[name]} and --option {name}={parsed} conflict; give {name} once")
+        out[name] = parsed
     return out
 
 

@@ -219,11 +219,12 @@ def read_problem_file(path: str | Path) -> dict:
     directory, so a problem file works from any current directory.
     """
     p = Path(path)
-    if not p.exists():
-        # a bundled name, or a path to a bundled file given from another directory (problems/NAME.toml)
+    if not p.is_file():
+        # a bundled name (also where a directory has that name), or a path to a bundled file given from another directory (problems/NAME.toml)
         named = list_problems().get(str(path)) or (list_problems().get(p.stem) if p.suffix == ".toml" and str(p.parent) in (".", "problems") else None)
         if named is None:
-            raise InputError(f"problem file not found: {path} (bundled problems: {', '.join(list_problems())})")
+            what = f"problem file {path} is a directory" if p.is_dir() else f"problem file not found: {path}"
+            raise InputError(f"{what} (bundled problems: {', '.join(list_problems())})")
         p = named
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8-sig"))  # a byte-order mark is not TOML, but editors write one

@@ -220,6 +220,17 @@ def test_a_flag_and_an_option_for_the_same_setting_may_not_disagree(tmp_path, ca
     assert not (tmp_path / "c.npz").exists()
 
 
+def test_an_option_given_twice_may_not_disagree(tmp_path, capsys):
+    # --option branching=4 --option branching=2 used to run with 2 silently
+    base = ("-q", "solve", "--workload", "prefix:16", "--method", "hierarchical")
+    assert cli(*base, "--option", "branching=4", "--option", "branching=2", "--out", tmp_path / "c.npz") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["strategy-opt: error: --option branching=4 and --option branching=2 conflict; give branching once"], err
+    assert not (tmp_path / "c.npz").exists()
+    assert cli(*base, "--option", "branching=4", "--option", "branching=4", "--json") == 0  # the same value twice is one setting
+    assert json.loads(capsys.readouterr().out)["branching"] == 4
+
+
 @pytest.mark.parametrize(
     ("args", "flag"),
     [

@@ -102,6 +102,18 @@ def test_a_bundled_problem_path_works_from_any_directory(tmp_path, monkeypatch, 
     assert cli("-q", "solve", "problems/no_such_problem.toml") == 2
 
 
+def test_a_directory_does_not_hide_a_bundled_problem_of_its_name(tmp_path, monkeypatch, capsys):
+    # `mkdir quickstart; strategy-opt solve quickstart` read the directory: "[Errno 21] Is a directory"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "quickstart").mkdir()
+    (tmp_path / "mine").mkdir()
+    assert cli("-q", "solve", "quickstart", "--method", "identity", "--json") == 0
+    assert '"workload": "all-range:256"' in capsys.readouterr().out
+    assert cli("-q", "solve", "mine") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "problem file mine is a directory (bundled problems: " in err[0], err
+
+
 @pytest.mark.parametrize("spec", ["identity:3", "total:5", "marginals:3x2:1"])
 def test_the_lower_bound_never_exceeds_the_error(spec):
     for privacy in ("pure", "approx"):

@@ -33,7 +33,8 @@ Program 3.4.3-refined SVD approximation (`svd_approx`), the L2 route (the
 (epsilon, delta) optimum used under Laplace noise, Sec. 3.4.2.1) and the
 p-identity optimiser (`pidentity`); the iteration runs from each of them
 (best first) and ``meta`` names the winner. The L2 optimum's certified dual bound is the lower bound
-(kind ``l2-optimum``: ``||A||_1 >= ||A||_2`` makes it a lower bound on E_1).
+(kind ``l2-optimum``, or ``l2-dual`` when its solve stopped before its target gap:
+``||A||_1 >= ||A||_2`` makes it a lower bound on E_1).
 
 Solver profile: a cvxpy profile (``scs``, ``clarabel``) selects the SDP
 solver; the ``native`` profile (no SDP solver of its own) uses Clarabel. The
@@ -110,13 +111,15 @@ def l1_error(A: np.ndarray, G: np.ndarray) -> float:
 
 
 def l2_optimum_bound(G: np.ndarray, time_limit: float, tol: float = 1e-4):
-    """The (epsilon, delta) optimum of G by the native certified solver: ``(dual bound, L2 strategy)``.
+    """The (epsilon, delta) optimum of G by the native certified solver: ``(dual bound, its kind, L2 strategy)``.
 
     The dual bound is a certified lower bound on the L2 optimum ``min E_2``,
-    hence on ``E_1`` of every strategy (``||A||_1 >= ||A||_2``).
+    hence on ``E_1`` of every strategy (``||A||_1 >= ||A||_2``); its kind is
+    ``l2-optimum`` when the solve reached its target gap ``tol``, else ``l2-dual``
+    (as `strategy_opt.pure_bound.pure_lower_bound` labels it).
     """
     res = solve_total_l2(G, time_limit=time_limit, tol=tol)
-    return res.dual, res.A
+    return res.dual, ("l2-optimum" if res.status == "optimal" else "l2-dual"), res.A
 
 
 def _sdp(n: int, rows: int, L: np.ndarray):
@@ -159,14 +162,14 @@ def _solver(profile) -> tuple[str, dict]:
     return name, kw
 
 
-def _candidates(G: np.ndarray, n: int, budget: float) -> tuple[dict, float | None]:
-    """Identity, refined SVD approximation, the L2 route and p-identity, with the L2 lower bound."""
+def _candidates(G: np.ndarray, n: int, budget: float) -> tuple[dict, float | None, str]:
+    """Identity, refined SVD approximation, the L2 route and p-identity, with the L2 lower bound and its kind."""
     from .pidentity import expand_cells, merged_cells, optimise_theta, pidentity_matrix, solve_pidentity
 
     out = {"identity": identity_matrix(n).toarray()}
     A, _, V = svd_factor(G)
     out["svd-approx"], _ = min_l1_factor(A, n, V, time_limit=budget)
-    bound, out["l2-route"] = l2_optimum_bound(G, time_limit=budget)
+    bound, kind, out["l2-route"] = l2_optimum_bound(G, time_limit=budget)
     # the p-identity optimiser's own starts (random with p = n/16), then a wider random start (p = n/4),
     # the better one; on all cells and, if some merge, on merged cells as the p-identity method runs
     cell_of, reps = merged_cells(G)
@@ -180,7 +183,7 @@ def _candidates(G: np.ndarray, n: int, budget: float) -> tuple[dict, float | Non
         out[name] = pidentity_matrix(theta if value < res.value else res.theta)
     if "p-identity/merged-cells" in out:
         out["p-identity/merged-cells"] = expand_cells(out["p-identity/merged-cells"], cell_of)
-    return out, bound
+    return out, bound, kind
 
 
 def _convex_iteration(sdp, A_start: np.ndarray, G: np.ndarray, rows: int, max_rounds: int, deadline: float, tol: float, solver: str, kw: dict, label: str, unit: float = 1.0):
@@ -277,7 +280,7 @@ def minerror_l1(problem: Problem):
     L = gram_factor(G)
     solver, kw = _solver(profile)
     _require_sdp_memory(solver, n, int(rows), L.shape[1])  # before the candidates: option rows sets the size
-    cands, bound = _candidates(G, n, budget=max(1.0, 0.1 * profile.time_limit))
+    cands, bound, bound_kind = _candidates(G, n, budget=max(1.0, 0.1 * profile.time_limit))
     errors = {k: l1_error(A, G) for k, A in cands.items()}
     log.info("minerror-l1: n = %d; candidates: %s", n, ", ".join(f"{k} E_1 {v:.8g}" for k, v in errors.items()))
     starts = []
@@ -323,7 +326,7 @@ def minerror_l1(problem: Problem):
         status=status,
         solve_seconds=time.perf_counter() - t0,
         lower_bound=bound,
-        lower_bound_kind="l2-optimum",
+        lower_bound_kind=bound_kind,
         extra=extra,
     )
     ratio = strategy.meta.get("ratio_to_lower_bound")
