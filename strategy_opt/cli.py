@@ -520,8 +520,21 @@ def _cmd_error(args) -> int:
         print(json.dumps(report, sort_keys=True))
     else:
         for k in sorted(report):
-            print(f"{k}: {report[k]}")
+            print(f"{k}: {_report_value(report, k)}")
     return 0
+
+
+def _report_value(report: dict, key: str) -> str:
+    """One value of an error report as text: past float64, ``10^x`` from its ``_log10`` companion; absent, why."""
+    value = report[key]
+    if value is not None:
+        return str(value)
+    log10 = report.get(f"{key}_log10")
+    if log10 is not None:
+        return f"10^{log10:.6f}"
+    if key == "max_query_variance":
+        return "not computed (too many queries to enumerate; the total is exact)"
+    return "n/a"
 
 
 # ----------------------------------------------------------------------------------------- run

@@ -656,3 +656,18 @@ def test_commands_run_on_one_blas_thread_unless_told_otherwise(monkeypatch):
         monkeypatch.setattr(threads, "COMMAND_THREADS", bad)
         with pytest.raises(InputError, match="STRATEGY_OPT_BLAS_THREADS must be a positive integer or 'all'"):
             threads.command_threads()
+
+
+def test_error_text_output_shows_values_past_float64_as_powers_of_ten(tmp_path, capsys):
+    # all-predicate:1100's E_2 and SVD bound overflow float64: the text output printed "None"
+    assert cli("-q", "solve", "--workload", "all-predicate:1100", "--method", "identity", "--out", tmp_path / "i.npz") == 0
+    capsys.readouterr()
+    assert cli("-q", "error", tmp_path / "i.npz", "--workload", "all-predicate:1100") == 0
+    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.strip().splitlines())
+    # identity: E_2 = trace(W^T W) = 1100 * 2^1099 (each cell lies in half of the 2^1100 predicates)
+    exact = math.log10(1100) + 1099 * math.log10(2)
+    assert lines["unit_total_squared_error"] == f"10^{exact:.6f}"
+    assert float(lines["unit_total_squared_error_log10"]) == pytest.approx(exact, abs=1e-9)
+    assert lines["svd_bound"].startswith("10^")
+    assert lines["max_query_variance"].startswith("not computed")
+    assert "None" not in lines.values()

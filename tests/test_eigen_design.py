@@ -596,3 +596,14 @@ def test_identity_factors_need_no_rotation_and_no_memory():
         tracemalloc.stop()
     assert s.meta["unit_total_squared_error"] == pytest.approx(1024.0, rel=1e-9)
     assert peak < 500e6  # bytes; the rotation built 9.1 GB
+
+
+def test_meta_solver_names_the_profile_that_ran_as_minerror_l2_does(tmp_path):
+    # with a custom cvxpy profile, eigen-design recorded "cvxpy:SCS" where minerror-l2 records the profile's name
+    (tmp_path / "scs1.toml").write_text('backend = "cvxpy"\nsolver = "SCS"\ntol = 1e-6\n')
+    profile = str(tmp_path / "scs1.toml")
+    ed = solve("prefix:12", privacy="approx", method="eigen-design", solver=profile).meta
+    l2 = solve("prefix:12", privacy="approx", method="minerror-l2", solver=profile).meta
+    assert ed["solver"] == l2["solver"] == "scs1"
+    assert ed["eigen_design"]["program_5_1_1"]["backend"] == "cvxpy:SCS"  # the backend that ran stays in the facts
+    assert solve("prefix:12", privacy="approx", method="eigen-design").meta["solver"] == "native"

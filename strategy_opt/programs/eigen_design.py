@@ -852,6 +852,8 @@ def eigen_design(problem: Problem):
     extra.update(weights_meta(problem, query_weights(problem) if problem.objective == "weighted" else None))
     M2 = float(wt.loads.max())
     solver, status = wt.program["backend"], wt.program["status"]
+    if problem.solver.backend == "cvxpy" and solver == f"cvxpy:{problem.solver.solver}":
+        solver = problem.solver.name  # the profile that ran, as the other methods record it (minerror-l2's "scs1")
     del wt  # the design queries (up to n x n) are not needed past this point
     want_cert = opts["certificate"]
     if want_cert is None:
