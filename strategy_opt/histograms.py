@@ -155,6 +155,14 @@ def _csv_columns(path: Path, header: list[str], columns: list[str]) -> list[int]
     return [header.index(c) for c in columns]
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def histogram_from_records(path: str | os.PathLike, columns: list[str], bins: list[str]) -> np.ndarray:
     r"""Histogram of raw CSV records (with a header) over one or more numeric columns.
 
@@ -192,13 +200,14 @@ def histogram_from_records(path: str | os.PathLike, columns: list[str], bins: li
             reader = csv.reader(fh)
             header = next(reader, [])
             index = _csv_columns(path, header, columns)
-            rows = []
+            rows, lines = [], []  # the values read, and the line each came from (blank lines are skipped)
             for r in reader:
                 if not r:
                     continue  # blank lines are skipped
                 if len(r) != len(header):
                     raise InputError(f"{path}: line {reader.line_num} has {len(r)} fields, the header {len(header)}")
                 rows.append([r[i] for i in index])
+                lines.append(reader.line_num)
     except FileNotFoundError:
         raise InputError(f"data file not found: {path}") from None
     except UnicodeDecodeError:
@@ -207,14 +216,12 @@ def histogram_from_records(path: str | os.PathLike, columns: list[str], bins: li
         raise InputError(f"cannot read {path}: {exc}") from None
     text = np.array(rows, dtype=str).reshape(-1, len(columns))
     vals = np.empty(text.shape)
-    bad = []
     for j, column in enumerate(columns):
         try:
             vals[:, j] = text[:, j].astype(float)
         except ValueError:
-            bad.append(column)
-    if bad:
-        raise InputError(f"{path}: non-numeric or missing values in column(s) {bad}")
+            i = next(i for i, v in enumerate(text[:, j]) if not _is_number(v))
+            raise InputError(f"{path}: line {lines[i]}, column {column!r}: {str(text[i, j])!r} is not a number (a missing value is refused too)") from None
     bad = [c for j, c in enumerate(columns) if not np.all(np.isfinite(vals[:, j]))]
     if bad:
         raise InputError(f"{path}: NaN or infinite values in column(s) {bad}")

@@ -603,12 +603,12 @@ def test_records_must_bin_the_attributes_in_the_workloads_order(tmp_path, capsys
 
 
 def test_records_name_the_column_that_is_not_numeric(tmp_path, capsys):
-    (tmp_path / "rec.csv").write_text("city,income,age\nParis,5,1\nRome,7,nan\n")
+    (tmp_path / "rec.csv").write_text("city,income,age\n5,5,1\n\nRome,7,nan\n,3,2\n")
     s = tmp_path / "s.npz"
     cli("-q", "solve", "--workload", "identity:4*identity:4", "--method", "identity", "--out", s)
     common = ("--workload", "identity:4*identity:4", "--epsilon", 1, "--seed", 0, "--out", tmp_path / "a.npy")
     err = _bad(tmp_path, capsys, "run", s, "--data", tmp_path / "rec.csv", "--column", "city", "--bins", "0:4", "--column", "income", "--bins", "0:8:2", *common)
-    assert err.endswith("non-numeric or missing values in column(s) ['city']")
+    assert err.endswith("rec.csv: line 4, column 'city': 'Rome' is not a number (a missing value is refused too)")  # the blank line counts
     err = _bad(tmp_path, capsys, "run", s, "--data", tmp_path / "rec.csv", "--column", "income", "--bins", "0:8:2", "--column", "age", "--bins", "0:4", *common)
     assert err.endswith("NaN or infinite values in column(s) ['age']")
 
