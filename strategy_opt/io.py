@@ -319,12 +319,16 @@ def write_strategy(strategy: Strategy, path: str | os.PathLike) -> Path:
 
 
 def _check_sidecar_owner(path: Path) -> None:
-    """Refuse a ``.csv`` strategy whose ``.json`` sidecar is another CSV's (``s.CSV`` beside ``s.csv``).
+    """Refuse a ``.csv`` strategy whose ``.json`` sidecar is another CSV's (``s.CSV`` beside ``s.csv``) or not a strategy's.
 
     The sidecar is the name with ``.json`` for its suffix, whatever the case of
     ``.csv``: on a case-sensitive file system two CSV files would share it,
-    and writing one would make the other's seal fail.
+    and writing one would make the other's seal fail. An existing ``.json``
+    that is not a strategy CSV's metadata (a user's own file) is not replaced.
     """
+    sidecar = path.with_suffix(".json")
+    if sidecar.is_file() and not _is_csv_metadata(sidecar):
+        raise InputError(f"cannot write {path}: its metadata file {sidecar} exists and is not a strategy's metadata (writing would replace it); move it or choose another name")
     folder = path.parent if str(path.parent) else Path(".")
     try:
         names = os.listdir(folder)
@@ -336,6 +340,15 @@ def _check_sidecar_owner(path: Path) -> None:
             if path.exists() and os.path.samefile(other, path):
                 continue  # the same file under another case (case-insensitive file system)
             raise InputError(f"cannot write {path}: its metadata file {path.with_suffix('.json').name} is also that of {name}; choose another name")
+
+
+def _is_csv_metadata(path: Path) -> bool:
+    """Whether the file is a strategy CSV's ``.json`` metadata (one this library wrote, judged by its fields)."""
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return False
+    return isinstance(meta, dict) and "csv_sha256" in meta and "strategy_opt_version" in meta
 
 
 def _parse_meta(text: str, path: Path) -> dict:

@@ -102,8 +102,7 @@ def test_failed_write_leaves_no_file(tmp_path, sparse_strategy, monkeypatch, tem
 
 def test_write_replaces_an_existing_file_and_leaves_nothing_else(tmp_path, dense_strategy, temporary_files):
     f = tmp_path / "s.csv"
-    f.write_text("old\n")
-    (tmp_path / "s.json").write_text("{}\n")
+    sio.write_strategy(Strategy(np.eye(dense_strategy.shape[1]), {}), f)  # an older strategy and its metadata
     sio.write_strategy(dense_strategy, f)
     np.testing.assert_array_equal(sio.read_strategy(f).dense(), dense_strategy.dense())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.csv", "s.json"]
@@ -541,6 +540,22 @@ def test_a_csv_strategy_does_not_take_another_csvs_metadata_file(tmp_path):
         sio.write_strategy(Strategy(2 * np.eye(3), {}), tmp_path / "s.CSV")
     assert sio.read_strategy(tmp_path / "s.csv").matrix.tolist() == np.eye(3).tolist()  # its seal still holds
     sio.write_strategy(s, tmp_path / "s.csv")  # rewriting the same file is fine
+
+
+def test_a_csv_strategy_does_not_replace_a_users_own_json(tmp_path):
+    # export --out mine.csv silently replaced the user's unrelated mine.json
+    s = Strategy(np.eye(3), {})
+    for text in ('{"mine": 1}', "not json", '{"csv_sha256": "x"}'):
+        (tmp_path / "mine.json").write_text(text)
+        with pytest.raises(InputError, match=r"mine.json exists and is not a strategy's metadata"):
+            sio.write_strategy(s, tmp_path / "mine.csv")
+        assert (tmp_path / "mine.json").read_text() == text and not (tmp_path / "mine.csv").exists()
+    sio.write_strategy(s, tmp_path / "s.csv")
+    sio.write_strategy(Strategy(2 * np.eye(3), {}), tmp_path / "s.csv")  # a strategy's own metadata is replaced
+    assert sio.read_strategy(tmp_path / "s.csv").matrix.tolist() == (2 * np.eye(3)).tolist()
+    (tmp_path / "s.csv").unlink()  # an orphaned strategy record is still a strategy's: replaced
+    sio.write_strategy(s, tmp_path / "s.csv")
+    assert sio.read_strategy(tmp_path / "s.csv").matrix.tolist() == np.eye(3).tolist()
 
 
 @pytest.mark.parametrize("suffix", [".npz", ".mtx", ".csv"])
