@@ -350,9 +350,8 @@ def _nonneg_ls(M, b: np.ndarray, *, reduced: bool = False) -> np.ndarray:
     With at most `NNLS_DENSE_MAX_N` columns: scipy's active-set NNLS, exact, on
     `_reduced_system` (``reduced=True``: M already is such a factor, e.g. of
     ``W^T W``): hierarchy on 4096 cells 7-11 s on 2 cores. Larger (sparse)
-    systems: L-BFGS-B with bounds ``x >= 0`` on ``||M x - b||^2 / 2``, started
-    from the least-squares estimate clipped at 0, up to `NNLS_MAX_ITER` steps
-    (the problem is convex: its stationary point is the optimum).
+    systems: `_nonneg_lbfgsb` on ``||M x - b||^2 / 2`` (two sparse products a
+    step), started from the least-squares estimate clipped at 0.
     """
     n = M.shape[1]
     if n <= NNLS_DENSE_MAX_N:
@@ -360,24 +359,86 @@ def _nonneg_ls(M, b: np.ndarray, *, reduced: bool = False) -> np.ndarray:
         return nnls(R, c, maxiter=50 * n)[0]
     M = sp.csr_matrix(M)
     Mt = M.T.tocsr()
-    scale = max(float(b @ b), 1e-300)  # the objective near 1: L-BFGS-B's tolerances are absolute in part
-    progress = Progress()
 
     def objective(x):
         r = M @ x - b
-        return 0.5 * float(r @ r) / scale, (Mt @ r) / scale
-
-    def report(x):
-        if progress.due():  # the objective costs two sparse products: only when a line is due
-            log.info("nnls: L-BFGS-B on %d cells, objective %.8g", n, objective(x)[0] * scale)
+        return 0.5 * float(r @ r), Mt @ r
 
     log.info("non-negative least squares on a %d x %d system (L-BFGS-B from the clipped least-squares estimate)", *M.shape)
-    x0 = np.clip(_least_squares(M, b), 0.0, None)
-    res = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=Bounds(0.0, np.inf), callback=report,
+    return _nonneg_lbfgsb(objective, np.clip(_least_squares(M, b), 0.0, None), "nnls")
+
+
+def _nonneg_lbfgsb(objective, x0: np.ndarray, label: str) -> np.ndarray:
+    """``argmin_{x >= 0}`` of a convex quadratic by L-BFGS-B with bounds, from ``x0 >= 0``.
+
+    ``objective(x)`` returns ``(f, gradient)``. It is divided by its value at
+    ``x0``, so it starts at 1: L-BFGS-B's tests are partly absolute (its
+    ``ftol`` is relative to ``max(|f|, 1)``), and an objective far below 1
+    ended the run at the start (counts of 1e5-1e6 on 8192 cells scaled by
+    ``||b||^2`` stopped after one step with 400x the optimum). Up to
+    `NNLS_MAX_ITER` steps (the problem is convex: its stationary point is the
+    optimum).
+    """
+    f0 = objective(x0)[0]
+    if not f0 > 0:  # x0 already fits exactly
+        return x0
+    progress = Progress()
+
+    def scaled(x):
+        f, g = objective(x)
+        return f / f0, g / f0
+
+    def report(x):
+        if progress.due():  # the objective costs two products: only when a line is due
+            log.info("%s: L-BFGS-B on %d cells, objective %.8g (%.4g of the start)", label, x.size, objective(x)[0], objective(x)[0] / f0)
+
+    res = minimize(scaled, x0, jac=True, method="L-BFGS-B", bounds=Bounds(0.0, np.inf), callback=report,
                    options={"maxiter": NNLS_MAX_ITER, "maxfun": 2 * NNLS_MAX_ITER, "ftol": 1e-15, "gtol": 1e-12})
     if res.status == 1:
-        log.warning("NNLS reached its iteration limit (%d); the reconstruction may be inaccurate", NNLS_MAX_ITER)
+        log.warning("%s: L-BFGS-B reached its iteration limit (%d); the reconstruction may be inaccurate", label, NNLS_MAX_ITER)
     return np.clip(res.x, 0.0, None)
+
+
+def _hybrid(workload: Workload, x_ls: np.ndarray) -> np.ndarray:
+    """``argmin_{x >= 0} ||W x - W x_ls||``: the second step of the hybrid estimator.
+
+    Up to `NNLS_DENSE_MAX_N` cells, exact active-set NNLS on a rank-revealing
+    factor R of ``W^T W`` (``R^T R = W^T W``). Larger domains: `_nonneg_lbfgsb`
+    on ``(x - x_ls)^T W^T W (x - x_ls) / 2``, its gradient by the workload's own
+    products ``W^T (W d)`` where they cost less than the dense Gram matrix's
+    (interval and sparse workloads), else by ``W^T W`` (n x n), never a factor
+    (at 8192 cells the factor took minutes and the L-BFGS-B steps on it more).
+    """
+    n = workload.n
+    if n <= NNLS_DENSE_MAX_N:
+        R = gram_factor(workload.gram()).T  # R^T R = W^T W, rank-revealing: the n x n data of min ||W x - z||
+        return _nonneg_ls(R, R @ x_ls, reduced=True)
+    if _product_cost(workload) <= n * n:
+        def gram_times(d):
+            return workload.rmatvec(workload.matvec(d))
+    else:
+        G = workload.gram()
+
+        def gram_times(d):
+            return G @ d
+
+    def objective(x):
+        g = gram_times(x - x_ls)
+        return 0.5 * float((x - x_ls) @ g), g
+
+    log.info("hybrid estimator: non-negative fit to the least-squares answers on %d cells (L-BFGS-B from the clipped estimate)", n)
+    return _nonneg_lbfgsb(objective, np.clip(x_ls, 0.0, None), "hybrid")
+
+
+def _product_cost(workload: Workload) -> float:
+    """Operations of one ``W^T (W d)`` by the workload's own products: its non-zeros (prefix sums for intervals); inf if unknown."""
+    from .workload import ExplicitWorkload, IntervalWorkload
+
+    if isinstance(workload, IntervalWorkload):
+        return 8.0 * workload.m  # two passes with np.add.at over the interval ends
+    if isinstance(workload, ExplicitWorkload):
+        return 2.0 * workload.nnz()
+    return math.inf
 
 
 def reconstruct(A, y: np.ndarray, estimator: str = "ls", workload: Workload | None = None, profile: ErrorProfile | None = None) -> np.ndarray:
@@ -421,8 +482,7 @@ def reconstruct(A, y: np.ndarray, estimator: str = "ls", workload: Workload | No
         profile = ErrorProfile(A)
     x_ls = _least_squares(A, y) if profile is None else profile.solve_normal(np.asarray(A.T @ y).ravel())
     if estimator == "hybrid":
-        R = gram_factor(workload.gram()).T  # R^T R = W^T W, rank-revealing: the n x n data of min ||W x - z||
-        return _nonneg_ls(R, R @ x_ls, reduced=True)
+        return _hybrid(workload, x_ls)
     return x_ls
 
 
@@ -750,7 +810,8 @@ def run(
         )
     if estimator == "hybrid" and workload.n > MAX_DENSE_N:
         raise InputError(
-            f"the hybrid estimator factors the workload's dense {workload.n}x{workload.n} Gram matrix, beyond {MAX_DENSE_N} cells; "
+            f"the hybrid estimator runs up to {MAX_DENSE_N} cells (where its least-squares step and W^T W are dense), "
+            f"this workload has {workload.n}; "
             f"use {setting('estimator', 'ls')} or {setting('estimator', 'nnls')}"
         )
     if not isinstance(intervals, (bool, np.bool_)):
