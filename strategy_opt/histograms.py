@@ -51,10 +51,11 @@ def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None, s
             raise InputError(f"{path}: histogram shape {x.shape} does not match the domain {tuple(domain)} of {sized_by}; "
                              "give a vector of counts or an array of the domain's shape")
     elif suffix == ".csv":
-        _check_count_lines(path)
+        lines = _check_count_lines(path)
         x = read_csv_matrix(path, "histogram", ndmin=1)
-        if x.ndim != 1:
-            raise InputError(f"{path}: a CSV histogram has one count per line, got {x.shape[1]} columns; raw records need --column/--bins")
+        columns = x.shape[1] if x.ndim != 1 else (x.size if lines == 1 else 1)  # one line of several values reads as a vector
+        if columns != 1:
+            raise InputError(f"{path}: a CSV histogram has one count per line, got {columns} columns; raw records need --column/--bins")
     else:
         raise InputError(f"unknown data file format {path.suffix!r}; use .npy or .csv (or raw records with --column/--bins)")
     x = np.asarray(x, dtype=float).ravel()
@@ -65,14 +66,15 @@ def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None, s
     return x
 
 
-def _check_count_lines(path: Path) -> None:
-    """Refuse a blank or comment line before the last count of a CSV histogram.
+def _check_count_lines(path: Path) -> int:
+    """Refuse a blank or comment line before the last count of a CSV histogram; return the number of count lines.
 
     One count per line means line k is cell k; a line skipped by the CSV reader
     would move every later count to the wrong cell. Blank and comment lines
     after the last count are harmless. The file is streamed (no list of lines).
     """
     first_gap = None  # (line number, what) of the first blank or comment line
+    counts = 0
     with open(path, encoding="utf-8-sig", errors="replace") as fh:
         for k, line in enumerate(fh, start=1):
             text = line.strip()
@@ -82,6 +84,9 @@ def _check_count_lines(path: Path) -> None:
             elif first_gap is not None:  # a count after the gap
                 raise InputError(f"{path}: line {first_gap[0]} is {first_gap[1]}; a CSV histogram has one count per line "
                                  "(line k is cell k), so remove it")
+            else:
+                counts += 1
+    return counts
 
 
 def _parse_bins(text: str) -> tuple[np.ndarray, float]:

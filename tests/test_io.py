@@ -181,6 +181,20 @@ def test_histograms(tmp_path):
         histograms.histogram_from_records(tmp_path / "r.csv", ["zip"], ["0:5"])
 
 
+def test_a_csv_histogram_on_one_line_is_refused(tmp_path):
+    # "1,2,...,8" on one line was read as 8 cells; a CSV histogram has one count per line (CLI.md)
+    (tmp_path / "row.csv").write_text("1,2,3,4,5,6,7,8\n")
+    with pytest.raises(InputError, match="one count per line, got 8 columns"):
+        histograms.read_histogram(tmp_path / "row.csv", 8)
+    (tmp_path / "two.csv").write_text("1,2\n3,4\n")
+    with pytest.raises(InputError, match="one count per line, got 2 columns"):
+        histograms.read_histogram(tmp_path / "two.csv", 4)
+    (tmp_path / "one.csv").write_text("7\n")
+    (tmp_path / "col.csv").write_text("1\n2\n3\n\n")
+    assert histograms.read_histogram(tmp_path / "one.csv", 1).tolist() == [7.0]
+    assert histograms.read_histogram(tmp_path / "col.csv", 3).tolist() == [1.0, 2.0, 3.0]
+
+
 def test_answers_csv(tmp_path):
     answers.write_answers(tmp_path / "a.csv", np.array([1.5, 2.0]), np.array([1.0, np.nan]), np.array([2.0, np.nan]))
     assert (tmp_path / "a.csv").read_text().splitlines() == ["query,answer,lower,upper", "0,1.5,1.0,2.0", "1,2.0,,"]
