@@ -71,14 +71,14 @@ from ..bases import identity_matrix
 from ..certificates import gram_factor
 from ..compiler import compile_strategy
 from ..exceptions import InputError, OptionError, setting
-from ..native_l2 import solve_total_l2
+from ..pure_bound import certified_l2_optimum
 from ..problem import Problem
 from ..registry import register_method
 from ..resources import psd_solver_bytes, require_memory
-from ..workload import gram_unit
+from ..workload import Workload, gram_unit
 from .svd_approx import min_l1_factor, svd_factor
 
-__all__ = ["minerror_l1", "l1_error", "l2_optimum_bound", "MAX_N", "STALL_ROUNDS"]
+__all__ = ["minerror_l1", "l1_error", "MAX_N", "STALL_ROUNDS"]
 
 log = logging.getLogger("strategy_opt")
 
@@ -108,18 +108,6 @@ def l1_error(A: np.ndarray, G: np.ndarray) -> float:
         return math.inf
     Vk = V[:, keep]
     return float(np.einsum("ij,ij->j", Vk, G @ Vk) @ (1.0 / lam[keep]))
-
-
-def l2_optimum_bound(G: np.ndarray, time_limit: float, tol: float = 1e-4):
-    """The (epsilon, delta) optimum of G by the native certified solver: ``(dual bound, its kind, L2 strategy)``.
-
-    The dual bound is a certified lower bound on the L2 optimum ``min E_2``,
-    hence on ``E_1`` of every strategy (``||A||_1 >= ||A||_2``); its kind is
-    ``l2-optimum`` when the solve reached its target gap ``tol``, else ``l2-dual``
-    (as `strategy_opt.pure_bound.pure_lower_bound` labels it).
-    """
-    res = solve_total_l2(G, time_limit=time_limit, tol=tol)
-    return res.dual, ("l2-optimum" if res.status == "optimal" else "l2-dual"), res.A
 
 
 def _sdp(n: int, rows: int, L: np.ndarray):
@@ -162,14 +150,18 @@ def _solver(profile) -> tuple[str, dict]:
     return name, kw
 
 
-def _candidates(G: np.ndarray, n: int, budget: float) -> tuple[dict, float | None, str]:
-    """Identity, refined SVD approximation, the L2 route and p-identity, with the L2 lower bound and its kind."""
+def _candidates(W: Workload, G: np.ndarray, n: int, budget: float) -> tuple[dict, float | None, str]:
+    """Identity, refined SVD approximation, the L2 route and p-identity, with the L2 lower bound and its kind.
+
+    The L2 route and the bound come from `strategy_opt.pure_bound.certified_l2_optimum` (the
+    native solver, and Clarabel where it stalls).
+    """
     from .pidentity import expand_cells, merged_cells, optimise_theta, pidentity_matrix, solve_pidentity
 
     out = {"identity": identity_matrix(n).toarray()}
     A, _, V = svd_factor(G)
     out["svd-approx"], _ = min_l1_factor(A, n, V, time_limit=budget)
-    bound, kind, out["l2-route"] = l2_optimum_bound(G, time_limit=budget)
+    bound, kind, out["l2-route"] = certified_l2_optimum(W, G, time_limit=budget)
     # the p-identity optimiser's own starts (random with p = n/16), then a wider random start (p = n/4),
     # the better one; on all cells and, if some merge, on merged cells as the p-identity method runs
     cell_of, reps = merged_cells(G)
@@ -280,7 +272,7 @@ def minerror_l1(problem: Problem):
     L = gram_factor(G)
     solver, kw = _solver(profile)
     _require_sdp_memory(solver, n, int(rows), L.shape[1])  # before the candidates: option rows sets the size
-    cands, bound, bound_kind = _candidates(G, n, budget=max(1.0, 0.1 * profile.time_limit))
+    cands, bound, bound_kind = _candidates(problem.workload, G, n, budget=max(1.0, 0.1 * profile.time_limit))
     errors = {k: l1_error(A, G) for k, A in cands.items()}
     log.info("minerror-l1: n = %d; candidates: %s", n, ", ".join(f"{k} E_1 {v:.8g}" for k, v in errors.items()))
     starts = []
