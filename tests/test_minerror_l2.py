@@ -615,13 +615,19 @@ def test_auto_reports_the_best_bound_any_candidate_certified():
     assert s.meta["ratio_to_lower_bound"] == pytest.approx(1.0, abs=1e-8)
 
 
-def test_a_stalled_native_solve_falls_back_to_the_sdp():
-    """Random positive 2 x 60 rows: the native dual ascent stalled at gap 0.43, 3% above the optimum; the fallback
-    reaches the optimum of our own SDP (Schur complement form, SCS at eps 1e-9) and certifies it."""
+@pytest.mark.parametrize("design_start", [True, False], ids=["design-start", "fallback"])
+def test_a_stalled_native_solve_falls_back_to_the_sdp(design_start, monkeypatch):
+    """Random positive 2 x 60 rows: the native dual ascent stalled at gap 0.43, 3% above the optimum. The native
+    solver now restarts from the design SDP's weights and certifies the optimum itself; without that restart
+    (forced), the Clarabel fallback does. Both reach the optimum of our own SDP (Schur complement form, SCS
+    at eps 1e-9)."""
     import cvxpy as cp
 
+    import strategy_opt.native_l2 as native
     from strategy_opt.workload import from_matrix
 
+    if not design_start:
+        monkeypatch.setattr(native, "DESIGN_SDP_MAX_RANK", 0)
     Wm = np.random.default_rng(11).random((2, 60))
     s = solve(from_matrix(Wm), method="minerror-l2")
     A = s.dense()
@@ -632,7 +638,10 @@ def test_a_stalled_native_solve_falls_back_to_the_sdp():
     cp.Problem(cp.Minimize(cp.sum(t)), cons).solve(solver=cp.SCS, eps=1e-9, max_iters=200000)  # optimal: 2.28797
     assert E == pytest.approx(s.meta["unit_total_squared_error"], rel=1e-9)
     assert E <= t.value.sum() * (1 + 1e-5)
-    assert s.meta["native_fallback"]["chosen"] == "clarabel"
+    if design_start:
+        assert s.meta["solver_status"] == "optimal" and "native_fallback" not in s.meta
+    else:
+        assert s.meta["native_fallback"]["chosen"] == "clarabel"
     assert s.meta["lower_bound"] >= E * (1 - 1e-5)
 
 

@@ -213,7 +213,8 @@ def _total_cvxpy(G: np.ndarray, L: np.ndarray, problem: Problem) -> tuple[np.nda
 #: When the native solver stalls above this relative gap on at most `NATIVE_FALLBACK_MAX_N` cells, the
 #: same program is solved by Clarabel and the better strategy kept (stopped by the profile's budget or
 #: time limit, or on more cells, it warns with the gap):
-#: on random positive 2 x 60 workloads the native dual ascent stalled at gap 0.43, 3% above the optimum.
+#: on random positive 2 x 60 workloads the native dual ascent stalled at gap 0.43, 3% above the optimum
+#: (before the native solver's design-SDP restart, `strategy_opt.native_l2.DESIGN_AFTER`; now a backstop).
 NATIVE_FALLBACK_GAP, NATIVE_FALLBACK_MAX_N = 1e-4, 64
 
 
