@@ -5,7 +5,11 @@ sum ``||A||_1 = max_j sum_i |a_ij|``. A column whose sum is below that maximum i
 *deficient*: it can carry more measurement without raising the sensitivity.
 The augmentation heuristic completes it with one extra row ``(Delta - colsum_j) e_j``
 per deficient column j, i.e. appends ``diag(Delta - colsum)`` restricted to the
-deficient columns. Every column then sums to exactly ``Delta``.
+deficient columns. Every column then sums to exactly ``Delta``. (The compiler
+then projects out the strategy's numerical null space, `compiler.final_strategy`,
+which can leave a column short of ``Delta`` by up to about 1e-6 relative,
+measured on svd-approx strategies; the sensitivity and E_1 in the metadata are
+computed from the final matrix, so they stay exact.)
 
 Theorem 3.11: for ``A' = [A; B]`` and any W supported by A, A' supports W and
 ``||W A'^+||_F <= ||W A^+||_F``. The sensitivity is unchanged, so the unit
