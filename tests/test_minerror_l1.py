@@ -7,6 +7,7 @@ from strategy_opt.api import solve
 from strategy_opt.error import unit_error
 from strategy_opt.exceptions import InputError
 from strategy_opt.programs.minerror_l1 import l1_error
+from strategy_opt.spec import parse_spec
 from strategy_opt.workload import all_range, from_matrix, prefix, random_range
 from oracles import e1_from_gram
 
@@ -114,3 +115,24 @@ def test_a_strategy_meeting_the_lower_bound_is_reported_optimal():
     assert s.meta["unit_total_squared_error"] == pytest.approx(1.0, rel=1e-9)
     assert s.meta["lower_bound"] == pytest.approx(1.0, rel=1e-6)
     assert s.meta["solver_status"] == "optimal" and "stalled" in s.meta["iteration_statuses"].values()
+
+
+def test_the_p_identity_methods_marginal_template_is_a_start():
+    """marginals:3x5:1: every flat start (and the iteration from it) stayed at the identity's 30 while the
+    p-identity method's weighted-marginals template gives 27.264; that method's strategy is now a candidate.
+    Independent value: the best stack [w M_rows; (1 - w) M_cols] (every column sums to 1), by a scalar search."""
+    from scipy.optimize import minimize_scalar
+
+    W = parse_spec("marginals:3x5:1")
+    G = W.gram()
+    rows, cols = np.kron(np.eye(3), np.ones((1, 5))), np.kron(np.ones((1, 3)), np.eye(5))
+
+    def e1(w):
+        A = np.vstack([w * rows, (1 - w) * cols])
+        return np.abs(A).sum(0).max() ** 2 * np.trace(G @ np.linalg.pinv(A.T @ A))
+
+    best = minimize_scalar(e1, bounds=(0.01, 0.99), method="bounded", options={"xatol": 1e-10}).fun
+    assert best == pytest.approx(27.264, abs=1e-3)
+    s = solve(W, privacy="pure", method="minerror-l1", iterations=1)
+    assert s.meta["unit_total_squared_error"] <= best * (1 + 1e-6)
+    assert "p-identity/method" in s.meta["candidate_errors"]
