@@ -9,15 +9,19 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
 
-__all__ = ["Progress", "PROGRESS_SECONDS", "PROGRESS_MIN_N"]
+__all__ = ["Progress", "PROGRESS_SECONDS", "PROGRESS_MIN_N", "HEARTBEAT_SECONDS", "heartbeat"]
 
 log = logging.getLogger("strategy_opt")
 
 #: Seconds between two progress lines of one loop.
 PROGRESS_SECONDS = 5.0
+#: Seconds between the lines `heartbeat` logs while an external solver runs.
+HEARTBEAT_SECONDS = 10.0
 #: From this many cells on, the compiler and ``run`` say which phase they are in (dense checks take seconds).
 PROGRESS_MIN_N = 1024
 
@@ -47,3 +51,38 @@ class Progress:
         """Log ``message % args`` if a line is due."""
         if self.due():
             log.info(message, *args)
+
+
+@contextlib.contextmanager
+def heartbeat(what: str, limit: float | None = None, every: float | None = None):
+    """Log ``"<what>: still running (<t> s ...)"`` every `HEARTBEAT_SECONDS` while the block runs.
+
+    For calls into a solver that reports nothing until it returns (cvxpy with
+    ``verbose=False``): a long solve then still shows it is alive, and how
+    much of its time limit ``limit`` (seconds) it has used. The lines come
+    from a daemon thread, which stops when the block ends.
+
+    Examples
+    --------
+    >>> with heartbeat("SCS", limit=60.0, every=30.0):
+    ...     pass
+    """
+    every = HEARTBEAT_SECONDS if every is None else every
+    done = threading.Event()
+    t0 = time.perf_counter()
+
+    def beat() -> None:
+        while not done.wait(every):
+            elapsed = time.perf_counter() - t0
+            if limit is not None and limit < float("inf"):
+                log.info("%s: still running (%.0f s of its %.4g s time limit)", what, elapsed, limit)
+            else:
+                log.info("%s: still running (%.0f s)", what, elapsed)
+
+    thread = threading.Thread(target=beat, name="strategy_opt-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()

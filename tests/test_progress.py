@@ -46,3 +46,22 @@ def test_compiler_and_run_name_their_phases_from_1024_cells(lines):
     assert "identity: checking the 1024 x 1024 strategy (completion, support, error, lower bound)" in text
     assert "run: checking that the 1024 x 1024 strategy supports the workload" in text
     assert "run: 1024 noisy strategy answers drawn; reconstructing 1024 cells (ls)" in text
+
+
+def test_an_external_solver_shows_it_is_alive(lines, monkeypatch):
+    # SCS and Clarabel print nothing with verbose off: a 190 s max-objective solve said nothing between its
+    # first and last line; a heartbeat now logs while cvxpy runs
+    import time
+
+    monkeypatch.setattr(progress, "HEARTBEAT_SECONDS", 0.02)
+    with progress.heartbeat("solver X", limit=60.0):
+        time.sleep(0.15)
+    beats = [m for m in lines() if m.startswith("solver X: still running")]
+    assert len(beats) >= 3 and beats[0].endswith("of its 60 s time limit)"), beats
+    count = len(lines())
+    time.sleep(0.1)
+    assert len(lines()) == count  # it stops with the block
+    with pytest.raises(ZeroDivisionError), progress.heartbeat("solver Y"):
+        1 / 0  # and when the block raises
+    solve("prefix:24", privacy="approx", method="minerror-l2", solver="scs")
+    assert any(m.startswith("minerror-l2: SCS: still running") for m in lines())

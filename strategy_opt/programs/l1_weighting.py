@@ -103,6 +103,7 @@ from ..compiler import compile_strategy, reported_error
 from ..defaults import EIG_RTOL
 from ..exceptions import InputError, OptionError, SolverError, setting
 from ..problem import Problem
+from ..progress import heartbeat
 from ..pure_bound import lower_bound_facts
 from ..resources import require_memory
 from .greedy_h import greedy_h_matrix
@@ -318,7 +319,7 @@ def _solve_cvxpy(c: np.ndarray, B, profile: SolverProfile) -> L1WeightingResult:
     name = (profile.solver or "CLARABEL").upper()
     kw = cvxpy_solve_kwargs(profile, name)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), heartbeat(f"l1-weighting: {name}", profile.time_limit):
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")  # reported through the status
             prob.solve(solver=name, verbose=profile.verbose, **kw)
     except cp.error.SolverError as exc:

@@ -88,6 +88,7 @@ from ..native_l2 import solve_total_l2
 from ..threads import factorization_threads
 from ..objectives import BUILTIN_OBJECTIVES, check_cvx_form, check_monotone, get_objective
 from ..problem import Problem
+from ..progress import heartbeat
 from ..query_weights import query_weights, weights_meta
 from ..registry import register_method
 from ..resources import psd_solver_bytes, require_memory
@@ -162,7 +163,7 @@ def _solve_cvxpy(prob, X, problem: Problem, psd_sizes: list[int], time_limit: fl
         )
     t_solve = time.perf_counter()
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), heartbeat(f"minerror-l2: {profile.solver}", profile.time_limit):
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
             prob.solve(solver=profile.solver, verbose=profile.verbose, **kwargs)
     except (TypeError, ValueError) as exc:
