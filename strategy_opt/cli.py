@@ -246,7 +246,9 @@ def _summary(meta: dict) -> str:
     objective = ""
     if meta.get("objective") not in (None, "total"):  # the value the method minimised, beside the total error
         objective = (f"objective={meta['objective']} value={fmt(meta.get('objective_value'), meta.get('objective_value_log10'))} "
-                     f"objective_lower_bound={fmt(meta.get('objective_lower_bound'), meta.get('objective_lower_bound_log10'))} ")
+                     f"objective_lower_bound={fmt(meta.get('objective_lower_bound'), meta.get('objective_lower_bound_log10'))} "
+                     f"objective_gap={'n/a' if meta.get('objective_relative_gap') is None else format(meta['objective_relative_gap'], '.3g')} ")
+        # lower_bound and ratio below are the total error's (E_p against its bound), not the objective's
     return (
         f"method={meta.get('method')} workload={meta.get('workload')} privacy={meta.get('privacy')} {objective}"
         f"shape={meta.get('shape')} E_{meta.get('sensitivity_norm', 'l?')[1:]}={E} lower_bound={lb} "

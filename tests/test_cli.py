@@ -671,3 +671,15 @@ def test_error_text_output_shows_values_past_float64_as_powers_of_ten(tmp_path, 
     assert lines["svd_bound"].startswith("10^")
     assert lines["max_query_variance"].startswith("not computed")
     assert "None" not in lines.values()
+
+
+def test_the_summary_line_states_the_objectives_own_gap(tmp_path, capsys):
+    # for weighted/relative/max the line's lower_bound and ratio are the total error's (E_2 against the SVD
+    # bound, ratio 1.06 here), which read like an optimality gap; the objective's own gap is now beside its value
+    np.save(tmp_path / "w.npy", np.random.default_rng(3).random((10, 13)))
+    assert cli("solve", "--workload", f"file:{tmp_path / 'w.npy'}", "--objective", "relative", "--method", "minerror-l2", "--solver", "clarabel", "--out", tmp_path / "r.npz") == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+    meta = json.loads(str(np.load(tmp_path / "r.npz")["meta"]))
+    assert float(fields["objective_gap"]) == pytest.approx(meta["objective_relative_gap"], abs=1e-3)
+    assert float(fields["objective_gap"]) < 1e-4 < float(fields["ratio"]) - 1  # the objective is solved; the total's ratio is not a gap
