@@ -431,14 +431,21 @@ def _hybrid(workload: Workload, x_ls: np.ndarray) -> np.ndarray:
 
 
 def _product_cost(workload: Workload) -> float:
-    """Operations of one ``W^T (W d)`` by the workload's own products: its non-zeros (prefix sums for intervals); inf if unknown."""
-    from .workload import ExplicitWorkload, IntervalWorkload
+    """Operations of one ``W^T (W d)`` by the workload's own products: its non-zeros (prefix sums for intervals),
+    for a Kronecker product its factors' applied along each axis (plus a per-call overhead); inf if unknown."""
+    from .workload import ExplicitWorkload, IntervalWorkload, Kronecker
 
     if isinstance(workload, IntervalWorkload):
         return 8.0 * workload.m  # two passes with np.add.at over the interval ends
     if isinstance(workload, ExplicitWorkload):
         return 2.0 * workload.nnz()
+    if isinstance(workload, Kronecker):  # each factor applied to every fibre of its axis, one Python call per fibre
+        return sum(workload.n / f.n * (_product_cost(f) + KRONECKER_CALL_COST) for f in workload.factors)
     return math.inf
+
+
+#: A Kronecker factor's product is one Python call per fibre: about this many operations' worth of overhead.
+KRONECKER_CALL_COST = 2000.0
 
 
 def reconstruct(A, y: np.ndarray, estimator: str = "ls", workload: Workload | None = None, profile: ErrorProfile | None = None) -> np.ndarray:

@@ -348,10 +348,10 @@ def test_sparse_nnls_reaches_the_optimum_on_large_counts(monkeypatch):
     assert objective(start) > 1.5 * objective(direct)  # the start is far from the optimum: the run must move
 
 
-@pytest.mark.parametrize("spec", ["prefix:300", "random-range:300:200:3", "all-range:300"])
+@pytest.mark.parametrize("spec", ["prefix:300", "random-range:300:200:3", "all-range:300", "prefix:12*prefix:25"])
 def test_hybrid_past_the_dense_nnls_limit_reaches_its_optimum(monkeypatch, spec):
     """Past NNLS_DENSE_MAX_N cells (forced to 100 here) hybrid's second step is L-BFGS-B on
-    ||W (x - x_ls)||^2 through the workload's products (prefix, random ranges) or its dense Gram matrix
+    ||W (x - x_ls)||^2 through the workload's products (prefix, random ranges, a Kronecker product) or its dense Gram matrix
     (all ranges: m = 45150 > n^2 / 8), never a factor of W^T W; against scipy's active-set NNLS on a factor
     of W^T W from numpy's eigh (||W d||^2 = ||R d||^2).
     Before: NNLS on an n x n factor by the mis-scaled L-BFGS-B (4200 cells: 133 s, 16x the optimum)."""
