@@ -427,8 +427,9 @@ def solve_total_l2(
                     best_p, best_Q, best_r = value, Q, r
             break
         prev = (x, f, d)
-        if k == DESIGN_AFTER and r_cols < nc and r_cols <= DESIGN_SDP_MAX_RANK:
+        if k == DESIGN_AFTER and r_cols < nc and r_cols <= DESIGN_SDP_MAX_RANK and time.perf_counter() < deadline:
             u0 = _design_weights(L)
+            step_start = time.perf_counter()  # the SDP is not an iteration: its time must not stop the next one
             if u0 is not None:  # a fresh start: the acceleration's history belongs to the old path
                 x = np.log(np.maximum(u0, math.exp(xmin)))
                 x = np.maximum(x - (x.max() + math.log(np.exp(x - x.max()).sum())), xmin)

@@ -219,7 +219,7 @@ def read_problem_file(path: str | Path) -> dict:
     directory, so a problem file works from any current directory.
     """
     p = Path(path)
-    if not p.is_file():
+    if not p.exists() or p.is_dir():  # a pipe or /dev/stdin is read as a file
         # a bundled name (also where a directory has that name), or a path to a bundled file given from another directory (problems/NAME.toml)
         named = list_problems().get(str(path)) or (list_problems().get(p.stem) if p.suffix == ".toml" and str(p.parent) in (".", "problems") else None)
         if named is None:

@@ -227,6 +227,8 @@ def test_an_option_given_twice_may_not_disagree(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["strategy-opt: error: --option branching=4 and --option branching=2 conflict; give branching once"], err
     assert not (tmp_path / "c.npz").exists()
+    assert cli(*base, "--option", "branching=2", "--option", "branching=true", "--out", tmp_path / "c.npz") == 2  # True == 1 in Python
+    assert "--option branching=2 and --option branching=True conflict" in capsys.readouterr().err
     assert cli(*base, "--option", "branching=4", "--option", "branching=4", "--json") == 0  # the same value twice is one setting
     assert json.loads(capsys.readouterr().out)["branching"] == 4
 

@@ -3,6 +3,8 @@ does not know are refused, auto honours the objective, conic-solver memory is es
 before the solver allocates, problem files are validated, bounds never exceed the error."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -100,6 +102,15 @@ def test_a_bundled_problem_path_works_from_any_directory(tmp_path, monkeypatch, 
     assert cli("-q", "solve", "problems/quickstart.toml", "--method", "identity", "--json") == 0
     assert '"workload": "all-range:256"' in capsys.readouterr().out
     assert cli("-q", "solve", "problems/no_such_problem.toml") == 2
+
+
+def test_a_problem_file_can_come_through_a_pipe(tmp_path):
+    # `cat p.toml | strategy-opt solve /dev/stdin` worked until a fix for directories refused every non-regular file
+    text = 'workload = "prefix:16"\nprivacy = "pure"\nmethod = "hierarchical"\n'
+    r = subprocess.run([sys.executable, "-m", "strategy_opt.cli", "-q", "solve", "/dev/stdin", "--out", str(tmp_path / "x.npz")],
+                       input=text, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "x.npz").exists()
 
 
 def test_a_directory_does_not_hide_a_bundled_problem_of_its_name(tmp_path, monkeypatch, capsys):
