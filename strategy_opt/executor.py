@@ -406,7 +406,7 @@ def _hybrid(workload: Workload, x_ls: np.ndarray) -> np.ndarray:
     factor R of ``W^T W`` (``R^T R = W^T W``). Larger domains: `_nonneg_lbfgsb`
     on ``(x - x_ls)^T W^T W (x - x_ls) / 2``, its gradient by the workload's own
     products ``W^T (W d)`` where they cost less than the dense Gram matrix's
-    (interval and sparse workloads), else by ``W^T W`` (n x n), never a factor
+    (interval, sparse and Kronecker workloads), else by ``W^T W`` (n x n), never a factor
     (at 8192 cells the factor took minutes and the L-BFGS-B steps on it more).
     """
     n = workload.n
@@ -430,6 +430,10 @@ def _hybrid(workload: Workload, x_ls: np.ndarray) -> np.ndarray:
     return _nonneg_lbfgsb(objective, np.clip(x_ls, 0.0, None), "hybrid")
 
 
+#: A Kronecker factor's product is one Python call per fibre: about this many operations' worth of overhead.
+KRONECKER_CALL_COST = 2000.0
+
+
 def _product_cost(workload: Workload) -> float:
     """Operations of one ``W^T (W d)`` by the workload's own products: its non-zeros (prefix sums for intervals),
     for a Kronecker product its factors' applied along each axis (plus a per-call overhead); inf if unknown."""
@@ -442,10 +446,6 @@ def _product_cost(workload: Workload) -> float:
     if isinstance(workload, Kronecker):  # each factor applied to every fibre of its axis, one Python call per fibre
         return sum(workload.n / f.n * (_product_cost(f) + KRONECKER_CALL_COST) for f in workload.factors)
     return math.inf
-
-
-#: A Kronecker factor's product is one Python call per fibre: about this many operations' worth of overhead.
-KRONECKER_CALL_COST = 2000.0
 
 
 def reconstruct(A, y: np.ndarray, estimator: str = "ls", workload: Workload | None = None, profile: ErrorProfile | None = None) -> np.ndarray:

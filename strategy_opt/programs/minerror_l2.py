@@ -219,24 +219,16 @@ def _total_cvxpy(G: np.ndarray, L: np.ndarray, problem: Problem) -> tuple[np.nda
 NATIVE_FALLBACK_GAP, NATIVE_FALLBACK_MAX_N = 1e-4, 64
 
 
-def sdp_total_l2(W: Workload, G: np.ndarray, res) -> tuple[np.ndarray, float, float] | None:
-    """Clarabel's solve of the total-error SDP where the native solve ``res`` stalled: ``(A, primal, dual bound)``.
+def sdp_total_l2(W: Workload, G: np.ndarray, L: np.ndarray | None = None) -> tuple[np.ndarray, float, float, str]:
+    """Clarabel's solve of the total-error SDP: ``(A, primal, dual bound, status)``, where the native solver stalled.
 
-    None past `NATIVE_FALLBACK_MAX_N` cells or when Clarabel fails (the
-    native result stands). The primal value is at unit L2 sensitivity; the
-    dual bound is certified (`_total_cvxpy`).
+    The primal value is at unit L2 sensitivity; the dual bound is certified
+    (`_total_cvxpy`). ``L`` is a `gram_factor` of G when the caller has it.
+    Raises `SolverError` when Clarabel fails.
     """
-    n = G.shape[0]
-    if n > NATIVE_FALLBACK_MAX_N:
-        return None
-    log.info("(eps, delta) optimum: the native solver stalled at relative gap %.3g on %d cells; solving the SDP with Clarabel too", res.gap, n)
-    try:
-        Xv, _, _, dual = _total_cvxpy(G, gram_factor(G), Problem(W, privacy="approx", solver=load_profile("clarabel")))
-    except SolverError as exc:
-        log.info("(eps, delta) optimum: Clarabel failed too (%s); the native bound stands", " ".join(str(exc).split()))
-        return None
+    Xv, status, _, dual = _total_cvxpy(G, gram_factor(G) if L is None else L, Problem(W, privacy="approx", solver=load_profile("clarabel")))
     primal = float(np.max(np.diag(Xv)) * np.trace(G @ np.linalg.pinv(Xv)))
-    return strategy_from_gram(Xv), primal, dual
+    return strategy_from_gram(Xv), primal, dual, status
 
 
 def _native_fallback(G: np.ndarray, L: np.ndarray, problem: Problem, res, extra: dict):
@@ -253,12 +245,10 @@ def _native_fallback(G: np.ndarray, L: np.ndarray, problem: Problem, res, extra:
         return res.A, res.status, res.dual
     log.warning("minerror-l2 native: %s at relative gap %.3g on %d cells; solving the SDP with Clarabel too", res.status, res.gap, n)
     try:
-        Xv, status, _, dual = _total_cvxpy(G, L, replace(problem, solver=load_profile("clarabel")))
+        A, primal, dual, status = sdp_total_l2(problem.workload, G, L)
     except SolverError as exc:
         extra["native_fallback"] = {"solver": "clarabel", "failed": " ".join(str(exc).split())}
         return res.A, res.status, res.dual
-    A = strategy_from_gram(Xv)
-    primal = float(np.max(np.diag(Xv)) * np.trace(G @ np.linalg.pinv(Xv)))  # at unit L2 sensitivity
     lower = max(res.dual, dual)
     better = primal < res.primal
     extra["native_fallback"] = {"solver": "clarabel", "status": status, "primal": primal, "dual": dual, "chosen": "clarabel" if better else "native"}
