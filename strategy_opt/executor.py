@@ -390,7 +390,8 @@ def _nonneg_lbfgsb(objective, x0: np.ndarray, label: str) -> np.ndarray:
 
     def report(x):
         if progress.due():  # the objective costs two products: only when a line is due
-            log.info("%s: L-BFGS-B on %d cells, objective %.8g (%.4g of the start)", label, x.size, objective(x)[0], objective(x)[0] / f0)
+            f = objective(x)[0]
+            log.info("%s: L-BFGS-B on %d cells, objective %.8g (%.4g of the start)", label, x.size, f, f / f0)
 
     res = minimize(scaled, x0, jac=True, method="L-BFGS-B", bounds=Bounds(0.0, np.inf), callback=report,
                    options={"maxiter": NNLS_MAX_ITER, "maxfun": 2 * NNLS_MAX_ITER, "ftol": 1e-15, "gtol": 1e-12})

@@ -28,6 +28,7 @@ import logging
 
 import numpy as np
 
+from .exceptions import SolverError
 from .workload import Workload
 
 log = logging.getLogger("strategy_opt")
@@ -78,7 +79,6 @@ def certified_l2_optimum(W: Workload, G: np.ndarray, time_limit: float, tol: flo
     res = solve_total_l2(G, time_limit=time_limit, tol=tol)
     bound, A, primal = res.dual, res.A, res.primal
     if res.status == "stalled":
-        from .exceptions import SolverError
         from .programs.minerror_l2 import NATIVE_FALLBACK_MAX_N, sdp_total_l2
 
         if G.shape[0] <= NATIVE_FALLBACK_MAX_N:
