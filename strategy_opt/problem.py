@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from .exceptions import InputError, OptionError
-from .solvers import SolverProfile, check_solver_options, load_profile
+from .solvers import SolverProfile, check_solver_cones, check_solver_options, load_profile
 from .spec import file_spec, parse_spec
 from .workload import Workload
 
@@ -73,6 +73,7 @@ class Problem:
     def __post_init__(self):
         if self.privacy not in ("pure", "approx"):
             raise InputError(f"privacy must be 'pure' or 'approx', got {self.privacy!r}")
+        check_solver_cones(self.solver)
         check_solver_options(self.solver)  # a cvxpy profile's [options], before any program solves
 
     @property

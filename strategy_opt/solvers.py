@@ -29,8 +29,12 @@ Loading a profile file checks its top-level keys: each must have its type
 (``max_iters`` a TOML integer >= 1, ``time_limit`` and ``tol`` finite numbers
 > 0, ``verbose`` a boolean, ``backend``, ``solver`` and ``description``
 strings), ``solver`` must name an installed cvxpy solver
-(``cvxpy.installed_solvers()``) and is refused with the ``native`` backend (the
-default). Each refusal is an `InputError` naming the file, key and value.
+(``cvxpy.installed_solvers()``) that handles second-order cones (the strategy
+programs are SOCPs and SDPs: OSQP, HiGHS or SciPy cannot solve them) and is
+refused with the ``native`` backend (the default). Each refusal is an
+`InputError` naming the file, key and value. A program that needs PSD cones
+(minerror-l1, minerror-l2) refuses a solver without them (ECOS) the same way,
+through `require_cone`.
 
 The ``[options]`` of a cvxpy profile are checked before a program solves
 (`check_solver_options`, called when a `strategy_opt.problem.Problem` is made):
@@ -49,7 +53,10 @@ from pathlib import Path
 
 from .exceptions import InputError
 
-__all__ = ["SolverProfile", "load_profile", "list_profiles", "profile_dirs", "check_solver_options", "rejected_option", "cvxpy_solve_kwargs"]
+__all__ = [
+    "SolverProfile", "load_profile", "list_profiles", "profile_dirs", "check_solver_options", "check_solver_cones",
+    "require_cone", "rejected_option", "cvxpy_solve_kwargs",
+]
 
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -163,6 +170,7 @@ def _read(path: Path, name: str) -> SolverProfile:
         installed = cp.installed_solvers()
         if data["solver"].upper() not in installed:
             raise InputError(f"solver profile {path}: bad value: solver = {data['solver']!r:.60} is not an installed cvxpy solver; installed: {', '.join(installed)}")
+        _refuse_without_cone(f"solver profile {path}", data["solver"], "SOC", "the strategy programs")
     return SolverProfile(
         name=name,
         backend=backend,
@@ -213,6 +221,74 @@ def list_profiles() -> dict[str, Path]:
         for f in sorted(d.glob("*.toml")):
             out.setdefault(f.stem, f)
     return out
+
+
+def solver_cones(solver: str) -> frozenset[str]:
+    """The cones cvxpy's interface to ``solver`` accepts (``PSD``, ``SOC``, ...); empty for a QP or unknown solver.
+
+    Examples
+    --------
+    >>> sorted(solver_cones("SCS") & {"PSD", "SOC"})
+    ['PSD', 'SOC']
+    >>> sorted(solver_cones("OSQP"))
+    []
+    """
+    from cvxpy.reductions.solvers.defines import SOLVER_MAP_CONIC
+
+    interface = SOLVER_MAP_CONIC.get(solver.upper())
+    if interface is None:
+        return frozenset()
+    return frozenset("PSD" if c.__name__ == "SvecPSD" else c.__name__ for c in interface.SUPPORTED_CONSTRAINTS)
+
+
+def _conic_solvers(cone: str) -> str:
+    import cvxpy as cp
+
+    return ", ".join(s for s in cp.installed_solvers() if cone in solver_cones(s))
+
+
+def _refuse_without_cone(where: str, solver: str, cone: str, what: str) -> None:
+    import cvxpy as cp
+
+    if solver.upper() not in cp.installed_solvers() or cone in solver_cones(solver):
+        return
+    kind = {"SOC": "second-order cone programs", "PSD": "semidefinite programs"}[cone]
+    raise InputError(
+        f"{where}: bad value: solver = {solver!r:.60} cannot solve {what}: they are {kind} and {solver.upper()} "
+        f"has no {cone} cone; installed solvers that have one: {_conic_solvers(cone) or 'none'}"
+    )
+
+
+def check_solver_cones(profile: SolverProfile) -> None:
+    """Refuse (`InputError`) a cvxpy profile whose installed solver has no second-order cone.
+
+    Every cvxpy program of the package is at least an SOCP (Program 5.1.1 through
+    ``inv_pos``, l1-weighting through ``power``), so a QP or LP solver (OSQP,
+    HiGHS, SciPy) would fail inside ``solve``. Profile files are checked when
+    loaded; a profile made through the API is checked when a
+    `strategy_opt.problem.Problem` is made. A solver that is not installed is left
+    to the program.
+
+    Examples
+    --------
+    >>> check_solver_cones(SolverProfile("p", backend="cvxpy", solver="OSQP"))
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: solver profile 'p': bad value: solver = 'OSQP' cannot solve the strategy programs: they are second-order cone programs and OSQP has no SOC cone; installed solvers that have one: ...
+    """
+    if profile.backend == "cvxpy" and profile.solver:
+        _refuse_without_cone(f"solver profile {profile.source or repr(profile.name)}", profile.solver, "SOC", "the strategy programs")
+
+
+def require_cone(profile: SolverProfile, cone: str, what: str) -> None:
+    """Refuse (`InputError`) a cvxpy profile for program ``what`` when its solver has no ``cone`` (``"PSD"``).
+
+    Examples
+    --------
+    >>> require_cone(SolverProfile("p", backend="cvxpy", solver="CLARABEL"), "PSD", "minerror-l2")
+    """
+    if profile.backend == "cvxpy" and profile.solver:
+        _refuse_without_cone(f"solver profile {profile.source or repr(profile.name)}", profile.solver, cone, what)
 
 
 _checked: set[tuple] = set()

@@ -95,6 +95,37 @@ def test_an_uninstalled_solver_is_refused_at_load(tmp_path, capsys, monkeypatch)
     assert load_profile(f).solver == "scs"
 
 
+@pytest.mark.parametrize("solver", ["OSQP", "HIGHS", "SCIPY"])
+def test_a_solver_without_second_order_cones_is_refused_at_load(tmp_path, capsys, solver):
+    # a QP or LP solver failed inside solve with exit 1; every strategy program is at least an SOCP
+    import cvxpy
+
+    if solver not in cvxpy.installed_solvers():
+        pytest.skip(f"{solver} is not installed")
+    f = tmp_path / "p.toml"
+    f.write_text(f'backend = "cvxpy"\nsolver = "{solver}"\n')
+    with pytest.raises(InputError, match=rf"solver = '{solver}' cannot solve the strategy programs: they are second-order cone programs and {solver} has no SOC cone; installed solvers that have one: .*CLARABEL"):
+        load_profile(f)
+    out = tmp_path / "s.npz"
+    for method in ("eigen-design", "minerror-l2"):
+        assert cli("solve", "--workload", "all-range:8", "--method", method, "--solver", f, "--out", out) == 2
+        assert "has no SOC cone" in capsys.readouterr().err
+    assert not out.exists()
+    # a profile made through the API is checked when the problem is made
+    with pytest.raises(InputError, match=f"solver profile 'mine': bad value: solver = '{solver}' cannot solve"):
+        solve("all-range:4", method="eigen-design", solver=solvers.SolverProfile("mine", backend="cvxpy", solver=solver))
+
+
+@pytest.mark.parametrize("method", ["minerror-l2", "minerror-l1"])
+def test_the_sdp_programs_refuse_a_solver_without_psd_cones(monkeypatch, method):
+    # ECOS-like: second-order cones only (ECOS itself is not installed here, so its cones are simulated)
+    real = solvers.solver_cones
+    monkeypatch.setattr(solvers, "solver_cones", lambda s: real(s) - {"PSD"} if s.upper() == "SCS" else real(s))
+    privacy = "pure" if method == "minerror-l1" else "approx"
+    with pytest.raises(InputError, match=rf"solver = 'SCS' cannot solve {method}: they are semidefinite programs and SCS has no PSD cone"):
+        solve("all-range:4", method=method, privacy=privacy, solver=load_profile("scs"))
+
+
 @pytest.mark.parametrize("backend", ["", 'backend = "native"\n'])
 def test_a_solver_with_the_native_backend_is_refused(tmp_path, capsys, backend):
     f = tmp_path / "p.toml"

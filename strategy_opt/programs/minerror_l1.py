@@ -76,6 +76,7 @@ from ..problem import Problem
 from ..registry import register_method
 from ..resources import psd_solver_bytes, require_memory
 from ..workload import Workload, gram_unit
+from ..solvers import require_cone
 from .svd_approx import min_l1_factor, svd_factor
 
 __all__ = ["minerror_l1", "l1_error", "MAX_N", "STALL_ROUNDS"]
@@ -162,6 +163,7 @@ def _require_sdp_memory(solver: str, n: int, rows: int, rank: int) -> None:
 
 def _solver(profile) -> tuple[str, dict]:
     if profile.backend == "cvxpy" and profile.solver:
+        require_cone(profile, "PSD", "minerror-l1")
         name = profile.solver.upper()
         kw = dict(profile.options)
     else:

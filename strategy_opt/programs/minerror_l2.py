@@ -92,7 +92,7 @@ from ..progress import heartbeat
 from ..query_weights import query_weights, weights_meta
 from ..registry import register_method
 from ..resources import psd_solver_bytes, require_memory
-from ..solvers import cvxpy_solve_kwargs, load_profile, rejected_option
+from ..solvers import cvxpy_solve_kwargs, load_profile, rejected_option, require_cone
 from ..workload import Workload, weighted_gram
 
 __all__ = [
@@ -148,6 +148,7 @@ def _solve_cvxpy(prob, X, problem: Problem, psd_sizes: list[int], time_limit: fl
     profile = problem.solver if time_limit is None else replace(problem.solver, time_limit=time_limit)
     if not profile.solver:
         raise InputError(f"solver profile {profile.name!r} has backend 'cvxpy' but names no solver; add solver = \"SCS\" or \"CLARABEL\"")
+    require_cone(profile, "PSD", "minerror-l2")
     require_memory(
         psd_solver_bytes(profile.solver, psd_sizes),
         f"minerror-l2 with solver profile {profile.name!r} ({profile.solver}) on {problem.workload.n} cells",
