@@ -19,7 +19,7 @@ from .defaults import FILE_FORMAT_VERSION
 from .exceptions import InputError
 from .atomic import answers_sidecar, atomic_paths
 from .fingerprints import file_sha256
-from .io import _version
+from .io import _is_csv_metadata, _version
 from .matrix_files import missing_file, READ_ERRORS, read_npy
 
 __all__ = ["write_answers", "write_answer_file", "csv_number", "read_answers"]
@@ -63,6 +63,9 @@ def write_answer_file(path: str | os.PathLike, write, m: int, meta: dict | None 
     path = Path(path)
     if path.suffix.lower() not in (".npy", ".csv"):
         raise InputError(f"answers must be written to .npy or .csv, got {path.suffix!r}")
+    if path.suffix.lower() == ".csv" and path.is_file() and _is_csv_metadata(path.with_suffix(".json")):
+        # the strategy's metadata would stay beside the answers, describing a file that is gone
+        raise InputError(f"cannot write answers to {path}: it is a strategy file (its metadata is {path.with_suffix('.json').name}); choose another name")
     with atomic_paths(path, answers_sidecar(path)) as (tmp, tmp_json):
         with open(tmp, "wb") as fh:
             write(fh)

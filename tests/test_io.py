@@ -200,6 +200,29 @@ def test_answers_csv(tmp_path):
     assert (tmp_path / "a.csv").read_text().splitlines() == ["query,answer,lower,upper", "0,1.5,1.0,2.0", "1,2.0,,"]
 
 
+def test_answers_do_not_overwrite_a_csv_strategy(tmp_path, capsys):
+    # the strategy's .json metadata was left beside the answers, describing a file that was gone
+    from strategy_opt.cli import main
+
+    s = tmp_path / "s.csv"
+    identity = so.solve("prefix:4", method="identity")
+    sio.write_strategy(identity, s)
+    before = s.read_bytes(), (tmp_path / "s.json").read_bytes()
+    with pytest.raises(InputError, match=r"cannot write answers to .*s.csv: it is a strategy file \(its metadata is s.json\)"):
+        answers.write_answers(s, np.zeros(4))
+    np.savetxt(tmp_path / "d.csv", np.arange(4.0))
+    t = tmp_path / "t.csv"
+    sio.write_strategy(identity, t)
+    args = ["run", str(t), "--data", str(tmp_path / "d.csv"), "--workload", "prefix:4", "--epsilon", "1", "--seed", "1", "-q"]
+    assert main([*args, "--out", str(s)]) == 2
+    assert "it is a strategy file" in capsys.readouterr().err
+    assert (s.read_bytes(), (tmp_path / "s.json").read_bytes()) == before and not (tmp_path / "s.csv.json").exists()
+    # an answers file is replaced as before, and a .json beside it that is not a strategy's does not matter
+    (tmp_path / "a.json").write_text("{}")
+    for _ in range(2):
+        assert main([*args, "--out", str(tmp_path / "a.csv")]) == 0
+
+
 # --------------------------------------------------------------------------- raw records: bins, header
 def _records(tmp_path, seed=3, n=400):
     """Records with values below LO, exactly on HI, beyond HI, and on interior bin edges."""
