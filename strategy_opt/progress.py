@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 import threading
 import time
 
@@ -62,6 +63,12 @@ def heartbeat(what: str, limit: float | None = None, every: float | None = None)
     much of its time limit ``limit`` (seconds) it has used. The lines come
     from a daemon thread, which stops when the block ends.
 
+    While the block runs in the main thread, a Python handler for SIGTERM (the
+    CLI's, which lets pending atomic writes clean up) is set aside and SIGTERM
+    ends the process at once: Python runs its handlers only between bytecodes,
+    so it would wait until the solver returned (minutes for SCS on a large SDP),
+    and nothing is being written during a solve.
+
     Examples
     --------
     >>> with heartbeat("SCS", limit=60.0, every=30.0):
@@ -81,8 +88,14 @@ def heartbeat(what: str, limit: float | None = None, every: float | None = None)
 
     thread = threading.Thread(target=beat, name="strategy_opt-heartbeat", daemon=True)
     thread.start()
+    in_main = threading.current_thread() is threading.main_thread()
+    handler = signal.getsignal(signal.SIGTERM) if in_main else None
+    if callable(handler):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         yield
     finally:
+        if callable(handler):
+            signal.signal(signal.SIGTERM, handler)
         done.set()
         thread.join()

@@ -65,3 +65,32 @@ def test_an_external_solver_shows_it_is_alive(lines, monkeypatch):
         1 / 0  # and when the block raises
     solve("prefix:24", privacy="approx", method="minerror-l2", solver="scs")
     assert any(m.startswith("minerror-l2: SCS: still running") for m in lines())
+
+
+def test_sigterm_ends_the_process_at_once_while_an_external_solver_runs(tmp_path):
+    # the CLI's SIGTERM handler could only run once SCS returned (over 120 s on all-range:256); inside
+    # a heartbeat block SIGTERM takes its default action, and the handler is back after the block
+    import signal
+    import subprocess
+    import sys
+
+    seen = []
+    previous = signal.signal(signal.SIGTERM, lambda *a: seen.append(a))
+    try:
+        with progress.heartbeat("solver Z"):
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL and callable(signal.getsignal(signal.SIGTERM))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    script = (
+        "import signal, sys, time\n"
+        "from strategy_opt import progress\n"
+        "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\n"
+        "with progress.heartbeat('solver'):\n"
+        "    print('ready', flush=True)\n"
+        "    time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == -signal.SIGTERM  # the default action, not the handler's exit 7
