@@ -377,27 +377,32 @@ def _nonneg_lbfgsb(objective, x0: np.ndarray, label: str) -> np.ndarray:
     ended the run at the start (counts of 1e5-1e6 on 8192 cells scaled by
     ``||b||^2`` stopped after one step with 400x the optimum). Up to
     `NNLS_MAX_ITER` steps (the problem is convex: its stationary point is the
-    optimum).
+    optimum). The cells are divided by the largest entry of ``x0`` for the same
+    reason: its projected-gradient test ``gtol`` is absolute, and with the
+    objective at 1 the gradient scales as one over the counts (1e12 per cell
+    stopped at 1.5x the optimum).
     """
     f0 = objective(x0)[0]
     if not f0 > 0:  # x0 already fits exactly
         return x0
+    top = float(np.max(x0, initial=0.0))
+    unit = top if 0.0 < top < np.inf else 1.0
     progress = Progress()
 
-    def scaled(x):
-        f, g = objective(x)
-        return f / f0, g / f0
+    def scaled(y):
+        f, g = objective(unit * y)
+        return f / f0, g * (unit / f0)
 
-    def report(x):
+    def report(y):
         if progress.due():  # the objective costs two products: only when a line is due
-            f = objective(x)[0]
-            log.info("%s: L-BFGS-B on %d cells, objective %.8g (%.4g of the start)", label, x.size, f, f / f0)
+            f = objective(unit * y)[0]
+            log.info("%s: L-BFGS-B on %d cells, objective %.8g (%.4g of the start)", label, y.size, f, f / f0)
 
-    res = minimize(scaled, x0, jac=True, method="L-BFGS-B", bounds=Bounds(0.0, np.inf), callback=report,
+    res = minimize(scaled, x0 / unit, jac=True, method="L-BFGS-B", bounds=Bounds(0.0, np.inf), callback=report,
                    options={"maxiter": NNLS_MAX_ITER, "maxfun": 2 * NNLS_MAX_ITER, "ftol": 1e-15, "gtol": 1e-12})
     if res.status == 1:
         log.warning("%s: L-BFGS-B reached its iteration limit (%d); the reconstruction may be inaccurate", label, NNLS_MAX_ITER)
-    return np.clip(res.x, 0.0, None)
+    return np.clip(unit * res.x, 0.0, None)
 
 
 def _hybrid(workload: Workload, x_ls: np.ndarray) -> np.ndarray:

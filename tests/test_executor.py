@@ -326,10 +326,13 @@ def test_sparse_nnls_reaches_the_active_set_optimum(monkeypatch, dense_max_n, rt
     assert np.sum((B @ got - y) ** 2) == pytest.approx(np.sum((B @ direct - y) ** 2), rel=rtol)
 
 
-def test_sparse_nnls_reaches_the_optimum_on_large_counts(monkeypatch):
+@pytest.mark.parametrize("scale", [1.0, 1e7])
+def test_sparse_nnls_reaches_the_optimum_on_large_counts(monkeypatch, scale):
     """The L-BFGS-B path on counts of 1e5 (DPBench scale, 8192 cells: SEARCHLOGS + INCOME): dividing the
     objective by ||b||^2 (~1e14 here) left it far below 1, and L-BFGS-B stopped after one step at the clipped
-    least-squares start (audit: objective 1.59e9 against the optimum's 4.83e6, prefix MSE 2.0e8 against 340)."""
+    least-squares start (audit: objective 1.59e9 against the optimum's 4.83e6, prefix MSE 2.0e8 against 340).
+    At 1e12 per cell (scale 1e7) the objective at 1 still left a gradient of 1e-12, L-BFGS-B's absolute
+    gtol: the cells are now divided by the largest count too (before: 1.54x the optimum on 4200 cells)."""
     import strategy_opt.executor as ex
     from scipy.optimize import nnls
 
@@ -337,8 +340,8 @@ def test_sparse_nnls_reaches_the_optimum_on_large_counts(monkeypatch):
     n = 512
     A = hierarchical_matrix(n, 2)
     rng = np.random.default_rng(1)
-    x = rng.choice([0.0, 1e5, 3e5], size=n, p=[0.6, 0.3, 0.1])
-    y = A @ x + rng.laplace(0, 10, A.shape[0])
+    x = scale * rng.choice([0.0, 1e5, 3e5], size=n, p=[0.6, 0.3, 0.1])
+    y = A @ x + rng.laplace(0, 10 * scale, A.shape[0])
     got = reconstruct(A, y, "nnls")
     direct = nnls(A.toarray(), y, maxiter=50 * n)[0]
     objective = lambda z: np.sum((A @ z - y) ** 2)  # noqa: E731
@@ -348,8 +351,8 @@ def test_sparse_nnls_reaches_the_optimum_on_large_counts(monkeypatch):
     assert objective(start) > 1.5 * objective(direct)  # the start is far from the optimum: the run must move
 
 
-@pytest.mark.parametrize("spec", ["prefix:300", "random-range:300:200:3", "all-range:300", "prefix:12*prefix:25"])
-def test_hybrid_past_the_dense_nnls_limit_reaches_its_optimum(monkeypatch, spec):
+@pytest.mark.parametrize("spec, scale", [("prefix:300", 1.0), ("prefix:300", 1e8), ("random-range:300:200:3", 1.0), ("all-range:300", 1.0), ("prefix:12*prefix:25", 1.0)])
+def test_hybrid_past_the_dense_nnls_limit_reaches_its_optimum(monkeypatch, spec, scale):
     """Past NNLS_DENSE_MAX_N cells (forced to 100 here) hybrid's second step is L-BFGS-B on
     ||W (x - x_ls)||^2 through the workload's products (prefix, random ranges, a Kronecker product) or its dense Gram matrix
     (all ranges: m = 45150 > n^2 / 8), never a factor of W^T W; against scipy's active-set NNLS on a factor
@@ -364,8 +367,8 @@ def test_hybrid_past_the_dense_nnls_limit_reaches_its_optimum(monkeypatch, spec)
     n = W.n
     A = hierarchical_matrix(n, 2)
     rng = np.random.default_rng(2)
-    x = rng.choice([0.0, 1e4, 5e4], size=n, p=[0.7, 0.2, 0.1])
-    y = A @ x + rng.laplace(0, 30, A.shape[0])
+    x = scale * rng.choice([0.0, 1e4, 5e4], size=n, p=[0.7, 0.2, 0.1])  # scale 1e8: 1e12 per cell
+    y = A @ x + rng.laplace(0, 30 * scale, A.shape[0])
     x_ls = np.linalg.lstsq(A.toarray(), y, rcond=None)[0]
     got = reconstruct(A, y, "hybrid", W)
     Wm = W.matrix().toarray()
