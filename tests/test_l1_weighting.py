@@ -279,3 +279,20 @@ def test_a_basis_with_too_many_design_queries_is_refused_with_a_memory_estimate(
         solve("marginals:2x2x2x2x2x2x2x2x2x2:2", privacy="pure", method="l1-weighting", basis="hierarchical")
     # one per cell fits: 1024^2 * 8 * 3 = 25 MB
     assert solve("marginals:2x2x2x2x2x2x2x2x2x2:2", privacy="pure", method="l1-weighting", basis="fourier").meta["design_queries"] <= 1024
+
+
+def test_a_local_search_that_ends_at_the_identity_says_so(package_log):
+    # all-range:64, wavelet basis: the local search drops every design query and returns np.eye(64), which
+    # was written without a word (the scale search past 512 cells warns for the same substitution)
+    with package_log.at_level("WARNING", logger="strategy_opt"):
+        s = solve("all-range:64", privacy="pure", method="l1-weighting", basis="wavelet")
+    W = parse_spec("all-range:64").matrix().toarray()
+    assert s.meta["completion_line_search"]["local_search"]["design_queries_kept"] == 0
+    np.testing.assert_array_equal(s.matrix.toarray() if sp.issparse(s.matrix) else s.matrix, np.eye(64))
+    assert s.meta["unit_total_squared_error"] == pytest.approx(np.trace(W.T @ W), rel=1e-12)  # the identity's E_1: 45760
+    warned = [r.getMessage() for r in package_log.records if "loses to the identity once completed" in r.getMessage()]
+    assert len(warned) == 1 and "64 design queries of the wavelet basis" in warned[0] and "returning the identity (E_1 45760)" in warned[0]
+    package_log.clear()
+    with package_log.at_level("WARNING", logger="strategy_opt"):
+        solve("all-range:64", privacy="pure", method="l1-weighting", basis="hierarchical")  # keeps design queries: 40950
+    assert not any("loses to the identity" in r.getMessage() for r in package_log.records)

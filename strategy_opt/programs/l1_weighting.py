@@ -401,6 +401,13 @@ def l1_weighting(problem: Problem):
             "no scaling of it beats the identity: returning the identity (the zero weighting, completed)" if best == 0.0
             else f"returning the weights scaled by {best:g} (E_1 {scaled['points'][str(best)]:.6g})",
         )
+    local = extra.get("completion_line_search", {}).get("local_search") or {}
+    if local.get("design_queries_kept") == 0 and local.get("result") is not None and local["result"] < local["start"]:
+        log.warning(
+            "l1-weighting: every weighting of the %d design queries of the %s basis found loses to the identity once completed "
+            "(the program's, completed: E_1 %.6g); returning the identity (E_1 %.6g)",
+            extra["design_queries"], extra["basis"], local["start"], local["result"],
+        )
     status = extra.pop("strategy_status")
     bound = lower_bound_facts(problem.workload, time.perf_counter() - t0)
     extra.update(bound.pop("extra"))
