@@ -791,14 +791,15 @@ def _log_nuclear(workload: Workload) -> float:
     if isinstance(workload, Kronecker):
         return float(sum(_log_nuclear(f) for f in workload.factors))
     try:
-        ev = workload.gram_eigvals()
+        ev, counts = workload.gram_spectrum()
     except InputError:  # past the dense limit: few queries still give the spectrum from the m x m W W^T
         if workload.m > ROW_GRAM_MAX_QUERIES or workload.log_scale != 0:
             raise
         M = workload.matrix()
         ev = np.clip(np.linalg.eigvalsh((M @ M.T).toarray() if sp.issparse(M) else M @ M.T), 0.0, None)
+        counts = np.ones(ev.size)
     ev = np.where(ev > EIG_RTOL * ev.max(), ev, 0.0) if ev.size else ev
-    s = float(np.sqrt(ev).sum())
+    s = float(counts @ np.sqrt(ev))
     return math.log(s) if s > 0 else -math.inf
 
 

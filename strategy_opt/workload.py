@@ -276,6 +276,22 @@ class Workload(ABC):
         _require_dense(self.n, "the Gram eigenvalues", 2, self.spec)
         return np.linalg.eigvalsh(self.gram())
 
+    def gram_spectrum(self) -> tuple[np.ndarray, np.ndarray]:
+        """Eigenvalues of ``gram()`` and their multiplicities: ``(gram_eigvals(), ones)`` unless grouped in closed form.
+
+        Unions of aligned Kronecker products (marginals) give one value per
+        eigen-class, so ``marginals:400x400x400:2`` needs 8 numbers, not 6.4e7.
+
+        Examples
+        --------
+        >>> from strategy_opt.spec import parse_spec
+        >>> values, counts = parse_spec("marginals:3x4:1").gram_spectrum()
+        >>> sorted(zip(values.tolist(), counts.tolist()))
+        [(0.0, 6), (3.0, 3), (4.0, 2), (7.0, 1)]
+        """
+        ev = self.gram_eigvals()
+        return ev, np.ones(ev.size, dtype=np.int64)
+
     def _row_gram(self) -> np.ndarray | None:
         """``W W^T`` (divided by ``exp(log_scale)``) when it is cheap to form; None otherwise."""
         return None
@@ -900,6 +916,10 @@ class Kronecker(Workload):
     def gram_diagonal(self) -> np.ndarray:
         return reduce(np.kron, [f.gram_diagonal() for f in self.factors])
 
+    def frobenius_sq(self) -> float:
+        """The product of the factors' (no vector of n entries: 1e9 cells took 8 GB)."""
+        return float(np.prod([f.frobenius_sq() for f in self.factors]))
+
     def row_space_sample(self, rng: np.random.Generator) -> np.ndarray | None:
         """The Kronecker product of one sample per factor: m may be far too large to draw g, the factors' m never are.
 
@@ -1082,8 +1102,21 @@ class Union(Workload):
         marginals over 16 binary attributes (65536 cells) need 65536 numbers,
         not a 32 GiB Gram. Other unions use the dense Gram.
         """
-        ev = _aligned_union_eigvals(self)
-        return super().gram_eigvals() if ev is None else ev
+        spectrum = _aligned_union_spectrum(self)
+        if spectrum is None:
+            return super().gram_eigvals()
+        values, counts = spectrum
+        require_memory(16.0 * self.n, f"the Gram eigenvalues of workload {self.spec!r}", "use fewer attributes")
+        return np.sort(np.repeat(values, counts))
+
+    def gram_spectrum(self):
+        """Per eigen-class for unions of aligned Kronecker products (see `gram_eigvals`), else every eigenvalue once."""
+        spectrum = _aligned_union_spectrum(self)
+        return super().gram_spectrum() if spectrum is None else spectrum
+
+    def frobenius_sq(self) -> float:
+        """``sum_k w_k^2 ||W_k||_F^2``, from the parts (no vector of n entries)."""
+        return float(sum(w**2 * p.frobenius_sq() for w, p in zip(self.weights, self.parts)))
 
     def matrix(self):
         return sp.vstack([w * p.matrix() for w, p in zip(self.weights, self.parts)], format="csr")
@@ -1115,8 +1148,9 @@ def _factors_on(part: Workload, domain: tuple[int, ...]) -> list[Workload]:
     return [part]
 
 
-def _aligned_union_eigvals(W: Union) -> np.ndarray | None:
-    """Eigenvalues of a union of aligned Kronecker products in closed form (see `Union.gram_eigvals`); None if it is not one.
+def _aligned_union_spectrum(W: Union) -> tuple[np.ndarray, np.ndarray] | None:
+    """Eigenvalues of a union of aligned Kronecker products in closed form, one per eigen-class, with
+    the classes' multiplicities (see `Union.gram_eigvals`); None if it is not one.
 
     On factor domain a every part's factor is the identity (choice 1) or not
     (choice 0: J, or the common X); row c of ``M_a`` holds that choice's
@@ -1145,7 +1179,7 @@ def _aligned_union_eigvals(W: Union) -> np.ndarray | None:
             return None
     classes = math.prod(len(m) for m in mults)
     require_memory(
-        8.0 * (2.0 ** len(sizes) + 3.0 * classes + 2.0 * W.n),
+        8.0 * (2.0 ** len(sizes) + 4.0 * classes),
         f"the Gram eigenvalues of workload {W.spec!r} ({len(sizes)} factor domains)",
         "use fewer attributes",
     )
@@ -1156,7 +1190,7 @@ def _aligned_union_eigvals(W: Union) -> np.ndarray | None:
     for M in mats:  # contracts the leading choice axis; the class axis goes last
         T = np.tensordot(T, M, axes=([0], [0]))
     values = np.clip(np.asarray(T).ravel(), 0.0, None)
-    return np.sort(np.repeat(values, reduce(np.kron, mults)))
+    return values, reduce(np.kron, mults)
 
 
 #: Workloads whose Gram matrix is determined by their type and domain size.

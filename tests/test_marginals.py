@@ -241,3 +241,47 @@ def test_query_variances_match_the_matrix(spec):
         expected = np.einsum("ij,jk,ik->i", Wm, np.linalg.pinv(D.T @ D), Wm)
         np.testing.assert_allclose(marginals_query_variances(A, W), expected, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(per_query_variances(A, W, 1).sum(), direct_error(D, W, 1), rtol=1e-9)
+
+
+@pytest.mark.parametrize("spec", ["marginals:3x4x5:2", "marginals:2x3:1+identity:6", "prefix:6*all-range:5+total:6*identity:5", "marginals:2x2x3:3"])
+def test_grouped_spectrum_and_squared_norm_match_the_dense_gram(spec):
+    # per eigen-class and per part: marginals over 1e9 cells built vectors of 1e9 entries (killed at 22 GB)
+    W = parse_spec(spec)
+    M = W.matrix().toarray()
+    G = M.T @ M
+    values, counts = W.gram_spectrum()
+    assert counts.sum() == W.n and counts.min() >= 1
+    np.testing.assert_allclose(np.sort(np.repeat(values, counts)), np.linalg.eigvalsh(G), atol=1e-9 * np.abs(G).max())
+    np.testing.assert_allclose(np.sort(np.repeat(values, counts)), W.gram_eigvals(), rtol=1e-12, atol=1e-12)
+    assert W.frobenius_sq() == pytest.approx(np.sum(M**2), rel=1e-12)
+    for part in getattr(W, "parts", [W]):
+        assert part.frobenius_sq() == pytest.approx(np.sum(part.matrix().toarray() ** 2), rel=1e-12)
+
+
+def test_huge_marginal_workloads_are_analysed_without_vectors_over_their_cells():
+    # marginals:1000x1000x1000:2 with the identity: 16.7 GB peak before (the SVD bound sorted 1e9 eigenvalues,
+    # the ratio to the identity summed 1e9 squared norms); here 8e6 cells, where one vector over them is 64 MB
+    import tracemalloc
+
+    W = parse_spec("marginals:200x200x200:2")
+    tracemalloc.start()
+    try:
+        s = solve(W, privacy="pure", method="identity")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32e6, peak
+    # closed forms: identity E_1 = trace(W^T W) = 3 marginals x 8e6 cells; SVD bound (sum_U mult_U sqrt(g_U))^2 / n
+    assert s.meta["unit_total_squared_error"] == 3 * 200**3 and s.meta["ratio_to_identity"] == 1.0
+    mult, g, _ = marginal_spectrum(W)
+    assert s.meta["svd_bound"] == pytest.approx(float(mult @ np.sqrt(g)) ** 2 / W.n, rel=1e-12)
+
+
+def test_a_marginals_strategy_too_large_to_build_is_refused_with_its_estimate(monkeypatch):
+    A = MarginalsMatrix((50, 60, 70), np.array([0, 1, 1, 0, 1, 0, 0, 0], dtype=float))
+    assert A.nnz == 3 * 50 * 60 * 70
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", str(int(32 * A.nnz) - 1))
+    with pytest.raises(InputError, match=r"the 180 x 210,000 marginals strategy as a matrix \(630,000 non-zeros.*needs about"):
+        A.tocsr()
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", str(int(32 * A.nnz)))
+    assert A.tocsr().nnz == A.nnz
