@@ -254,8 +254,8 @@ def _refuse_without_cone(where: str, solver: str, cone: str, what: str) -> None:
         return
     kind = {"SOC": "second-order cone programs", "PSD": "semidefinite programs"}[cone]
     raise InputError(
-        f"{where}: bad value: solver = {solver!r:.60} cannot solve {what}: they are {kind} and {solver.upper()} "
-        f"has no {cone} cone; installed solvers that have one: {_conic_solvers(cone) or 'none'}"
+        f"{where}: bad value: solver = {solver!r:.60} cannot solve {what} ({kind}: {solver.upper()} "
+        f"has no {cone} cone); installed solvers that have one: {_conic_solvers(cone) or 'none'}"
     )
 
 
@@ -274,7 +274,7 @@ def check_solver_cones(profile: SolverProfile) -> None:
     >>> check_solver_cones(SolverProfile("p", backend="cvxpy", solver="OSQP"))
     Traceback (most recent call last):
     ...
-    strategy_opt.exceptions.InputError: solver profile 'p': bad value: solver = 'OSQP' cannot solve the strategy programs: they are second-order cone programs and OSQP has no SOC cone; installed solvers that have one: ...
+    strategy_opt.exceptions.InputError: solver profile 'p': bad value: solver = 'OSQP' cannot solve the strategy programs (second-order cone programs: OSQP has no SOC cone); installed solvers that have one: ...
     """
     if profile.backend == "cvxpy" and profile.solver:
         _refuse_without_cone(f"solver profile {profile.source or repr(profile.name)}", profile.solver, "SOC", "the strategy programs")

@@ -104,7 +104,7 @@ def test_a_solver_without_second_order_cones_is_refused_at_load(tmp_path, capsys
         pytest.skip(f"{solver} is not installed")
     f = tmp_path / "p.toml"
     f.write_text(f'backend = "cvxpy"\nsolver = "{solver}"\n')
-    with pytest.raises(InputError, match=rf"solver = '{solver}' cannot solve the strategy programs: they are second-order cone programs and {solver} has no SOC cone; installed solvers that have one: .*CLARABEL"):
+    with pytest.raises(InputError, match=rf"solver = '{solver}' cannot solve the strategy programs \(second-order cone programs: {solver} has no SOC cone\); installed solvers that have one: .*CLARABEL"):
         load_profile(f)
     out = tmp_path / "s.npz"
     for method in ("eigen-design", "minerror-l2"):
@@ -122,7 +122,7 @@ def test_the_sdp_programs_refuse_a_solver_without_psd_cones(monkeypatch, method)
     real = solvers.solver_cones
     monkeypatch.setattr(solvers, "solver_cones", lambda s: real(s) - {"PSD"} if s.upper() == "SCS" else real(s))
     privacy = "pure" if method == "minerror-l1" else "approx"
-    with pytest.raises(InputError, match=rf"solver = 'SCS' cannot solve {method}: they are semidefinite programs and SCS has no PSD cone"):
+    with pytest.raises(InputError, match=rf"solver = 'SCS' cannot solve {method} \(semidefinite programs: SCS has no PSD cone\)"):
         solve("all-range:4", method=method, privacy=privacy, solver=load_profile("scs"))
 
 

@@ -75,8 +75,8 @@ from ..pure_bound import certified_l2_optimum
 from ..problem import Problem
 from ..registry import register_method
 from ..resources import psd_solver_bytes, require_memory
-from ..workload import Workload, gram_unit
 from ..solvers import require_cone
+from ..workload import Workload, gram_unit
 from .svd_approx import min_l1_factor, svd_factor
 
 __all__ = ["minerror_l1", "l1_error", "MAX_N", "STALL_ROUNDS"]
