@@ -176,6 +176,7 @@ def solve(
             f"method {method!r} returned a {type(strategy).__name__}, not a Strategy; a registered method returns "
             "strategy_opt.compiler.compile_strategy(A, problem, name), which checks A and computes its error and bound"
         )
+    _check_returned(strategy, problem, info)
     strategy.meta.setdefault("total_seconds", time.perf_counter() - t0)
     files = _workload_files(workload.spec)  # once per solve (auto compiles many candidates)
     if files:
@@ -197,6 +198,36 @@ def solve(
     strategy.fingerprint = matrix_fingerprint(strategy.matrix)  # write_strategy refuses a matrix changed since
     strategy.meta_fingerprint = meta_fingerprint(strategy.meta)  # ... and checks metadata edited since
     return strategy
+
+
+def _check_returned(strategy: Strategy, problem: Problem, info) -> None:
+    """Refuse (`InputError`) a strategy that is not the compiled answer to ``problem``, before it is sealed.
+
+    Every method's strategy must be for the problem's workload, privacy notion
+    and domain. A method registered from outside the package must also return
+    `compile_strategy`'s result for its own name unchanged: its recorded error
+    and sensitivity are recomputed from the matrix (the seal `solve` adds would
+    otherwise certify a matrix or metadata edited after compiling).
+    """
+    meta, W, name = strategy.meta, problem.workload, info.name
+    where = f"method {name!r} returned a strategy"
+    fix = f"build the matrix, then return compile_strategy(A, problem, {name!r}) unchanged"
+    shape = tuple(getattr(strategy.matrix, "shape", ()))
+    for key, want in (("workload", W.spec), ("privacy", problem.privacy)):
+        if meta.get(key) != want:
+            raise InputError(f"{where} for {key} {meta.get(key)!r}, not the problem's {want!r}; {fix}")
+    if len(shape) != 2 or shape[1] != W.n or list(shape) != list(meta.get("shape", [])):
+        raise InputError(f"{where} of shape {shape} (metadata: {meta.get('shape')}) for a workload of {W.n} cells; {fix}")
+    if info.func.__module__.startswith("strategy_opt."):
+        return
+    if meta.get("method") != name:
+        raise InputError(f"{where} compiled as method {meta.get('method')!r}; {fix}")
+    from .error import scaled_unit_error, sensitivity
+
+    for key, value in (("sensitivity", sensitivity(strategy.matrix, problem.p)), ("unit_total_squared_error", scaled_unit_error(strategy.matrix, W, problem.p) * math.exp(W.log_scale))):
+        recorded = meta.get(key)
+        if recorded is not None and math.isfinite(value) and not math.isclose(recorded, value, rel_tol=1e-6):
+            raise InputError(f"{where} whose metadata does not match its matrix ({key} {recorded:.8g} recorded, {value:.8g} computed); {fix}")
 
 
 def _workload_files(spec: str) -> dict[str, str]:

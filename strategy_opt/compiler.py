@@ -239,7 +239,9 @@ def compile_strategy(
     solve_seconds : float
         Time spent in the program (the compiler adds its own time separately).
     objective_value : float, optional
-        Value of the problem's objective at A, if not the total error.
+        Value of the problem's objective at A, if not the total error; when
+        the objective is not ``total`` and none is given, the compiler
+        evaluates the objective at A's per-query variances.
     lower_bound, lower_bound_kind : optional
         A lower bound on the optimum of the total-error objective supplied by
         the program (e.g. a dual certificate); the SVD bound is used when it is
@@ -274,6 +276,8 @@ def compile_strategy(
     (2.0, 16.0, True)
     """
     t0 = time.perf_counter()
+    if not (isinstance(A, (np.ndarray, *STRUCTURED)) or sp.issparse(A)):
+        raise InputError(f"compile_strategy expects the strategy as a NumPy array, a SciPy sparse matrix or a KroneckerMatrix, got {type(A).__name__}")
     W = problem.workload
     if W.n >= PROGRESS_MIN_N:
         log.info("%s: checking the %d x %d strategy (completion, support, error, lower bound)", method, *A.shape)
@@ -281,6 +285,8 @@ def compile_strategy(
     weights = (lambda: query_weights(problem)) if problem.objective in ("weighted", "relative") else None
     A, profile, repair = supported_strategy(A, W, problem.p, profile, what=f"the {method} strategy", weights=weights)
     E = scaled_unit_error(A, W, problem.p, profile=profile)
+    if objective_value is None and problem.objective != "total":  # the total error is not this objective's value
+        objective_value = _objective_at(A, problem)
     log_scale = W.log_scale
     log_E = (math.log(E) + log_scale) if E > 0 else -math.inf
     # exact value when no rescaling is involved; through logs only when it could overflow
@@ -346,6 +352,23 @@ def compile_strategy(
         meta.update(extra)
     meta["compile_seconds"] = time.perf_counter() - t0
     return Strategy(A, meta)
+
+
+def _objective_at(A, problem: Problem) -> float:
+    """The problem's objective at A's per-query variances (unit sensitivity); `InputError` if it gives no number."""
+    from .error import per_query_variances
+    from .objectives import get_objective
+
+    objective = get_objective(problem.objective)
+    try:
+        value = float(objective.value(per_query_variances(A, problem.workload, problem.p), query_weights(problem)))
+    except InputError:
+        raise
+    except Exception as exc:  # a user's objective may fail on any input
+        raise InputError(f"objective {objective.name!r}: its value failed on the strategy's per-query variances ({' '.join(str(exc).split())})") from None
+    if math.isnan(value):
+        raise InputError(f"objective {objective.name!r}: its value is NaN on the strategy's per-query variances")
+    return value
 
 
 def ratio_to_identity(A, W, p: int, E: float) -> float | None:

@@ -24,6 +24,7 @@ Examples
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -40,6 +41,8 @@ BUILTIN_OBJECTIVES = ("total", "max", "weighted", "relative")
 #: Probe of `check_monotone`: queries perturbed (all when fewer), and the relative rounding allowance.
 MONOTONE_PROBE_QUERIES = 64
 MONOTONE_RTOL = 1e-9
+
+log = logging.getLogger("strategy_opt")
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,10 @@ def register_objective(obj: Objective) -> Objective:
 def _register(obj: Objective) -> Objective:
     if not isinstance(obj, Objective):
         raise InputError(f"register_objective expects an Objective, got {type(obj).__name__}")
+    if not isinstance(obj.name, str) or not obj.name.strip() or obj.name != obj.name.strip():
+        raise InputError(f"an objective's name must be a non-empty string without surrounding spaces, got {obj.name!r}")
+    if not callable(obj.value):
+        raise InputError(f"objective {obj.name!r}: value must be a function value(u, weights=None) -> float, got {type(obj.value).__name__}")
     if obj.name in BUILTIN_OBJECTIVES:
         raise InputError(f"objective {obj.name!r} is built in (methods have their own programs for it); register yours under another name")
     _OBJECTIVES[obj.name] = obj
@@ -149,15 +156,17 @@ def _load_entry_points():
     if _loaded_entry_points:
         return
     _loaded_entry_points = True
+    loaded_by: dict[str, str] = {}
     for ep in entry_points(group="strategy_opt.objectives"):
         try:
             obj = ep.load()
             obj = obj() if callable(obj) and not isinstance(obj, Objective) else obj
+            if isinstance(obj, Objective) and obj.name in loaded_by:  # two plug-ins, one name: the first stays
+                raise InputError(f"its objective's name {obj.name!r} is taken by entry point {loaded_by[obj.name]!r}")
             _register(obj)  # under the Objective's own name, which may differ from the entry point's
-        except Exception as exc:  # a broken plug-in must not break the library
-            import warnings
-
-            warnings.warn(f"objective entry point {ep.name!r} failed to load: {exc}", stacklevel=2)
+            loaded_by[obj.name] = ep.name
+        except Exception as exc:  # a broken plug-in must not break the library: one log line (-q silences it)
+            log.warning("objective entry point %r not loaded: %s", ep.name, " ".join(str(exc).split()))
 
 
 def objectives() -> dict[str, Objective]:
@@ -170,6 +179,8 @@ def objectives() -> dict[str, Objective]:
 
 def get_objective(name: str) -> Objective:
     """Look up an objective by name; `InputError` listing the choices if unknown."""
+    if not isinstance(name, str):
+        raise InputError(f"objective must be a name (a string), got {name!r}")
     table = objectives()
     if name not in table:
         raise InputError(f"unknown objective {name!r}; available: {', '.join(sorted(table))}")

@@ -74,10 +74,40 @@ _RELEASES: dict[str, MethodInfo] = {}
 _SUBCOMMANDS: list[Callable] = []
 
 
+def _names(value, what: str, name) -> tuple[str, ...]:
+    """A registration's list of names as a tuple (one string is one name, not its characters)."""
+    items = (value,) if isinstance(value, str) else value
+    try:
+        items = tuple(items)
+    except TypeError:
+        raise InputError(f"registering method {name!r}: {what} must be a name or a sequence of names, got {value!r}") from None
+    if not all(isinstance(v, str) and v for v in items):
+        raise InputError(f"registering method {name!r}: {what} must be non-empty strings, got {value!r}")
+    return items
+
+
 def _register(table, name, privacy, source, summary, objectives=("total",), options=None):
+    """Decorator adding ``func`` to ``table`` under ``name``, its arguments checked.
+
+    A name already taken by a different function is refused (a built-in method
+    would be replaced silently, or would replace the user's when the package
+    loads its programs later); the same function defined again (a re-run
+    notebook cell: same module and qualified name) replaces itself.
+    """
+    if not isinstance(name, str) or not name.strip() or name != name.strip():
+        raise InputError(f"a method name must be a non-empty string without surrounding spaces, got {name!r}")
+    privacy = _names(privacy, "privacy", name)
+    if not set(privacy) <= {"pure", "approx"}:
+        raise InputError(f"registering method {name!r}: privacy must be among 'pure', 'approx', got {privacy!r}")
+    objectives = None if objectives is None else _names(objectives, "objectives", name)
+    opts = None if options is None else frozenset(_names(options, "options", name))
+    _load()  # the built-in programs first, so that a clash with one is seen whichever registers first
+
     def deco(func):
-        opts = None if options is None else frozenset(options)
-        table[name] = MethodInfo(name, func, tuple(privacy), source, summary, None if objectives is None else tuple(objectives), opts)
+        old = table.get(name)
+        if old is not None and (old.func.__module__, old.func.__qualname__) != (func.__module__, func.__qualname__):
+            raise InputError(f"method {name!r} is already registered (by {old.func.__module__}.{old.func.__qualname__}); choose another name")
+        table[name] = MethodInfo(name, func, privacy, source, summary, objectives, opts)
         return func
 
     return deco

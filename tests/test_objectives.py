@@ -143,13 +143,47 @@ def test_a_registration_overrides_a_plug_in_of_the_same_name(tmp_path, monkeypat
     assert "renamed" not in objectives()  # registered under the Objective's own name
 
 
-def test_broken_entry_point_warns_and_the_rest_works(tmp_path, monkeypatch, clean_registry):
+def test_broken_entry_point_warns_and_the_rest_works(tmp_path, monkeypatch, clean_registry, package_log):
+    # one log line (the CLI's style, silenced by -q); it was a Python UserWarning with a source line, on every command
     _write_plugin(tmp_path, PLUGIN, "broken = sq_plugin:broken")
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
-    with pytest.warns(UserWarning, match="broken"):
+    with package_log.at_level("WARNING", logger="strategy_opt"):
         table = objectives()
     assert "broken" not in table and "total" in table
+    assert [r.getMessage() for r in package_log.records] == ["objective entry point 'broken' not loaded: plug-in failure"]
+
+
+DUPLICATES = PLUGIN + """
+
+    def also():
+        return Objective("sum-of-squares", "a second plug-in of the same name", lambda u, w=None: 0.0, None)
+
+
+    def numbered():
+        return Objective(123, "a name that is not a string", lambda u, w=None: 0.0, None)
+"""
+
+
+def test_plug_ins_with_a_taken_or_a_bad_name_are_not_loaded(tmp_path, monkeypatch, clean_registry, package_log, capsys):
+    # the second of two plug-ins named alike silently won; a name 123 broke 'list objectives' with a TypeError
+    import sys
+
+    _write_plugin(tmp_path, DUPLICATES, "a = sq_plugin:make\nb = sq_plugin:also\nc = sq_plugin:numbered")
+    monkeypatch.delitem(sys.modules, "sq_plugin", raising=False)  # an earlier test imported the other body
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    with package_log.at_level("WARNING", logger="strategy_opt"):
+        table = objectives()
+    assert table["sum-of-squares"].description == "sum of squared per-query variances (plug-in)"  # the first stays
+    messages = sorted(r.getMessage() for r in package_log.records)
+    assert messages == [
+        "objective entry point 'b' not loaded: its objective's name 'sum-of-squares' is taken by entry point 'a'",
+        "objective entry point 'c' not loaded: an objective's name must be a non-empty string without surrounding spaces, got 123",
+    ]
+    assert main(["list", "objectives"]) == 0 and "sum-of-squares" in capsys.readouterr().out
+    with pytest.raises(InputError, match=r"objective must be a name \(a string\), got \['total'\]"):
+        solve("prefix:4", objective=["total"])
 
 
 def test_cli_solve_with_objective_max(tmp_path):
@@ -619,3 +653,52 @@ def test_auto_pure_options_reach_the_reweighted_run(monkeypatch):
         with pytest.raises(OptionError, match=name):
             solve("prefix:32", privacy="pure", method="auto", objective="relative", **bad)
     assert ran == []
+
+
+def test_auto_ranks_objective_values_at_or_below_zero_by_value(clean_registry):
+    # sum(u) - 1e6: every value was <= 0, ranked by log10 as -inf, so the first candidate (the identity) won
+    import cvxpy as cp
+
+    register_objective(Objective("shifted-total", "sum of variances minus 1e6", lambda u, w=None: float(np.sum(u)) - 1e6, lambda u, w=None: cp.sum(u) - 1e6))
+    s = solve("all-range:32", privacy="pure", method="auto", objective="shifted-total")
+    values = s.meta["auto_candidates"]
+    assert s.meta["objective_value"] == min(v for v in values.values() if v is not None) < values["identity"]
+    W = parse_spec("all-range:32")
+    assert s.meta["objective_value"] == pytest.approx(np.sum(per_query_variances(s.matrix, W, 1)) - 1e6, rel=1e-12)
+
+
+@pytest.mark.parametrize("value, message", [
+    (lambda u, w=None: -float(np.sum(u)), "decreases"),
+    (lambda u, w=None: "big", "its value failed on a probe"),
+    (lambda u, w=None: float("nan"), "its value is NaN"),
+])
+@pytest.mark.parametrize("privacy", ["approx", "pure"])
+def test_auto_probes_a_user_objective_before_any_candidate_runs(clean_registry, value, message, privacy):
+    # auto wrote the identity (the error-maximising baseline) for a decreasing objective, and a traceback for "big"
+    register_objective(Objective("user-made", "a broken objective", value, None))
+    with pytest.raises(InputError, match=f"objective 'user-made'.*{message}"):
+        solve("prefix:8", privacy=privacy, method="auto", objective="user-made")
+
+
+def test_a_method_for_any_objective_reports_the_objective_not_the_total(clean_registry):
+    # a method registered with objectives=None: the compiler wrote the total error as the 3-norm's or max's value
+    from strategy_opt.bases import hierarchical_matrix
+    from strategy_opt.compiler import compile_strategy
+    from strategy_opt.registry import _METHODS, register_method
+
+    @register_method("test-any-objective", privacy=("approx",), objectives=None)
+    def tree(problem):
+        return compile_strategy(hierarchical_matrix(problem.workload.n, 2), problem, "test-any-objective")
+
+    register_objective(weighted_pnorm(3.0, "p3"))
+    try:
+        W = parse_spec("all-range:16")
+        A = hierarchical_matrix(16, 2).toarray()
+        Wm = W.matrix().toarray()
+        v = np.max(np.sum(A**2, axis=0)) * np.einsum("ij,jk,ik->i", Wm, np.linalg.pinv(A.T @ A), Wm)  # numpy, by hand
+        for objective, expected in (("max", v.max()), ("p3", np.sum(v**3) ** (1 / 3)), ("total", v.sum())):
+            s = solve(W, method="test-any-objective", objective=objective)
+            assert s.meta["objective_value"] == pytest.approx(expected, rel=1e-9), objective
+        assert s.meta["unit_total_squared_error"] == pytest.approx(v.sum(), rel=1e-9)
+    finally:
+        _METHODS.pop("test-any-objective")

@@ -49,7 +49,7 @@ from ..compiler import compile_strategy, finite_or_none
 from ..error import KroneckerMatrix, per_query_variances
 from ..exceptions import InputError, OptionError, SolverError
 from ..marginals import marginal_attribute_sets
-from ..objectives import get_objective
+from ..objectives import BUILTIN_OBJECTIVES, check_monotone, get_objective
 from ..problem import Problem
 from ..registry import methods, register_method
 from ..solvers import load_profile
@@ -210,12 +210,24 @@ def _baselines_under_objective(problem: Problem, weights: np.ndarray | None):
         try:
             strategy = table[name].func(replace(problem, objective="total", options={}))
             # past the dense limit some constructions have no per-query variances (InputError)
-            value = float(objective.value(per_query_variances(strategy.matrix, problem.workload, problem.p), weights))
+            variances = per_query_variances(strategy.matrix, problem.workload, problem.p)
         except (InputError, SolverError) as exc:
             log.info("auto: baseline %s skipped (%s)", name, exc)
             continue
+        value = _value_of(objective, variances, weights, name)
         if math.isfinite(value):
             yield name, strategy, value
+
+
+def _value_of(objective, variances: np.ndarray, weights: np.ndarray | None, name: str) -> float:
+    """The objective at a strategy's per-query variances; `InputError` when a (user's) objective gives no number there."""
+    try:
+        value = float(objective.value(variances, weights))
+    except Exception as exc:  # a user's objective may fail on any input
+        raise InputError(f"objective {objective.name!r}: its value failed on the per-query variances of {name} ({' '.join(str(exc).split())})") from None
+    if math.isnan(value):
+        raise InputError(f"objective {objective.name!r}: its value is NaN on the per-query variances of {name}")
+    return value
 
 
 def _runs_reweighted(problem: Problem) -> bool:
@@ -261,7 +273,7 @@ def _reweighted_auto_pure(problem: Problem, weights: np.ndarray, total_meta: dic
         extra={"auto_pure_reweighted": problem.objective, "auto_pure_choice": found.meta.get("auto_pure_choice")},
     )
     strategy.meta["method"] = "auto-pure/reweighted"  # auto's choice names it apart from auto-pure for the total
-    value = float(get_objective(problem.objective).value(per_query_variances(strategy.matrix, W, problem.p), weights))
+    value = _value_of(get_objective(problem.objective), per_query_variances(strategy.matrix, W, problem.p), weights, "auto-pure/reweighted")
     return strategy, value, found.meta.get("lower_bound"), f"reweighted-workload-{found.meta.get('lower_bound_kind')}"
 
 
@@ -291,19 +303,24 @@ def _objective_facts(problem: Problem, value: float, solved: dict, total_bound: 
     }
 
 
-def _log10(value: float) -> float:
-    return math.log10(value) if value > 0 else -math.inf
+def _rank(value: float) -> tuple[int, float]:
+    """Sort key of a finite objective value: below every value beyond float64 (`_objective_value`).
+
+    The value itself, not its log: a user objective may be zero or negative
+    (``sum(u) - 1e6``), and every such value had log -inf, so the first candidate won.
+    """
+    return (0, value)
 
 
-def _objective_value(meta: dict) -> tuple[float | None, float]:
-    """A candidate's objective value (None beyond float64) and its log10, from its meta."""
+def _objective_value(meta: dict) -> tuple[float | None, tuple[int, float]]:
+    """A candidate's objective value (None beyond float64) and its sort key (`_rank`; by log10 beyond float64), from its meta."""
     E = meta.get("objective_value")
     if E is not None:
-        return E, _log10(E)
+        return E, _rank(E)
     log10 = meta.get("objective_value_log10", meta.get("unit_total_squared_error_log10"))
     if log10 is None:
-        return None, math.inf
-    return (10.0**log10 if log10 < 308 else None), log10
+        return None, (2, math.inf)
+    return (10.0**log10, _rank(10.0**log10)) if log10 < 308 else (None, (1, log10))
 
 
 def _per_attribute_applies(problem: Problem) -> bool:
@@ -345,6 +362,8 @@ def auto(problem: Problem):
     names = _candidates(problem)
     if not names:  # a non-total objective no epsilon-DP optimiser minimises: the constructions are evaluated under it
         log.info("auto: no %s method minimises objective %r; evaluating the constructions (and auto-pure's strategy for the total) under it", problem.privacy, problem.objective)
+    if problem.objective not in BUILTIN_OBJECTIVES:  # a user's objective: its contract, probed before any candidate runs
+        check_monotone(get_objective(problem.objective), problem.workload.m, query_weights(problem))
     known = set().union(*(table[k].options or () for k in names))
     reweighted = _runs_reweighted(problem)
     if reweighted:
@@ -387,7 +406,7 @@ def auto(problem: Problem):
         bounds[name] = strategy.meta
         if name == "auto-pure":
             searched_b = strategy.meta.get("hierarchical_branching")
-        log.info("auto: %s gives %s objective %s", name, problem.objective, f"{E:.8g}" if E is not None else f"10^{rank[name]:.6f}")
+        log.info("auto: %s gives %s objective %s", name, problem.objective, f"{E:.8g}" if E is not None else f"10^{rank[name][1]:.6f}")
         if best is None or rank[name] < rank[best[0]]:
             best = (name, strategy)
     if _per_attribute_applies(problem):
@@ -400,7 +419,7 @@ def auto(problem: Problem):
             name = "per-attribute"
             E, rank[name] = _objective_value(strategy.meta)
             errors[name] = E
-            log.info("auto: %s gives %s objective %s", name, problem.objective, f"{E:.8g}" if E is not None else f"10^{rank[name]:.6f}")
+            log.info("auto: %s gives %s objective %s", name, problem.objective, f"{E:.8g}" if E is not None else f"10^{rank[name][1]:.6f}")
             if best is None or rank[name] < rank[best[0]]:
                 best = (name, strategy)
     if problem.objective != "total":  # also when every optimiser refused: the constructions still answer
@@ -422,7 +441,7 @@ def auto(problem: Problem):
                 # a lower bound on the objective itself (the scaled workload's total): for every candidate
                 solved = {**(solved or {}), "objective_lower_bound": float(bound), "objective_lower_bound_kind": kind}
         for base, base_strategy, value in constructions:
-            errors[base], rank[base] = value, _log10(value)
+            errors[base], rank[base] = value, _rank(value)
             log.info("auto: %s (evaluated from its per-query variances) gives %s objective %.8g", base, problem.objective, value)
             if best is None or rank[base] < rank[best[0]]:
                 base_strategy.meta.update(_objective_facts(problem, value, solved or {}, base_strategy.meta.get("lower_bound"), weights))

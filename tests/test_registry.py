@@ -1,0 +1,96 @@
+"""Registering methods from outside the package: checked arguments, no silent replacement, returned strategies checked."""
+
+import numpy as np
+import pytest
+
+from strategy_opt.api import solve
+from strategy_opt.compiler import compile_strategy
+from strategy_opt.exceptions import InputError
+from strategy_opt.registry import _METHODS, methods, register_method
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    methods()  # the built-ins, before the copy
+    monkeypatch.setattr("strategy_opt.registry._METHODS", dict(_METHODS))
+
+
+def test_a_built_in_name_is_refused_and_a_redefinition_replaces_itself(registry):
+    # a user's 'wavelet' replaced the built-in silently (solve and auto used it; the file said wavelet)
+    with pytest.raises(InputError, match=r"method 'wavelet' is already registered \(by strategy_opt.programs.baselines.wavelet\); choose another name"):
+        @register_method("wavelet")
+        def wavelet(problem):
+            raise AssertionError
+    assert methods()["wavelet"].func.__module__ == "strategy_opt.programs.baselines"
+    for copies in (2, 3):  # a notebook cell run twice: the same function defined again
+        @register_method("test-copies", privacy=("pure",))
+        def stacked(problem, copies=copies):
+            return compile_strategy(np.vstack([np.eye(problem.workload.n)] * copies), problem, "test-copies")
+    assert solve("prefix:4", privacy="pure", method="test-copies").shape == (12, 4)
+
+    def other(problem):
+        raise AssertionError
+
+    other.__qualname__ = "another"
+    with pytest.raises(InputError, match="method 'test-copies' is already registered"):
+        register_method("test-copies")(other)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"name": None}, "a method name must be a non-empty string"),
+    ({"name": " padded"}, "a method name must be a non-empty string without surrounding spaces"),
+    ({"name": "m", "privacy": ("pure", "exact")}, "privacy must be among 'pure', 'approx'"),
+    ({"name": "m", "objectives": ("total", 3)}, "objectives must be non-empty strings"),
+    ({"name": "m", "options": 5}, "options must be a name or a sequence of names"),
+])
+def test_registration_arguments_are_checked(registry, kwargs, message):
+    name = kwargs.pop("name")
+    with pytest.raises(InputError, match=message):
+        register_method(name, **kwargs)
+
+
+def test_one_string_is_one_name(registry):
+    # privacy="pure" became ('p', 'u', 'r', 'e'): solve then said "supports privacy p/u/r/e, not 'pure'"
+    @register_method("test-one-name", privacy="pure", objectives="total", options="copies")
+    def ident(problem):
+        return compile_strategy(np.eye(problem.workload.n), problem, "test-one-name")
+
+    info = methods()["test-one-name"]
+    assert (info.privacy, info.objectives, info.options) == (("pure",), ("total",), frozenset({"copies"}))
+    assert solve("prefix:4", privacy="pure", method="test-one-name", copies=1).meta["unit_total_squared_error"] == 10.0  # trace(W^T W) of prefix:4
+
+
+def _edit_matrix(problem):
+    s = compile_strategy(np.eye(problem.workload.n), problem, "test-returned")
+    s.matrix[0, 0] = 1e-3
+    return s
+
+
+def _edit_meta(problem):
+    s = compile_strategy(np.eye(problem.workload.n), problem, "test-returned")
+    s.meta["unit_total_squared_error"] = 1.0
+    return s
+
+
+@pytest.mark.parametrize("build, message", [
+    (_edit_matrix, r"metadata does not match its matrix \(unit_total_squared_error 36 recorded, 8000028 computed\)"),
+    (_edit_meta, r"metadata does not match its matrix \(unit_total_squared_error 1 recorded, 36 computed\)"),
+    (lambda problem: solve("prefix:16", privacy=problem.privacy, method="identity"), "for workload 'prefix:16', not the problem's 'prefix:8'"),
+    (lambda problem: solve("prefix:8", privacy="pure", method="identity"), "for privacy 'pure', not the problem's 'approx'"),
+    (lambda problem: compile_strategy(np.eye(8), problem, "hierarchical"), "compiled as method 'hierarchical'"),
+])
+def test_solve_refuses_a_returned_strategy_that_is_not_the_compiled_answer(registry, build, message):
+    # solve sealed it: a file certifying E_2 36 for a strategy whose E_2 is 8,000,028 (numpy), or another workload's strategy
+    register_method("test-returned", privacy=("approx",))(build)
+    with pytest.raises(InputError, match=message):
+        solve("prefix:8", method="test-returned")
+    register_method("test-fine", privacy=("approx",))(lambda problem: compile_strategy(np.eye(8), problem, "test-fine"))
+    assert solve("prefix:8", method="test-fine").meta["unit_total_squared_error"] == 36.0  # trace(W^T W) of prefix:8
+
+
+def test_compile_strategy_refuses_a_list():
+    from strategy_opt.problem import Problem
+    from strategy_opt.spec import parse_spec
+
+    with pytest.raises(InputError, match="compile_strategy expects the strategy as a NumPy array, a SciPy sparse matrix or a KroneckerMatrix, got list"):
+        compile_strategy([[1.0, 0.0], [0.0, 1.0]], Problem(parse_spec("prefix:2")), "identity")
