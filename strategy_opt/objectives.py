@@ -78,6 +78,19 @@ def register_objective(obj: Objective) -> Objective:
     by their own programs (the native MINERROR solver for ``total``), which a
     replacement registered under the same name would not reach.
 
+    Parameters
+    ----------
+    obj : Objective
+        Its ``name`` (a non-empty string), ``value(u, weights=None) -> float``
+        on a NumPy vector of per-query variances, and ``cvx(u, weights=None)``,
+        the same convex non-decreasing function of a cvxpy variable (for
+        ``minerror-l2``; may be None for objectives only evaluated).
+
+    Returns
+    -------
+    Objective
+        ``obj``, now listed by `objectives` and ``strategy-opt list objectives``.
+
     Examples
     --------
     >>> import cvxpy as cp

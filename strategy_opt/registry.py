@@ -124,9 +124,26 @@ def register_method(
 ):
     """Decorator registering a strategy method ``func(problem) -> Strategy``.
 
-    ``objectives`` names the objectives the method minimises (None: any
-    registered one); ``options`` the option names it reads (None: undeclared,
-    not checked). `strategy_opt.api.solve` refuses the others.
+    Parameters
+    ----------
+    name : str
+        The method's name (``solve(..., method=name)``); a name already taken
+        by another function (a built-in's) is refused with `InputError`.
+    privacy : str or sequence of str
+        The notions it supports, among ``"pure"`` and ``"approx"``.
+    source, summary : str
+        What it implements and a one-line description (``strategy-opt list methods``).
+    objectives : str, sequence of str or None
+        The objectives it minimises (None: any registered one; the compiler
+        then evaluates the problem's objective at the strategy).
+    options : str, sequence of str or None
+        The option names it reads (None: undeclared, not checked).
+        `strategy_opt.api.solve` refuses other objectives and options.
+
+    Returns
+    -------
+    callable
+        The decorator; it returns ``func`` unchanged.
 
     Examples
     --------
