@@ -357,18 +357,9 @@ def compile_strategy(
 def _objective_at(A, problem: Problem) -> float:
     """The problem's objective at A's per-query variances (unit sensitivity); `InputError` if it gives no number."""
     from .error import per_query_variances
-    from .objectives import get_objective
+    from .objectives import evaluate, get_objective
 
-    objective = get_objective(problem.objective)
-    try:
-        value = float(objective.value(per_query_variances(A, problem.workload, problem.p), query_weights(problem)))
-    except InputError:
-        raise
-    except Exception as exc:  # a user's objective may fail on any input
-        raise InputError(f"objective {objective.name!r}: its value failed on the strategy's per-query variances ({' '.join(str(exc).split())})") from None
-    if math.isnan(value):
-        raise InputError(f"objective {objective.name!r}: its value is NaN on the strategy's per-query variances")
-    return value
+    return evaluate(get_objective(problem.objective), per_query_variances(A, problem.workload, problem.p), query_weights(problem))
 
 
 def ratio_to_identity(A, W, p: int, E: float) -> float | None:

@@ -34,7 +34,7 @@ import numpy as np
 
 from .exceptions import InputError
 
-__all__ = ["Objective", "register_objective", "get_objective", "objectives", "check_monotone", "check_cvx_form", "BUILTIN_OBJECTIVES"]
+__all__ = ["Objective", "register_objective", "get_objective", "objectives", "evaluate", "check_monotone", "check_cvx_form", "BUILTIN_OBJECTIVES"]
 
 #: The objectives defined here (known to be non-decreasing).
 BUILTIN_OBJECTIVES = ("total", "max", "weighted", "relative")
@@ -198,6 +198,25 @@ def get_objective(name: str) -> Objective:
     if name not in table:
         raise InputError(f"unknown objective {name!r}; available: {', '.join(sorted(table))}")
     return table[name]
+
+
+def evaluate(obj: Objective, u: np.ndarray, weights=None, where: str = "the strategy's per-query variances") -> float:
+    """``obj.value(u, weights)`` as a float; `InputError` naming ``where`` when a (user's) objective fails there or gives NaN.
+
+    Examples
+    --------
+    >>> evaluate(get_objective("max"), np.array([1.0, 3.0]))
+    3.0
+    """
+    try:
+        value = float(obj.value(u, weights))
+    except InputError:
+        raise
+    except Exception as exc:  # a user's objective may fail on any input
+        raise InputError(f"objective {obj.name!r}: its value failed on {where} ({' '.join(str(exc).split())})") from None
+    if math.isnan(value):
+        raise InputError(f"objective {obj.name!r}: its value is NaN on {where}")
+    return value
 
 
 def check_monotone(obj: Objective, m: int, weights=None, seed: int = 0) -> None:

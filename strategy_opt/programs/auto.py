@@ -49,7 +49,7 @@ from ..compiler import compile_strategy, finite_or_none
 from ..error import KroneckerMatrix, per_query_variances
 from ..exceptions import InputError, OptionError, SolverError
 from ..marginals import marginal_attribute_sets
-from ..objectives import BUILTIN_OBJECTIVES, check_monotone, get_objective
+from ..objectives import BUILTIN_OBJECTIVES, check_monotone, evaluate, get_objective
 from ..problem import Problem
 from ..registry import methods, register_method
 from ..solvers import load_profile
@@ -214,20 +214,9 @@ def _baselines_under_objective(problem: Problem, weights: np.ndarray | None):
         except (InputError, SolverError) as exc:
             log.info("auto: baseline %s skipped (%s)", name, exc)
             continue
-        value = _value_of(objective, variances, weights, name)
+        value = evaluate(objective, variances, weights, f"the per-query variances of {name}")
         if math.isfinite(value):
             yield name, strategy, value
-
-
-def _value_of(objective, variances: np.ndarray, weights: np.ndarray | None, name: str) -> float:
-    """The objective at a strategy's per-query variances; `InputError` when a (user's) objective gives no number there."""
-    try:
-        value = float(objective.value(variances, weights))
-    except Exception as exc:  # a user's objective may fail on any input
-        raise InputError(f"objective {objective.name!r}: its value failed on the per-query variances of {name} ({' '.join(str(exc).split())})") from None
-    if math.isnan(value):
-        raise InputError(f"objective {objective.name!r}: its value is NaN on the per-query variances of {name}")
-    return value
 
 
 def _runs_reweighted(problem: Problem) -> bool:
@@ -273,7 +262,7 @@ def _reweighted_auto_pure(problem: Problem, weights: np.ndarray, total_meta: dic
         extra={"auto_pure_reweighted": problem.objective, "auto_pure_choice": found.meta.get("auto_pure_choice")},
     )
     strategy.meta["method"] = "auto-pure/reweighted"  # auto's choice names it apart from auto-pure for the total
-    value = _value_of(get_objective(problem.objective), per_query_variances(strategy.matrix, W, problem.p), weights, "auto-pure/reweighted")
+    value = evaluate(get_objective(problem.objective), per_query_variances(strategy.matrix, W, problem.p), weights, "the per-query variances of auto-pure/reweighted")
     return strategy, value, found.meta.get("lower_bound"), f"reweighted-workload-{found.meta.get('lower_bound_kind')}"
 
 
