@@ -118,6 +118,8 @@ def solve(
         for user objectives) ``scs``. Methods with an optimiser of their own
         (p-identity, auto-pure, ...) read only the profile's budget (``max_iters``,
         ``time_limit``, ``tol``); closed forms use none of it (both say so in the log).
+        The profile is checked whatever the method: a cvxpy solver without
+        second-order cones (OSQP, HiGHS) is refused.
     **options
         Method options (``branching``, ``basis``, ``group_size``, ...).
 
@@ -224,10 +226,23 @@ def _check_returned(strategy: Strategy, problem: Problem, info) -> None:
         raise InputError(f"{where} compiled as method {meta.get('method')!r}; {fix}")
     from .error import scaled_unit_error, sensitivity
 
-    for key, value in (("sensitivity", sensitivity(strategy.matrix, problem.p)), ("unit_total_squared_error", scaled_unit_error(strategy.matrix, W, problem.p) * math.exp(W.log_scale))):
-        recorded = meta.get(key)
-        if recorded is not None and math.isfinite(value) and not math.isclose(recorded, value, rel_tol=1e-6):
-            raise InputError(f"{where} whose metadata does not match its matrix ({key} {recorded:.8g} recorded, {value:.8g} computed); {fix}")
+    value = sensitivity(strategy.matrix, problem.p)
+    if meta.get("sensitivity") is not None and not math.isclose(meta["sensitivity"], value, rel_tol=1e-6):
+        raise InputError(f"{where} whose metadata does not match its matrix (sensitivity {meta['sensitivity']:.8g} recorded, {value:.8g} computed); {fix}")
+    scaled = scaled_unit_error(strategy.matrix, W, problem.p)
+    if not scaled > 0:
+        return
+    computed = (math.log(scaled) + W.log_scale) / math.log(10)  # in logs: errors of all-predicate workloads pass 1e308
+    value = meta.get("unit_total_squared_error")
+    for recorded in (meta.get("unit_total_squared_error_log10"), math.log10(value) if isinstance(value, (int, float)) and value > 0 else value):
+        if recorded is not None and not (isinstance(recorded, (int, float)) and abs(computed - recorded) * math.log(10) <= 1e-6):
+            shown = _power(recorded) if isinstance(recorded, (int, float)) else repr(recorded)
+            raise InputError(f"{where} whose metadata does not match its matrix (unit_total_squared_error {shown} recorded, {_power(computed)} computed); {fix}")
+
+
+def _power(log10: float) -> str:
+    """``10^log10`` for a message: the number while float64 holds it, else the power."""
+    return f"{10.0**log10:.8g}" if log10 < 308 else f"10^{log10:.6f}"
 
 
 def _workload_files(spec: str) -> dict[str, str]:

@@ -28,6 +28,7 @@ import numpy as np
 from . import __version__
 from .defaults import CONFIDENCE, DECIMAL_PATTERN, DEFAULT_DELTA, DIAGONAL_METHODS
 from .exceptions import InputError, NoiseScaleError, PrecisionError, SolverError
+from .progress import set_aside_during_solves
 from .threads import command_threads
 
 log = logging.getLogger("strategy_opt")
@@ -87,6 +88,9 @@ class _Terminated(BaseException):
 
 def _on_sigterm(signum, frame):
     raise _Terminated()
+
+
+set_aside_during_solves(_on_sigterm)  # SIGTERM during an SCS/Clarabel solve ends the CLI at once (nothing is being written)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -52,7 +52,7 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
-from .atomic import atomic_path, atomic_paths
+from .atomic import answers_sidecar, atomic_path, atomic_paths
 from .defaults import FILE_FORMAT_VERSION, FLAT_MAX_NONZEROS
 from .error import KroneckerMatrix, factored, flat_nonzeros, kronecker_factors
 from .exceptions import InputError
@@ -329,6 +329,10 @@ def _check_sidecar_owner(path: Path) -> None:
     sidecar = path.with_suffix(".json")
     if sidecar.is_file() and not _is_csv_metadata(sidecar):
         raise InputError(f"cannot write {path}: its metadata file {sidecar} exists and is not a strategy's metadata (writing would replace it); move it or choose another name")
+    record = answers_sidecar(path)
+    if path.is_file() and record.is_file() and _is_answers_record(record, path.name):
+        # its record would stay beside the strategy, describing answers that are gone
+        raise InputError(f"cannot write a strategy to {path}: it is an answers file (its record is {record.name}); choose another name")
     folder = path.parent if str(path.parent) else Path(".")
     try:
         names = os.listdir(folder)
@@ -340,6 +344,15 @@ def _check_sidecar_owner(path: Path) -> None:
             if path.exists() and os.path.samefile(other, path):
                 continue  # the same file under another case (case-insensitive file system)
             raise InputError(f"cannot write {path}: its metadata file {path.with_suffix('.json').name} is also that of {name}; choose another name")
+
+
+def _is_answers_record(path: Path, name: str) -> bool:
+    """Whether the file is the ``.json`` record `strategy_opt.answers` writes beside the answers file ``name``."""
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return False
+    return isinstance(meta, dict) and meta.get("file") == name and "sha256" in meta and "m" in meta
 
 
 def _is_csv_metadata(path: Path) -> bool:

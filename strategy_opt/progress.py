@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 
-__all__ = ["Progress", "PROGRESS_SECONDS", "PROGRESS_MIN_N", "HEARTBEAT_SECONDS", "heartbeat"]
+__all__ = ["Progress", "PROGRESS_SECONDS", "PROGRESS_MIN_N", "HEARTBEAT_SECONDS", "heartbeat", "set_aside_during_solves"]
 
 log = logging.getLogger("strategy_opt")
 
@@ -54,6 +54,19 @@ class Progress:
             log.info(message, *args)
 
 
+#: SIGTERM handlers `heartbeat` sets aside while an external solver runs (`set_aside_during_solves`).
+_SET_ASIDE: set = set()
+
+
+def set_aside_during_solves(handler) -> None:
+    """Let SIGTERM end the process at once, while a `heartbeat` block runs, when ``handler`` is the one installed.
+
+    For the CLI's handler, which only makes pending atomic writes clean up: no
+    write is pending during a solve. A library caller's own handler is never set aside.
+    """
+    _SET_ASIDE.add(handler)
+
+
 @contextlib.contextmanager
 def heartbeat(what: str, limit: float | None = None, every: float | None = None):
     """Log ``"<what>: still running (<t> s ...)"`` every `HEARTBEAT_SECONDS` while the block runs.
@@ -63,11 +76,12 @@ def heartbeat(what: str, limit: float | None = None, every: float | None = None)
     much of its time limit ``limit`` (seconds) it has used. The lines come
     from a daemon thread, which stops when the block ends.
 
-    While the block runs in the main thread, a Python handler for SIGTERM (the
-    CLI's, which lets pending atomic writes clean up) is set aside and SIGTERM
-    ends the process at once: Python runs its handlers only between bytecodes,
-    so it would wait until the solver returned (minutes for SCS on a large SDP),
-    and nothing is being written during a solve.
+    While the block runs in the main thread, the CLI's SIGTERM handler (which
+    lets pending atomic writes clean up; see `set_aside_during_solves`) is set
+    aside and SIGTERM ends the process at once: Python runs its handlers only
+    between bytecodes, so it would wait until the solver returned (minutes for
+    SCS on a large SDP), and nothing is being written during a solve. Any other
+    handler (an application's own graceful shutdown) stays in place.
 
     Examples
     --------
@@ -90,12 +104,13 @@ def heartbeat(what: str, limit: float | None = None, every: float | None = None)
     thread.start()
     in_main = threading.current_thread() is threading.main_thread()
     handler = signal.getsignal(signal.SIGTERM) if in_main else None
-    if callable(handler):
+    aside = handler in _SET_ASIDE
+    if aside:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         yield
     finally:
-        if callable(handler):
+        if aside:
             signal.signal(signal.SIGTERM, handler)
         done.set()
         thread.join()

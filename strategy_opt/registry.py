@@ -86,6 +86,11 @@ def _names(value, what: str, name) -> tuple[str, ...]:
     return items
 
 
+def _origin(func) -> tuple[str | None, str | None]:
+    """Where a registered callable was defined (module, qualified name); None parts for partials and instances."""
+    return getattr(func, "__module__", None), getattr(func, "__qualname__", None)
+
+
 def _register(table, name, privacy, source, summary, objectives=("total",), options=None):
     """Decorator adding ``func`` to ``table`` under ``name``, its arguments checked.
 
@@ -97,16 +102,18 @@ def _register(table, name, privacy, source, summary, objectives=("total",), opti
     if not isinstance(name, str) or not name.strip() or name != name.strip():
         raise InputError(f"a method name must be a non-empty string without surrounding spaces, got {name!r}")
     privacy = _names(privacy, "privacy", name)
-    if not set(privacy) <= {"pure", "approx"}:
-        raise InputError(f"registering method {name!r}: privacy must be among 'pure', 'approx', got {privacy!r}")
+    if not privacy or not set(privacy) <= {"pure", "approx"}:
+        raise InputError(f"registering method {name!r}: privacy must name 'pure', 'approx' or both, got {privacy!r}")
     objectives = None if objectives is None else _names(objectives, "objectives", name)
     opts = None if options is None else frozenset(_names(options, "options", name))
     _load()  # the built-in programs first, so that a clash with one is seen whichever registers first
 
     def deco(func):
-        old = table.get(name)
-        if old is not None and (old.func.__module__, old.func.__qualname__) != (func.__module__, func.__qualname__):
-            raise InputError(f"method {name!r} is already registered (by {old.func.__module__}.{old.func.__qualname__}); choose another name")
+        for other in (_METHODS, _RELEASES):  # one name space: `release --method` looks in both tables
+            old = other.get(name)
+            if old is not None and (other is not table or _origin(old.func) != _origin(func)):
+                where = ".".join(v for v in _origin(old.func) if v) or repr(old.func)
+                raise InputError(f"method {name!r} is already registered (by {where}); choose another name")
         table[name] = MethodInfo(name, func, privacy, source, summary, objectives, opts)
         return func
 

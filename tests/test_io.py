@@ -223,6 +223,26 @@ def test_answers_do_not_overwrite_a_csv_strategy(tmp_path, capsys):
         assert main([*args, "--out", str(tmp_path / "a.csv")]) == 0
 
 
+def test_a_csv_strategy_does_not_overwrite_an_answers_file(tmp_path, capsys):
+    # solve --out a.csv over run's answers left a.csv.json describing answers beside a strategy
+    from strategy_opt.cli import main
+
+    np.savetxt(tmp_path / "d.csv", np.arange(4.0))
+    s = tmp_path / "s.npz"
+    sio.write_strategy(so.solve("prefix:4", method="identity"), s)
+    a = tmp_path / "a.csv"
+    assert main(["run", str(s), "--data", str(tmp_path / "d.csv"), "--workload", "prefix:4", "--epsilon", "1", "--seed", "1", "-q", "--out", str(a)]) == 0
+    before = a.read_bytes(), (tmp_path / "a.csv.json").read_bytes()
+    assert main(["solve", "--workload", "prefix:4", "--method", "identity", "-q", "--out", str(a)]) == 2
+    assert "it is an answers file (its record is a.csv.json)" in capsys.readouterr().err
+    assert (a.read_bytes(), (tmp_path / "a.csv.json").read_bytes()) == before and not (tmp_path / "a.json").exists()
+    # a CSV strategy is still replaced by another, and a stray a.csv.json that is not a record does not matter
+    t = tmp_path / "t.csv"
+    (tmp_path / "t.csv.json").write_text("{}")
+    for _ in range(2):
+        assert main(["solve", "--workload", "prefix:4", "--method", "identity", "-q", "--out", str(t)]) == 0
+
+
 # --------------------------------------------------------------------------- raw records: bins, header
 def _records(tmp_path, seed=3, n=400):
     """Records with values below LO, exactly on HI, beyond HI, and on interior bin edges."""

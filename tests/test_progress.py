@@ -67,30 +67,40 @@ def test_an_external_solver_shows_it_is_alive(lines, monkeypatch):
     assert any(m.startswith("minerror-l2: SCS: still running") for m in lines())
 
 
-def test_sigterm_ends_the_process_at_once_while_an_external_solver_runs(tmp_path):
-    # the CLI's SIGTERM handler could only run once SCS returned (over 120 s on all-range:256); inside
-    # a heartbeat block SIGTERM takes its default action, and the handler is back after the block
+def test_sigterm_ends_the_cli_at_once_while_an_external_solver_runs(tmp_path):
+    # the CLI's SIGTERM handler could only run once SCS returned (over 120 s on all-range:256): inside a
+    # heartbeat block SIGTERM takes its default action when the installed handler is the CLI's, and the
+    # handler is back after the block; an application's own handler is never set aside (a library caller's
+    # graceful shutdown ran its finally blocks before)
     import signal
     import subprocess
     import sys
 
-    seen = []
-    previous = signal.signal(signal.SIGTERM, lambda *a: seen.append(a))
+    from strategy_opt import cli
+
+    previous = signal.signal(signal.SIGTERM, cli._on_sigterm)
     try:
         with progress.heartbeat("solver Z"):
             assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
-        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL and callable(signal.getsignal(signal.SIGTERM))
+        assert signal.getsignal(signal.SIGTERM) is cli._on_sigterm
+        own = signal.signal(signal.SIGTERM, lambda *a: None)
+        mine = signal.getsignal(signal.SIGTERM)
+        with progress.heartbeat("solver Z"):
+            assert signal.getsignal(signal.SIGTERM) is mine
+        del own
     finally:
         signal.signal(signal.SIGTERM, previous)
     script = (
         "import signal, sys, time\n"
         "from strategy_opt import progress\n"
-        "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\n"
+        "from strategy_opt.cli import _on_sigterm\n"
+        "signal.signal(signal.SIGTERM, _on_sigterm if sys.argv[1] == 'cli' else (lambda *a: sys.exit(7)))\n"
         "with progress.heartbeat('solver'):\n"
         "    print('ready', flush=True)\n"
         "    time.sleep(60)\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "ready"
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=30) == -signal.SIGTERM  # the default action, not the handler's exit 7
+    for who, code in (("cli", -signal.SIGTERM), ("application", 7)):
+        proc = subprocess.Popen([sys.executable, "-c", script, who], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == code, who  # the default action for the CLI's; the application's handler ran

@@ -6,13 +6,14 @@ import pytest
 from strategy_opt.api import solve
 from strategy_opt.compiler import compile_strategy
 from strategy_opt.exceptions import InputError
-from strategy_opt.registry import _METHODS, methods, register_method
+from strategy_opt.registry import _METHODS, _RELEASES, get_release, methods, register_method, register_release
 
 
 @pytest.fixture
 def registry(monkeypatch):
     methods()  # the built-ins, before the copy
     monkeypatch.setattr("strategy_opt.registry._METHODS", dict(_METHODS))
+    monkeypatch.setattr("strategy_opt.registry._RELEASES", dict(_RELEASES))
 
 
 def test_a_built_in_name_is_refused_and_a_redefinition_replaces_itself(registry):
@@ -39,7 +40,8 @@ def test_a_built_in_name_is_refused_and_a_redefinition_replaces_itself(registry)
 @pytest.mark.parametrize("kwargs, message", [
     ({"name": None}, "a method name must be a non-empty string"),
     ({"name": " padded"}, "a method name must be a non-empty string without surrounding spaces"),
-    ({"name": "m", "privacy": ("pure", "exact")}, "privacy must be among 'pure', 'approx'"),
+    ({"name": "m", "privacy": ("pure", "exact")}, "privacy must name 'pure', 'approx' or both"),
+    ({"name": "m", "privacy": ()}, "privacy must name 'pure', 'approx' or both"),
     ({"name": "m", "objectives": ("total", 3)}, "objectives must be non-empty strings"),
     ({"name": "m", "options": 5}, "options must be a name or a sequence of names"),
 ])
@@ -94,3 +96,41 @@ def test_compile_strategy_refuses_a_list():
 
     with pytest.raises(InputError, match="compile_strategy expects the strategy as a NumPy array, a SciPy sparse matrix or a KroneckerMatrix, got list"):
         compile_strategy([[1.0, 0.0], [0.0, 1.0]], Problem(parse_spec("prefix:2")), "identity")
+
+
+def test_the_returned_strategy_check_compares_errors_beyond_float64(registry):
+    # all-predicate:1027 has errors past 1e308 (log_scale (n - 2) ln 2): the check raised OverflowError there
+    register_method("test-huge", privacy=("approx",))(lambda problem: compile_strategy(np.eye(problem.workload.n), problem, "test-huge"))
+    s = solve("all-predicate:1027", method="test-huge")
+    assert s.meta["unit_total_squared_error"] is None
+    # identity: trace(W^T W) = n 2^(n-1) for all 2^n predicates
+    assert s.meta["unit_total_squared_error_log10"] == pytest.approx(np.log10(1027) + 1026 * np.log10(2), rel=1e-12)
+
+
+def test_methods_and_releases_share_one_name_space(registry):
+    # register_release("hierarchical") was accepted and `release --method hierarchical` then ran it (releases are looked up first)
+    with pytest.raises(InputError, match=r"method 'hierarchical' is already registered \(by strategy_opt.programs.baselines.hierarchical\)"):
+        register_release("hierarchical")(lambda x, workload, privacy, rng=None: None)
+    assert get_release("hierarchical").func.__module__ == "strategy_opt.programs.baselines"
+    with pytest.raises(InputError, match="method 'dawa' is already registered"):
+        register_method("dawa", privacy="pure")(lambda problem: None)
+
+
+def test_partials_and_callable_instances_can_be_registered_again(registry):
+    # a second registration read old.func.__qualname__, which partials and instances lack: AttributeError
+    import functools
+
+    def stack(problem, k):
+        return compile_strategy(np.vstack([np.eye(problem.workload.n)] * k), problem, "test-partial")
+
+    class Identity:
+        def __call__(self, problem):
+            return compile_strategy(np.eye(problem.workload.n), problem, "test-instance")
+
+    for k in (2, 3):  # a notebook cell run twice
+        register_method("test-partial", privacy="pure")(functools.partial(stack, k=k))
+        register_method("test-instance", privacy="pure")(Identity())
+    assert solve("prefix:4", privacy="pure", method="test-partial").shape == (12, 4)
+    assert solve("prefix:4", privacy="pure", method="test-instance").shape == (4, 4)
+    with pytest.raises(InputError, match="method 'wavelet' is already registered"):
+        register_method("wavelet")(functools.partial(stack, k=2))
