@@ -353,11 +353,31 @@ def _gram_of(A) -> np.ndarray:
 FEW_QUERIES_SHARE = 0.5
 FEW_QUERIES_MAX_ENTRIES = 50_000_000
 
+#: A Cholesky factor of ``A^T A`` whose squared diagonal spreads over more than this ratio is
+#: recomputed from a QR factorisation of A itself (`ErrorProfile`): forming ``A^T A`` squares A's
+#: condition number, so with cond(A) = 1e5 the error came out 7e-8 too low (QR: 1e-12).
+QR_REFINE_CONDITION = 1e6
+#: ... when A has at most this many entries (its dense copy and the QR work space).
+QR_REFINE_MAX_ENTRIES = 20_000_000
+
 #: How the support check draws the numerical row space (part of its refusal).
 _CUTOFF = f", directions of singular value below {math.sqrt(EIG_RTOL):.0e} of A's largest counting as missing"
 
 #: What a user can do about a strategy that does not support the workload.
 ADD_ROWS = "add rows (e.g. the identity) so that every query is a linear combination of strategy queries"
+
+
+def _qr_factor(A) -> tuple[np.ndarray, bool]:
+    """``(L, True)`` with ``L L^T = A^T A``, L lower triangular with a positive diagonal, from the QR factorisation of A.
+
+    The `scipy.linalg.cho_factor` form, accurate to cond(A) eps where the Cholesky
+    factor of the formed ``A^T A`` is accurate to cond(A)^2 eps.
+    """
+    dense = A.toarray() if sp.issparse(A) else np.asarray(A, dtype=float)
+    with factorization_threads():
+        R = la.qr(dense, mode="r", check_finite=False)[0][: dense.shape[1]]
+    R = np.sign(np.where(np.diag(R) == 0, 1.0, np.diag(R)))[:, None] * R  # R^T R unchanged
+    return np.ascontiguousarray(R.T), True
 
 
 def _mirror_lower(M: np.ndarray, block: int = 512) -> np.ndarray:
@@ -401,6 +421,7 @@ class ErrorProfile:
         n = A.shape[1]
         self.n = n
         self._chol = None
+        self._ill = False  # factored from A's QR: queries are then answered by triangular solves, never through the inverse
         self._V = self._inv_eig = self._null = self._pinv = None
         self._inv_diag = _diagonal_inverse(A)
         if self._inv_diag is not None:
@@ -424,7 +445,8 @@ class ErrorProfile:
                 c = la.cho_factor(AtA, lower=True, check_finite=False)
             d = np.diag(c[0]) ** 2
             if d.min() > EIG_RTOL * max(d.max(), 1e-300):
-                self._chol = c
+                self._ill = d.max() > QR_REFINE_CONDITION * d.min() and A.shape[0] * n <= QR_REFINE_MAX_ENTRIES
+                self._chol = _qr_factor(A) if self._ill else c
         except la.LinAlgError:
             pass
         if self._chol is None:
@@ -457,9 +479,14 @@ class ErrorProfile:
 
         Taken while the inverse is not yet formed, for at most `FEW_QUERIES_SHARE` n queries and
         `FEW_QUERIES_MAX_ENTRIES` entries of W: ``n^2 m`` flops against ``2 n^3 / 3`` for the inverse
-        (a release with 100 queries on 8192 cells spent 7.7 s in each of two inverses).
+        (a release with 100 queries on 8192 cells spent 7.7 s in each of two inverses). For an
+        ill-conditioned strategy (factored from its QR) always, up to that many entries: sums of
+        squares do not cancel, where ``trace(W^T W (A^T A)^{-1})`` through the inverse lost 4e-8
+        (a minerror-l2 strategy with cond(A) = 6e4 for a rank-5 workload).
         """
-        if self._chol is None or self._pinv is not None or workload.m > FEW_QUERIES_SHARE * self.n or workload.m * self.n > FEW_QUERIES_MAX_ENTRIES:
+        if self._chol is None or workload.m * self.n > FEW_QUERIES_MAX_ENTRIES:
+            return None
+        if not self._ill and (self._pinv is not None or workload.m > FEW_QUERIES_SHARE * self.n):
             return None
         try:
             Wt = workload.matrix().T.toarray()
