@@ -365,6 +365,14 @@ def test_few_queries_past_the_dense_limit_get_their_bound_from_w_wt():
     assert s.meta["svd_bound"] == pytest.approx(bound, rel=1e-9)
 
 
+def _with_singular_values(s: np.ndarray, rng) -> tuple[np.ndarray, np.ndarray]:
+    """A 30 x n strategy A = U diag(s) V^T with random orthonormal U, V; returns A and V."""
+    n = s.size
+    U = np.linalg.qr(rng.standard_normal((30, n)))[0]
+    V = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    return (U * s) @ V.T, V
+
+
 @pytest.mark.parametrize("sparse", [False, True])
 def test_an_ill_conditioned_strategy_is_analysed_from_its_qr_factor(sparse):
     # forming A^T A squares cond(A): at cond(A) = 1e5 the error came out 7e-8 too low, and a valid dual bound
@@ -372,19 +380,16 @@ def test_an_ill_conditioned_strategy_is_analysed_from_its_qr_factor(sparse):
     from strategy_opt.error import ErrorProfile
 
     rng = np.random.default_rng(0)
-    n, p = 20, 30
-    U = np.linalg.qr(rng.standard_normal((p, n)))[0]
-    V = np.linalg.qr(rng.standard_normal((n, n)))[0]
-    s = np.logspace(0, -5, n)
-    A = (U * s) @ V.T
-    W = rng.standard_normal((15, n))
+    s = np.logspace(0, -5, 20)
+    A, V = _with_singular_values(s, rng)
+    W = rng.standard_normal((15, 20))
     G = W.T @ W
     # closed form from the SVD A = U diag(s) V^T: (A^T A)^{-1} = V diag(1/s^2) V^T, no squared condition number
     expected = float(np.einsum("ik,ij,jk->k", V, G, V) @ (1.0 / s**2))
     profile = ErrorProfile(sp.csr_matrix(A) if sparse else A)
     assert profile.trace_with(G) == pytest.approx(expected, rel=1e-10)
     np.testing.assert_allclose(profile.pinv(), (V / s**2) @ V.T, rtol=1e-9, atol=1e-9 * np.max(1 / s**2))
-    x = rng.standard_normal(n)
+    x = rng.standard_normal(20)
     np.testing.assert_allclose(profile.solve_normal(x), (V / s**2) @ (V.T @ x), rtol=1e-9)
 
 
@@ -395,11 +400,8 @@ def test_an_ill_conditioned_strategy_answers_queries_by_triangular_solves():
     from strategy_opt.workload import from_matrix
 
     rng = np.random.default_rng(1)
-    n, p = 20, 30
-    U = np.linalg.qr(rng.standard_normal((p, n)))[0]
-    V = np.linalg.qr(rng.standard_normal((n, n)))[0]
-    s = np.logspace(0, -4.5, n)
-    A = (U * s) @ V.T
+    s = np.logspace(0, -4.5, 20)
+    A, V = _with_singular_values(s, rng)
     W = rng.standard_normal((15, 8)) @ V[:, -8:].T
     per_query = np.sum((W @ V) ** 2 / s**2, axis=1)  # closed form from the SVD of A
     profile = ErrorProfile(A)
