@@ -646,7 +646,7 @@ def _cmd_run(args) -> int:
     intervals = Path(args.out).suffix.lower() == ".csv"  # only the CSV answer format has intervals
     estimator = args.estimator or DEFAULT_ESTIMATOR
     with naming_data(args.data):
-        release = run(strategy, x, workload, privacy, estimator=estimator, rng=seed, sampler=sampler, intervals=intervals)
+        release = run(strategy, x, workload, privacy, estimator=estimator, rng=seed, sampler=sampler, intervals=intervals, allow_undecided_support=args.force)
     if equivalent:
         log.info(equivalent)
     log.info("answered %d queries in %.3g s (noise scale %.6g)", len(release.answers), time.perf_counter() - t0, release.noise_scale)
@@ -884,7 +884,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", parents=[common], help="answer a workload on data through a strategy", description="Add calibrated noise to the strategy answers, reconstruct, and write the workload answers.", epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("strategy", metavar="STRATEGY", help="strategy file (.npz, .mtx, .csv)")
     _add_data_args(p, "the strategy file's privacy; without metadata (warned as unverified) approx if --delta is given, else pure")
-    p.add_argument("--force", action="store_true", help="run even if the strategy was computed for another workload")
+    p.add_argument("--force", action="store_true", help="run even if the strategy was computed for another workload, or (past 20000 cells) its support cannot be decided")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("release", parents=[common], help="data-dependent release (dawa, mwem, or any strategy method)", description="Release workload answers with a data-dependent method or a strategy method.", epilog=EPILOG_RELEASE, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -754,6 +754,7 @@ def run(
     rng=None,
     sampler: str | None = None,
     intervals: bool = True,
+    allow_undecided_support: bool = False,
 ) -> Release:
     """Answer a workload through a strategy: measure, reconstruct, answer.
 
@@ -775,6 +776,11 @@ def run(
         (use it for answers that are released).
     intervals : bool
         Compute 95% intervals (LS estimator only).
+    allow_undecided_support : bool
+        Past the dense limit support is tested by random probes (`probe_support`);
+        when they cannot decide (LSMR does not converge on a badly conditioned
+        strategy) the strategy is refused unless this is True (``--force``), and
+        then only its measured cells are checked.
 
     Returns
     -------
@@ -857,8 +863,16 @@ def run(
             check_measured_cells(A, workload)
             if probe_support(A, workload):
                 log.info("domain of %d cells: support checked by %d random probes; intervals are omitted (they need the n x n error profile)", workload.n, SUPPORT_PROBES)
-            else:
+            elif allow_undecided_support:
                 log.warning("domain of %d cells: only measured cells are checked (the random support probes were undecided); intervals are omitted", workload.n)
+            else:
+                # a rank-deficient strategy with every column measured answered identity:30000 wrongly with exit 0
+                raise InputError(
+                    f"domain of {workload.n} cells: whether the strategy supports the workload could not be decided (the random "
+                    f"support probes did not converge in {SUPPORT_PROBE_MAX_ITER} LSMR iterations: the strategy is badly conditioned "
+                    "or does not support it), so its answers may be wrong; pass --force (Python: allow_undecided_support=True) "
+                    "to run it with only its measured cells checked"
+                )
     y, scale = measure(A, x, privacy, rng=rng, sampler=sampler)
     if workload.n >= PROGRESS_MIN_N or estimator != "ls":
         log.info("run: %d noisy strategy answers drawn; reconstructing %d cells (%s)", A.shape[0], workload.n, estimator)

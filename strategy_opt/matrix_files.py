@@ -346,7 +346,8 @@ def read_csv_matrix(path: Path, what: str, ndmin: int = 2) -> np.ndarray:
             warnings.simplefilter("ignore")  # "input contained no data": refused below as empty
             return np.loadtxt(path, delimiter=",", ndmin=ndmin, encoding="utf-8-sig")  # a byte-order mark is not a number
     except READ_ERRORS as exc:
-        raise InputError(f"cannot read {path}: malformed CSV ({' '.join(str(exc).split())[:200]})") from None
+        reason = re.sub(r"; use `usecols`.*", "", " ".join(str(exc).split()))  # numpy's advice names an argument users do not have
+        raise InputError(f"cannot read {path}: malformed CSV ({reason[:200]}); every line needs the same number of comma-separated numbers") from None
 
 
 def read_workload_file(path: str | os.PathLike):

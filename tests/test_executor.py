@@ -544,3 +544,39 @@ def test_a_huge_epsilon_is_named_as_the_cause():
         check_noise_resolution([0.0, 1.0, 7.0], 1e-300)
     with pytest.raises(PrecisionError, match="rescale the data"):  # a large count at ordinary noise: the data's scale
         check_noise_resolution([1e17], 1.0)
+
+
+def test_an_undecided_support_test_past_the_dense_limit_is_refused_unless_forced(monkeypatch, tmp_path, capsys):
+    # a rank-deficient bidiagonal strategy with every column measured: LSMR cannot decide support, and run answered
+    # identity:30000 with exit 0 and a warning (squared error 30000 at epsilon 1e6, half of ||x||^2). Here on 300
+    # cells, with the probe forced (dense limit 100) and its LSMR cut at 5 iterations, where 30000 cells needed 5000
+    import scipy.sparse as sp
+
+    import strategy_opt.executor as ex
+    from strategy_opt.cli import main
+    from strategy_opt.exceptions import InputError
+    from strategy_opt.privacy import PureDP
+
+    monkeypatch.setattr(ex, "MAX_DENSE_N", 100)
+    real_limit = ex.SUPPORT_PROBE_MAX_ITER
+    monkeypatch.setattr(ex, "SUPPORT_PROBE_MAX_ITER", 5)
+    n = 300
+    B = (sp.identity(n) + sp.eye(n, k=1)).tolil()
+    B[n - 1, n - 1] = 0
+    B = B.tocsr()
+    x = 1 + (-1.0) ** np.arange(n)
+    assert np.linalg.matrix_rank(B.toarray()) == n - 1 and B.getnnz(axis=0).min() > 0
+    with pytest.raises(InputError, match="whether the strategy supports the workload could not be decided.*pass --force"):
+        ex.run(B, x, "identity:300", PureDP(1e6), rng=1)
+    forced = ex.run(B, x, "identity:300", PureDP(1e6), rng=1, allow_undecided_support=True)
+    assert np.sum((forced.answers - x) ** 2) > 10  # what --force accepts: wrong answers, as the refusal says
+    sp.save_npz(tmp_path / "b.npz", B)
+    np.save(tmp_path / "x.npy", x)
+    args = ["run", str(tmp_path / "b.npz"), "--data", str(tmp_path / "x.npy"), "--workload", "identity:300", "--epsilon", "1", "--seed", "1", "-q", "--out"]
+    assert main([*args, str(tmp_path / "a.npy")]) == 2 and not (tmp_path / "a.npy").exists()
+    assert "could not be decided" in capsys.readouterr().err
+    assert main([*args, str(tmp_path / "a.npy"), "--force"]) == 0
+    # with the real iteration limit, a supporting, well-conditioned strategy is decided and runs
+    monkeypatch.setattr(ex, "SUPPORT_PROBE_MAX_ITER", real_limit)
+    good = ex.run(hierarchical_matrix(n, 2), x, "identity:300", PureDP(1e6), rng=1)
+    np.testing.assert_allclose(good.answers, x, atol=1e-3)

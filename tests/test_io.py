@@ -799,3 +799,15 @@ def test_concurrent_writers_of_one_answers_file_never_mix_file_and_record(tmp_pa
         answers, _, _, meta = read_answers(path, verify=False)
         mixed += answers[0] != meta["writer"]
     assert mixed == 0
+
+
+def test_a_ragged_csv_is_refused_without_numpys_advice(tmp_path):
+    # numpy's message ends "use `usecols` to select a subset", an argument no user of the CLI has
+    from strategy_opt.matrix_files import read_csv_matrix
+
+    f = tmp_path / "ragged.csv"
+    f.write_text("1,2\n3\n")
+    with pytest.raises(InputError) as info:
+        read_csv_matrix(f, "workload file")
+    assert "usecols" not in str(info.value)
+    assert str(info.value).endswith("malformed CSV (the number of columns changed from 2 to 1 at row 2); every line needs the same number of comma-separated numbers")
