@@ -133,7 +133,7 @@ def _parse_options(pairs) -> dict:
         if not sep or not key.strip():
             raise InputError(f"--option must be KEY=VALUE, got {pair!r}")
         name, parsed = key.strip().replace("-", "_"), _option_value(value.strip(), key.strip())
-        if name in out and (out[name] != parsed or type(out[name]) is not type(parsed)):  # true and 1 differ  # as a flag and --option may not disagree: one value per option
+        if name in out and (out[name] != parsed or type(out[name]) is not type(parsed)):  # one value per option (true and 1 differ)
             raise InputError(f"--option {name}={out[name]} and --option {name}={parsed} conflict; give {name} once")
         out[name] = parsed
     return out

@@ -351,8 +351,9 @@ def auto(problem: Problem):
     names = _candidates(problem)
     if not names:  # a non-total objective no epsilon-DP optimiser minimises: the constructions are evaluated under it
         log.info("auto: no %s method minimises objective %r; evaluating the constructions (and auto-pure's strategy for the total) under it", problem.privacy, problem.objective)
+    weights = query_weights(problem) if problem.objective != "total" else None  # once: for relative it reads every query's norm
     if problem.objective not in BUILTIN_OBJECTIVES:  # a user's objective: its contract, probed before any candidate runs
-        check_monotone(get_objective(problem.objective), problem.workload.m, query_weights(problem))
+        check_monotone(get_objective(problem.objective), problem.workload.m, weights)
     known = set().union(*(table[k].options or () for k in names))
     reweighted = _runs_reweighted(problem)
     if reweighted:
@@ -413,7 +414,6 @@ def auto(problem: Problem):
                 best = (name, strategy)
     if problem.objective != "total":  # also when every optimiser refused: the constructions still answer
         solved = best[1].meta if best is not None else None
-        weights = query_weights(problem)  # once: for relative it reads every query's norm
         constructions = list(_baselines_under_objective(problem, weights))
         try:
             total = next((st.meta for name, st, _ in constructions if name == "auto-pure"), None)
