@@ -73,6 +73,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as la
 
+from . import cells
 from .certificates import gram_factor, nuclear_norm_weighted
 from .exceptions import InputError
 from .threads import factorization_threads
@@ -173,24 +174,12 @@ def cell_classes(G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Representatives of the distinct non-zero columns of W, and each cell's class.
 
     Cells j, k have equal columns in W iff ``G_jj + G_kk - 2 G_jk = ||W_j - W_k||^2``
-    vanishes; a zero column has ``G_jj = 0``. Candidates are grouped by a
-    random projection of their Gram rows (equal columns give equal rows) and
-    confirmed by that distance. Returns ``(reps, cls)`` with ``cls[j] = -1``
-    for zero columns.
+    vanishes; a zero column has ``G_jj = 0`` (`strategy_opt.cells.cell_classes`,
+    at relative tolerance 1e-12). Returns ``(reps, cls)`` with ``cls[j] = -1`` for
+    zero columns and ``reps[cls[j]]`` the first cell of j's class.
     """
-    dg = np.diag(G)
-    active = np.flatnonzero(dg > 1e-14 * dg.max())
-    z = np.random.default_rng(0).standard_normal(G.shape[0])
-    keys = np.round(np.c_[dg[active], G[active] @ z], 10 - np.floor(np.log10(np.abs(G).max() * np.abs(z).sum() + 1e-300)).astype(int))
-    _, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-    inv = inv.ravel()
-    rep = active[first][inv]
-    same = dg[active] + dg[rep] - 2 * G[active, rep] <= 1e-12 * dg[active]
-    cls = np.full(G.shape[0], -1)
-    cls[active] = np.where(same, inv, -1)
-    loners = active[~same]
-    cls[loners] = first.size + np.arange(loners.size)
-    return np.concatenate([active[first], loners]), cls
+    cls = cells.cell_classes(G, 1e-12)
+    return cells.class_representatives(cls), cls
 
 
 def _dual_step(L: np.ndarray, u: np.ndarray):

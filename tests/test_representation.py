@@ -17,9 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from strategy_opt.api import solve
+from strategy_opt.cells import cell_classes, class_representatives
 from strategy_opt.error import unit_error
-from strategy_opt.programs.eigen_design import Minimization, cell_classes, minimize_workload
+from strategy_opt.programs.eigen_design import Minimization, minimize_workload
 from strategy_opt.workload import all_range, from_matrix, kronecker, total
+
+from oracles import query_variances
 
 RTOL = 1e-6  # Program 5.1.1 is solved to a relative gap of 1e-8
 
@@ -128,3 +131,24 @@ def test_kronecker_minimized_per_factor():
     assert Wm.n == 4 and M.shape == (4, 12)
     np.testing.assert_array_equal(Wm.matrix().toarray() @ M.toarray(), W.matrix().toarray())
     assert minimize_workload(all_range(5))[0] is not None and minimize_workload(all_range(5))[1].shape == (5, 5)
+
+
+@pytest.mark.parametrize("scale", [1e5, 1e6])
+def test_cells_of_small_queries_beside_a_large_one_stay_apart(scale):
+    # each pair of columns is compared at its own scale: beside a query `scale` times larger,
+    # cells 1-3 (distinct, non-zero columns) used to be merged or dropped as zero, and
+    # eigen-design then answered the small queries with up to 100x the identity's variance
+    W = np.eye(4)
+    W[0, 0] = scale
+    W = np.vstack([W, [0.0, 1.0, 1.0, 0.0]])
+    np.testing.assert_array_equal(cell_classes(W.T @ W), [0, 1, 2, 3])
+    s = solve(W, privacy="approx", method="eigen-design")
+    small = query_variances(s.dense(), from_matrix(W), 2)[1:]
+    assert small.sum() <= 5.0 * (1 + 1e-9)  # the identity's variances are 1, 1, 1, 2
+    assert s.meta.get("support_repair") is None
+
+
+def test_zero_and_equal_columns_at_any_scale():
+    W = np.array([[1e-5, 1e-5, 0.0, 3.0], [0.0, 0.0, 0.0, 1.0]])
+    np.testing.assert_array_equal(cell_classes(W.T @ W), [0, 0, -1, 1])
+    np.testing.assert_array_equal(class_representatives(cell_classes(W.T @ W)), [0, 3])

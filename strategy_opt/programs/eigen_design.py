@@ -65,6 +65,7 @@ import scipy.linalg as la
 import scipy.sparse as sp
 
 from ..bases import fourier_matrix, wavelet_matrix
+from ..cells import cell_classes
 from ..certificates import INACCURATE_RTOL, kkt_bound, reconcile_bound, relative_gap
 from ..compiler import compile_strategy, finite_or_none
 from ..defaults import EIG_RTOL
@@ -92,15 +93,12 @@ from ..query_weights import check_weights_objective, query_weights, weights_meta
 __all__ = [
     "eigen_design",
     "minimize_workload",
-    "cell_classes",
     "Minimization",
     "normalized_gram",
 ]
 
 log = logging.getLogger("strategy_opt")
 
-#: Relative tolerance for two columns (or a column and zero) to count as equal.
-CELL_RTOL = 1e-10
 #: Above this many cells the dual certificate is skipped unless asked for (it costs O(n^3)).
 CERTIFICATE_MAX_N = 4096
 #: Default fraction of eigen-queries kept as principal vectors (Sec. 5.2.2.2).
@@ -124,33 +122,6 @@ _BASES = ("eigen", "wavelet", "fourier", "identity")
 
 
 # --------------------------------------------------------------------------- minimization
-
-
-def cell_classes(G: np.ndarray, rtol: float = CELL_RTOL) -> np.ndarray:
-    """Group the cells of a workload by identical columns, from its Gram matrix.
-
-    Columns j and k of W are equal iff ``G_jj + G_kk - 2 G_jk = ||w_j - w_k||^2 = 0``,
-    and column j is zero iff ``G_jj = 0`` (Li 2013, Def. 2.6).
-
-    Returns
-    -------
-    ndarray of int, shape (n,)
-        Class of every cell, numbered by first occurrence; -1 for zero columns.
-    """
-    d = np.diag(G).astype(float)
-    tol = rtol * max(float(d.max()), 1e-300)
-    classes = np.full(len(d), -1, dtype=np.int64)
-    free = d > tol
-    nxt = 0
-    for j in np.flatnonzero(free):
-        if not free[j]:
-            continue
-        cand = np.flatnonzero(free & (np.abs(d - d[j]) <= tol))
-        same = cand[d[j] + d[cand] - 2.0 * G[j, cand] <= 2.0 * tol]
-        classes[same] = nxt
-        free[same] = False
-        nxt += 1
-    return classes
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,7 @@ import scipy.optimize as so
 import scipy.sparse as sp
 from threadpoolctl import ThreadpoolController
 
+from ..cells import cell_classes, class_representatives
 from ..compiler import compile_strategy
 from ..error import KroneckerMatrix
 from ..exceptions import InputError, OptionError, SolverError, setting
@@ -537,7 +538,7 @@ def merged_cells(G: np.ndarray, rtol: float = 1e-12) -> tuple[np.ndarray, np.nda
 
     Columns j and k of W are equal exactly when ``G_jj + G_kk - 2 G_jk = 0``
     (``||w_j - w_k||^2``), and column j is zero when ``G_jj = 0``; both are read
-    off G (up to ``rtol`` times its largest diagonal entry) without W.
+    off G without W (`strategy_opt.cells.cell_classes`, at relative tolerance ``rtol``).
 
     Returns
     -------
@@ -554,18 +555,8 @@ def merged_cells(G: np.ndarray, rtol: float = 1e-12) -> tuple[np.ndarray, np.nda
     >>> cell_of.tolist(), reps.tolist()
     ([0, 0, 1, -1], [0, 2])
     """
-    d = np.diag(G)
-    tol = rtol * max(float(d.max()), 1e-300)
-    live = d > tol
-    cell_of = np.full(G.shape[0], -1)
-    reps: list[int] = []
-    for j in np.flatnonzero(live):
-        if cell_of[j] >= 0:
-            continue
-        same = np.flatnonzero((d + d[j] - 2.0 * G[j] <= tol) & (cell_of < 0) & live)
-        cell_of[same] = len(reps)
-        reps.append(int(j))
-    return cell_of, np.asarray(reps, dtype=int)
+    cell_of = cell_classes(G, rtol)
+    return cell_of, class_representatives(cell_of)
 
 
 def expand_cells(A: np.ndarray, cell_of: np.ndarray) -> np.ndarray:
