@@ -408,17 +408,24 @@ def _nonneg_lbfgsb(objective, x0: np.ndarray, label: str) -> np.ndarray:
 def _hybrid(workload: Workload, x_ls: np.ndarray) -> np.ndarray:
     """``argmin_{x >= 0} ||W x - W x_ls||``: the second step of the hybrid estimator.
 
-    Up to `NNLS_DENSE_MAX_N` cells, exact active-set NNLS on a rank-revealing
-    factor R of ``W^T W`` (``R^T R = W^T W``). Larger domains: `_nonneg_lbfgsb`
-    on ``(x - x_ls)^T W^T W (x - x_ls) / 2``, its gradient by the workload's own
+    Up to `NNLS_DENSE_MAX_N` cells, exact active-set NNLS on a factor R of the
+    unit-diagonal scaling of ``W^T W`` (eigenvalues at rounding level dropped), in
+    cells scaled by their column norms. Larger domains: `_nonneg_lbfgsb` on ``(x - x_ls)^T W^T W (x - x_ls) / 2``, its gradient by the workload's own
     products ``W^T (W d)`` where they cost less than the dense Gram matrix's
     (interval, sparse and Kronecker workloads), else by ``W^T W`` (n x n), never a factor
     (at 8192 cells the factor took minutes and the L-BFGS-B steps on it more).
     """
     n = workload.n
     if n <= NNLS_DENSE_MAX_N:
-        R = gram_factor(workload.gram()).T  # R^T R = W^T W, rank-revealing: the n x n data of min ||W x - z||
-        return _nonneg_ls(R, R @ x_ls, reduced=True)
+        # in the cells z = D x (D^2 = diag(W^T W)), R^T R = D^-1 W^T W D^-1 has a unit diagonal; dropping only
+        # its eigenvalues at eigh's rounding level keeps the direction of a query far smaller than the others
+        # (rows 1e5 apart: eigenvalues 1e10 apart), which the error analysis's rank cutoff (EIG_RTOL) on
+        # W^T W itself dropped, leaving that query's answer at 0
+        G = workload.gram()
+        d = np.sqrt(np.diag(G))
+        d[d == 0] = 1.0
+        R = gram_factor(G / np.outer(d, d), rtol=max(n, 16) * np.finfo(float).eps).T
+        return _nonneg_ls(R, R @ (d * x_ls), reduced=True) / d
     if _product_cost(workload) <= n * n:
         def gram_times(d):
             return workload.rmatvec(workload.matvec(d))

@@ -118,6 +118,22 @@ def test_hybrid_equals_direct_nnls_on_workload():
     np.testing.assert_allclose(Wm @ got, Wm @ direct, atol=1e-6)
 
 
+@pytest.mark.parametrize("scale", [3e4, 1e5, 1e9])
+def test_hybrid_keeps_a_query_far_smaller_than_the_others(scale):
+    # the last query is `scale` times smaller than the others and alone on its cell: its Gram eigenvalue
+    # (1 against ~1e11 at 1e5) fell under the rank cutoff, and hybrid answered it with 0 (true count 1000)
+    from scipy.optimize import nnls
+
+    Wm = np.zeros((6, 6))
+    Wm[:5, :5] = scale * np.tril(np.ones((5, 5)))
+    Wm[5, 5] = 1.0
+    y = np.array([10.0, 20.0, 30.0, 40.0, 50.0, 999.86])
+    got = reconstruct(np.eye(6), y, "hybrid", from_matrix(Wm))
+    direct = nnls(Wm, Wm @ y)[0]
+    np.testing.assert_allclose(Wm @ got, Wm @ direct, rtol=1e-7)
+    assert got[5] == pytest.approx(999.86, rel=1e-9)
+
+
 def _near_singular_factor() -> np.ndarray:
     """The identity on 8 cells with its last row replaced by e_6 + 1e-7 e_7: singular value ~1e-7 (eigenvalue
     ~1e-14 of A^T A, under the error profile's cutoff `EIG_RTOL` = 1e-10), so cell 7 counts as unmeasured."""
