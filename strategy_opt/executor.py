@@ -61,7 +61,6 @@ __all__ = [
     "check_noise_resolution",
     "resolution_exponent",
     "check_finite_answers",
-    "release_sampler",
     "run",
     "SAMPLERS",
 ]
@@ -135,18 +134,15 @@ def _check_rng(rng) -> None:
 
 
 def resolve_sampler(sampler: str | None, rng) -> str:
-    """The sampler to use: the one named, else ``simulate`` when ``rng`` is given and the vetted ``opendp`` otherwise."""
+    """The sampler to use: the one named, else ``simulate`` when ``rng`` is given and the vetted ``opendp`` otherwise.
+
+    A seed with ``sampler='opendp'`` is refused: OpenDP's noise is not seedable, and the seed would be ignored.
+    """
     _check_rng(rng)
     if sampler is None:
         return "simulate" if rng is not None else "opendp"
     if sampler not in SAMPLERS:
         raise InputError(f"unknown sampler {sampler!r}; use 'opendp' or 'simulate'")
-    return sampler
-
-
-def release_sampler(sampler: str | None, rng) -> str:
-    """`resolve_sampler`, refusing a seed with the ``opendp`` sampler (its noise is not seedable)."""
-    sampler = resolve_sampler(sampler, rng)
     if sampler == "opendp" and rng is not None:
         raise InputError("rng cannot be used with sampler='opendp' (its noise is not seedable); use sampler='simulate'")
     return sampler
@@ -845,7 +841,7 @@ def run(
     require_memory(  # before any noise is drawn (the CLI checks this when it parses the SPEC)
         float(min(BYTES_PER_QUERY * workload.m, 10**300)), f"answering the {workload.m:,} queries of workload {workload.spec!r}", "use fewer queries"
     )
-    sampler = release_sampler(sampler, rng)
+    sampler = resolve_sampler(sampler, rng)
     prof = kron = marginal = None
     if workload.n >= PROGRESS_MIN_N:
         log.info("run: checking that the %d x %d strategy supports the workload", *A.shape)

@@ -107,7 +107,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .exceptions import InputError
-from .executor import as_real, check_histogram, measure, release_sampler
+from .executor import as_real, check_histogram, measure, resolve_sampler
 from .privacy import PureDP
 
 __all__ = [
@@ -557,13 +557,13 @@ class OnlineAnswerer:
             raise InputError(f"inference must be one of {', '.join(INFERENCES)}, got {inference!r}")
         if fuse and inference != "wls":
             raise InputError("fuse needs inference='wls' (its error law is known before the fresh answer is drawn)")
-        sampler = release_sampler(sampler, rng)  # checks rng; refuses a seed with opendp, whose noise it would not seed
+        sampler = resolve_sampler(sampler, rng)  # checks rng; refuses a seed with opendp, whose noise it would not seed
         self.budget = _check_positive(budget, "budget")
         self.inference = inference
         self.fuse = bool(fuse)
         self.sampler = sampler
         self._x = x
-        self._rng = np.random.default_rng(rng)
+        self._rng = np.random.default_rng(rng) if sampler == "simulate" else None  # OpenDP draws its own noise
         self.n = x.size
         self._shape = np.shape(data)  # a query may come in the data's own (domain) shape
         self._H = np.zeros((0, self.n))

@@ -266,6 +266,14 @@ def test_run_refuses_a_seed_with_the_opendp_sampler():
         run(S4, X4, "prefix:4", PureDP(1.0), rng=0, sampler="opendp")
 
 
+def test_measure_refuses_a_seed_with_the_opendp_sampler():
+    # measure used to ignore the seed there: two calls with rng=0 drew different noise
+    from strategy_opt.executor import measure
+
+    with pytest.raises(InputError, match="rng cannot be used with sampler='opendp'"):
+        measure(np.eye(4), X4, PureDP(1.0), rng=0, sampler="opendp")
+
+
 # ------------------------------------------------------------------------ 5. solve privacy, solver
 @pytest.mark.parametrize("privacy, hint", [(PureDP(1.0), "pure"), (ApproxDP(1.0, 1e-6), "approx")])
 def test_solve_refuses_privacy_objects_with_a_hint(privacy, hint):

@@ -39,7 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..exceptions import InputError, PrecisionError
-from ..executor import Release, check_histogram, measure, release_sampler, resolution_exponent
+from ..executor import Release, check_histogram, measure, resolve_sampler, resolution_exponent
 from ..partition import NOISE_RULES, bucket_counts, candidate_lengths, cost_noise_scales, expand, private_partition
 from ..privacy import Privacy, PureDP
 from ..registry import register_release
@@ -143,9 +143,9 @@ def dawa_estimate(
         raise InputError(f"unknown stage-1 noise rule {noise!r}; use one of {', '.join(NOISE_RULES)}")
     if not (isinstance(epsilon, (int, float, np.floating)) and math.isfinite(epsilon) and epsilon > 0):
         raise InputError(f"epsilon must be a positive number, got {epsilon!r}")
-    sampler = release_sampler(sampler, rng)
+    sampler = resolve_sampler(sampler, rng)
     order = domain_order(workload.domain)
-    gen = np.random.default_rng(rng)
+    gen = np.random.default_rng(rng) if sampler == "simulate" else None  # OpenDP draws its own noise
     x_ord = x[order]
     n = x.size
     if rho == 0.0 or n == 1:

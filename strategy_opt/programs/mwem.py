@@ -45,7 +45,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..exceptions import InputError
-from ..executor import Release, check_histogram, check_noise_resolution, measure, release_sampler
+from ..executor import Release, check_histogram, check_noise_resolution, measure, resolve_sampler
 from ..privacy import Privacy, PureDP
 from ..progress import Progress
 from ..registry import register_release
@@ -95,7 +95,7 @@ def _row(W: Workload, i: int) -> tuple[np.ndarray, np.ndarray]:
     return idx, q[idx]
 
 
-def _select(score: np.ndarray, sensitivity: float, epsilon: float, gen: np.random.Generator, sampler: str) -> int:
+def _select(score: np.ndarray, sensitivity: float, epsilon: float, gen: np.random.Generator | None, sampler: str) -> int:
     """eps-DP index of the largest score: report-noisy-max with exponential noise."""
     check_noise_resolution(score, 2.0 * sensitivity / epsilon, "MWEM's selection scores (query errors of the estimate)")
     if sampler == "opendp":
@@ -188,8 +188,8 @@ def _mwem(x: np.ndarray, workload: Workload, epsilon: float, rng, sampler: str |
     report-noisy-max) and ``measurement`` (the largest Laplace scale of the T query
     measurements).
     """
-    sampler = release_sampler(sampler, rng)
-    gen = np.random.default_rng(rng)
+    sampler = resolve_sampler(sampler, rng)
+    gen = np.random.default_rng(rng) if sampler == "simulate" else None  # OpenDP draws its own noise
     share = PureDP(_budget_split(epsilon, rounds)["epsilon_per_mechanism"])
     delta_w = _max_entry(workload)
     if delta_w == 0:
