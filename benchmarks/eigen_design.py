@@ -152,7 +152,8 @@ def main(argv=None):
             }
             if method == "eigen-design":
                 row["pre_completion_ratio"] = 10 ** (math.log10(m["eigen_design"]["pre_completion_error"]) + W.log_scale / LN10 - log_svdb)
-                row["program_gap"] = m["eigen_design"]["program_5_1_1"]["relative_gap"]
+                program = m["eigen_design"].get("program_5_1_1") or m["eigen_design"]["reduced_program"]  # separation, principal
+                row["program_gap"] = program["relative_gap"]
             rows.append(row)
             print(json.dumps(row), flush=True)
     result = {

@@ -225,7 +225,7 @@ def test_separation_with_singleton_groups_is_the_full_program():
     W = prefix(48)
     full = solve(W, method="eigen-design").meta["eigen_design"]["pre_completion_error"]
     one = solve(W, method="eigen-design", group_size=1).meta["eigen_design"]
-    assert one["variant"] == "separation" and one["program_5_1_1"]["groups"] == 48
+    assert one["variant"] == "separation" and one["reduced_program"]["groups"] == 48
     assert one["pre_completion_error"] == pytest.approx(full, rel=1e-6)
     whole = solve(W, method="eigen-design", group_size=48).meta["eigen_design"]["pre_completion_error"]
     assert whole == pytest.approx(full, rel=1e-6)
@@ -522,13 +522,14 @@ def test_separation_reports_groups_stopped_by_the_time_limit(monkeypatch):
 
     monkeypatch.setattr(ed, "solve_weighting", groups_out_of_time)
     s = solve("all-range:32", method="eigen-design", group_size=4)
-    program = s.meta["eigen_design"]["program_5_1_1"]
+    program = s.meta["eigen_design"]["reduced_program"]
     assert program["groups"] == 8 and sum(program["group_statuses"].values()) == 8 and program["group_statuses"].get("time_limit", 0) >= 1
     assert s.meta["solver_status"] == program["status"] == "time_limit"
     assert s.meta["unit_total_squared_error"] >= s.meta["lower_bound"]
     monkeypatch.setattr(ed, "solve_weighting", real)
     s = solve("all-range:32", method="eigen-design", group_size=4)
-    assert s.meta["eigen_design"]["program_5_1_1"]["group_statuses"] == {"optimal": 8} and s.meta["solver_status"] == "optimal"
+    assert s.meta["eigen_design"]["reduced_program"]["group_statuses"] == {"optimal": 8} and s.meta["eigen_design"]["reduced_program"]["status"] == "optimal"
+    assert s.meta["solver_status"] == "heuristic"  # the reduced program's optimum, not Program 5.1.1's
 
 
 def test_a_repeated_eigenvalue_does_not_make_the_design_depend_on_the_cell_order():
@@ -607,3 +608,14 @@ def test_meta_solver_names_the_profile_that_ran_as_minerror_l2_does(tmp_path):
     assert ed["solver"] == l2["solver"] == "scs1"
     assert ed["eigen_design"]["program_5_1_1"]["backend"] == "cvxpy:SCS"  # the backend that ran stays in the facts
     assert solve("prefix:12", privacy="approx", method="eigen-design").meta["solver"] == "native"
+
+
+@pytest.mark.parametrize("options", [{"separation": True}, {"principal": 4}])
+def test_speed_ups_report_their_own_program_not_program_5_1_1(options):
+    # separation and principal vectors solve a smaller program: its dual value (12009 with separation on
+    # all-range:64) is not a bound on Program 5.1.1 (optimum 11752.6 there), and its optimum is not 5.1.1's
+    full = solve("all-range:64", method="eigen-design").meta
+    fast = solve("all-range:64", method="eigen-design", **options).meta
+    assert "program_5_1_1" not in fast["eigen_design"] and fast["eigen_design"]["reduced_program"]["status"] == "optimal"
+    assert fast["solver_status"] == "heuristic" and full["solver_status"] == "optimal"
+    assert fast["eigen_design"]["pre_completion_error"] >= full["eigen_design"]["program_5_1_1"]["value"] * (1 - 1e-6)

@@ -817,12 +817,16 @@ def eigen_design(problem: Problem):
             "completion_rows": n_completion,
             "pre_completion_error": float(wt.value),
             "eigen_seconds": eig_seconds,
-            "program_5_1_1": wt.program,
+            # separation and principal vectors solve a smaller program than 5.1.1 (one scale per group; k weights
+            # and one shared weight): its status and dual value are that program's, not Program 5.1.1's
+            ("reduced_program" if variant in ("separation", "principal") else "program_5_1_1"): wt.program,
         }
     }
     extra.update(weights_meta(problem, query_weights(problem) if problem.objective == "weighted" else None))
     M2 = float(wt.loads.max())
     solver, status = wt.program["backend"], wt.program["status"]
+    if variant in ("separation", "principal") and status == "optimal":
+        status = "heuristic"  # the reduced program's optimum is not Program 5.1.1's (Sec. 5.2.2)
     if problem.solver.backend == "cvxpy" and solver == f"cvxpy:{problem.solver.solver}":
         solver = problem.solver.name  # the profile that ran, as the other methods record it (minerror-l2's "scs1")
     del wt  # the design queries (up to n x n) are not needed past this point
