@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .error import KroneckerMatrix
+from .error import KroneckerMatrix, as_strategy_matrix
 from .marginals import MarginalsMatrix
 
 __all__ = ["complete_columns_l1", "COMPLETION_RTOL"]
@@ -70,6 +70,7 @@ def complete_columns_l1(A):
         Number of rows appended (for a Kronecker strategy: the increase of the
         product's row count).
     """
+    A = as_strategy_matrix(A, "the strategy to complete")
     if isinstance(A, MarginalsMatrix):  # every cell lies in one row of each marginal: equal column norms
         return A, 0
     if isinstance(A, KroneckerMatrix):

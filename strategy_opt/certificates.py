@@ -213,6 +213,9 @@ def kkt_bound(G: np.ndarray | None, X: np.ndarray, *, factor: np.ndarray | None 
     X's inverse are swamped by its near-null directions, both they (clipped)
     and those of its pseudo-inverse are tried.
     """
+    n = (factor if factor is not None else np.asarray(G)).shape[0]
+    if np.shape(X) != (n, n):
+        raise InputError(f"X must be {n} x {n} (the Gram matrix's cells), got shape {np.shape(X)}")
     return max(dual_bound(G, u, factor=factor) for u in _kkt_candidates(G, X, factor))
 
 

@@ -517,6 +517,8 @@ def answer_intervals(A, workload: Workload, privacy: Privacy, answers: np.ndarra
     Returns ``(lower, upper)`` or ``(None, None)`` when the domain is too large
     for a dense error profile.
     """
+    if not (isinstance(level, (int, float, np.floating)) and not isinstance(level, bool) and 0.0 < level < 1.0):
+        raise InputError(f"level must be a number strictly between 0 and 1 (0.95 for 95% intervals), got {level!r}")
     A = _as_operator_matrix(A)
     check_columns(A, workload)
     answers = _check_vector(answers, workload.m, "answers", "the workload's queries number")

@@ -563,3 +563,18 @@ def test_a_registered_method_that_returns_a_bare_matrix_is_named():
     finally:
         _METHODS.pop("test-bare-matrix", None)
         _METHODS.pop("test-compiled", None)
+
+
+def test_exported_helpers_refuse_bad_arguments_with_input_errors():
+    # they raised statistics.StatisticsError, IndexError and a scipy ValueError (level=0 gave zero-width intervals)
+    from strategy_opt.augment import complete_columns_l1
+    from strategy_opt.certificates import kkt_bound
+    from strategy_opt.executor import answer_intervals
+
+    for level in (2.0, 0.0, 1.0, True):
+        with pytest.raises(InputError, match="level must be a number strictly between 0 and 1"):
+            answer_intervals(np.eye(4), "prefix:4", PureDP(1.0), np.arange(4.0), level=level)
+    with pytest.raises(InputError, match="must be a 2-D matrix"):
+        complete_columns_l1(np.ones(4))
+    with pytest.raises(InputError, match=r"X must be 4 x 4"):
+        kkt_bound(np.eye(4), np.eye(3))
