@@ -412,9 +412,11 @@ def error_report(strategy: Strategy | ArrayLike, workload: Workload | str | Arra
         ``unit_total_squared_error`` (E_p, None if it overflows float64, with
         ``..._log10`` given unless E_p is 0, on an all-zero workload),
         ``svd_bound`` and ``svd_bound_log10``, ``ratio_to_svd_bound``,
-        ``mean_squared_error_per_query`` (None beyond float64), ``max_query_variance``
-        (unit; None when the workload's queries are too many to enumerate, as
-        all-predicate's 2^n, or a Kronecker factor's are).
+        ``unit_mean_squared_error_per_query`` (E_p / m; None beyond float64) and
+        ``unit_max_query_variance`` (None when the workload's queries are too many to
+        enumerate, as all-predicate's 2^n, or a Kronecker factor's are). ``unit_`` values
+        exclude the noise: multiply them by the noise variance at sensitivity 1,
+        ``2 / epsilon^2`` (Laplace) or ``sigma^2`` (Gaussian), for the answers' squared errors.
 
     Raises
     ------
@@ -428,7 +430,7 @@ def error_report(strategy: Strategy | ArrayLike, workload: Workload | str | Arra
 
     >>> import numpy as np
     >>> r = error_report(np.eye(4), "prefix:4", privacy="pure")
-    >>> r["unit_total_squared_error"], r["max_query_variance"], round(r["ratio_to_svd_bound"], 4)
+    >>> r["unit_total_squared_error"], r["unit_max_query_variance"], round(r["ratio_to_svd_bound"], 4)
     (10.0, 4.0, 1.5597)
     """
     from .error import ErrorProfile, _analysable_rows, _kron_parts, check_columns, log_svd_bound_or_reason, scaled_unit_error, sensitivity
@@ -485,6 +487,6 @@ def error_report(strategy: Strategy | ArrayLike, workload: Workload | str | Arra
         "svd_bound": math.exp(lb) if math.isfinite(lb) and lb < 709 else None,
         "svd_bound_log10": lb / math.log(10) if math.isfinite(lb) else None,
         "ratio_to_svd_bound": math.exp(log_E - lb) if math.isfinite(log_E) and math.isfinite(lb) else None,
-        "mean_squared_error_per_query": math.exp(log_mse) if log_mse < 709 else None,
-        "max_query_variance": max_var,
+        "unit_mean_squared_error_per_query": math.exp(log_mse) if log_mse < 709 else None,
+        "unit_max_query_variance": max_var,
     }

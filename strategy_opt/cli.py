@@ -538,7 +538,7 @@ def _report_value(report: dict, key: str) -> str:
     log10 = report.get(f"{key}_log10")
     if log10 is not None:
         return f"10^{log10:.6f}"
-    if key == "max_query_variance":
+    if key == "unit_max_query_variance":
         return "not computed (too many queries to enumerate; the total is exact)"
     return "n/a"
 

@@ -510,7 +510,7 @@ def test_identity_on_flat_domains_beyond_the_dense_limit(tmp_path, capsys):
     assert cli("error", tmp_path / "i.npz", "--workload", spec, "--json") == 0
     report = json.loads(capsys.readouterr().out)
     assert report["unit_total_squared_error"] == norms.sum()
-    assert report["max_query_variance"] == norms.max()
+    assert report["unit_max_query_variance"] == norms.max()
     eps = 1e4
     for args in (("run", tmp_path / "i.npz"), ("release", "--method", "identity")):
         out = tmp_path / f"{args[0]}.csv"
@@ -671,7 +671,7 @@ def test_error_text_output_shows_values_past_float64_as_powers_of_ten(tmp_path, 
     assert lines["unit_total_squared_error"] == f"10^{exact:.6f}"
     assert float(lines["unit_total_squared_error_log10"]) == pytest.approx(exact, abs=1e-9)
     assert lines["svd_bound"].startswith("10^")
-    assert lines["max_query_variance"].startswith("not computed")
+    assert lines["unit_max_query_variance"].startswith("not computed")
     assert "None" not in lines.values()
 
 

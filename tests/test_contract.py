@@ -279,7 +279,7 @@ def test_max_query_variance_of_a_rescaled_workload():
     A = s.dense()
     rows = np.array(list(itertools.product([0.0, 1.0], repeat=8)))
     expected = np.linalg.norm(A, axis=0).max() ** 2 * np.einsum("ij,jk,ik->i", rows, np.linalg.pinv(A.T @ A), rows).max()
-    assert error_report(s, "all-predicate:8")["max_query_variance"] == pytest.approx(expected, rel=1e-9)
+    assert error_report(s, "all-predicate:8")["unit_max_query_variance"] == pytest.approx(expected, rel=1e-9)
 
 
 def test_bundled_problem_data_paths_resolve_to_the_shared_data(dpbench_1d):
@@ -388,17 +388,20 @@ def test_auto_pure_keeps_its_other_candidates_when_one_fails(monkeypatch):
 
 
 def test_auto_pure_runs_minerror_l1_on_tiny_domains():
-    """On a signed rank-2 workload over 6 cells auto used to return the identity (61.65); minerror-l1 finds
-    53.30 in about a second, and auto-pure now runs it up to AUTO_MINERROR_L1_MAX_N cells."""
+    """On a signed rank-2 workload over 6 cells auto used to return the identity (64.51); auto-pure now runs
+    minerror-l1 (and the signed search) up to AUTO_MINERROR_L1_MAX_N cells and keeps the best. Which of the
+    two wins depends on the L2 route's Cholesky factor, i.e. on the cell order (48.07 and 56.71 from two orders)."""
     rng = np.random.default_rng(1)
     rng.normal(size=(10, 2))
     W = rng.normal(size=(10, 2)) @ rng.normal(size=(2, 6))
     s = solve(from_matrix(W), privacy="pure", method="auto")
-    assert s.meta["auto_pure_choice"] == "minerror-l1"
+    found = s.meta["auto_pure_candidates"]
+    assert "minerror-l1" in found and found["minerror-l1"] < found["identity"]
+    assert s.meta["auto_pure_choice"] == min(found, key=found.get)
     A = s.dense()
     E = np.abs(A).sum(axis=0).max() ** 2 * np.trace(W @ np.linalg.pinv(A.T @ A) @ W.T)
     assert E == pytest.approx(s.meta["unit_total_squared_error"], rel=1e-8)
-    assert E < 0.9 * np.trace(W.T @ W)  # the identity's E_1
+    assert E < 0.85 * np.trace(W.T @ W)  # the identity's E_1
 
 
 def test_auto_pure_scores_compiled_candidates_in_the_units_of_the_others():

@@ -218,7 +218,7 @@ def test_max_query_variance_of_kronecker_strategies(privacy):
     Wm, A = W.matrix().toarray(), K.tocsr().toarray()
     s2 = np.abs(A).sum(axis=0).max() ** 2 if privacy == "pure" else (A**2).sum(axis=0).max()
     dense = s2 * np.max(np.einsum("ij,jk,ik->i", Wm, np.linalg.pinv(A.T @ A), Wm))
-    assert error_report(Strategy(K), W, privacy)["max_query_variance"] == pytest.approx(dense, rel=1e-10)
+    assert error_report(Strategy(K), W, privacy)["unit_max_query_variance"] == pytest.approx(dense, rel=1e-10)
 
 
 @pytest.mark.parametrize(("scale", "words"), [(1e155, "too large"), (1e-160, "too small"), (np.inf, "NaN or infinite")])

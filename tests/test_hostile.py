@@ -899,7 +899,7 @@ def test_error_report_leaves_out_the_largest_variance_when_the_queries_do_not_fi
     monkeypatch.setenv("STRATEGY_OPT_MEMORY", "100M")
     n = 30000  # 450 million queries: 21 GB of variances
     report = error_report(Strategy(sp.identity(n, format="csr")), f"all-range:{n}", privacy="approx")
-    assert report["max_query_variance"] is None
+    assert report["unit_max_query_variance"] is None
     assert report["unit_total_squared_error"] == n * (n + 1) * (n + 2) // 6
 
 
