@@ -73,6 +73,23 @@ def test_unsupported_strategy_is_refused():
         unit_error(A, W, 2)
 
 
+@pytest.mark.parametrize("t, supported", [(1e-2, False), (1e-3, False), (1e-5, True)])
+def test_support_tolerance_sits_between_rounding_and_a_real_share(t, supported):
+    # W = [1, t] and A = e_1: the share of ||W||_F^2 outside A's row space is t^2 / (1 + t^2), 1e-4 and 1e-6
+    # (real: refused) or 1e-10 (rounding level: accepted). Every other support test uses a share of 0 or ~1,
+    # so a tolerance loosened 1e5-fold (1e-3) passed them and dropped a 1e-4 share of the query silently
+    A = np.array([[1.0, 0.0]])
+    W = from_matrix([[1.0, t]])
+    share = t**2 / (1 + t**2)
+    assert (share <= SUPPORT_RTOL) == supported
+    assert supports(A, W) == supported
+    if supported:
+        assert unit_error(A, W, 1) == pytest.approx(1.0)
+    else:
+        with pytest.raises(InputError, match="does not support"):
+            unit_error(A, W, 1)
+
+
 def test_small_unsupported_query_is_refused_per_query():
     # query 1 carries 1e-10 of ||W||_F^2, below the Gram test's tolerance: only the per-query test sees it
     W = from_matrix([[1e5, 0.0], [0.0, 1.0]])

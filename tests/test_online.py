@@ -454,3 +454,18 @@ def test_query_in_the_data_shape_without_its_singleton_axes():
     assert ans.answer(np.ones((4, 4)), 50, 0.9).source == "fresh"
     with pytest.raises(InputError, match="one vector of 16 coefficients"):
         ans.answer(np.ones((2, 8)), 50, 0.9)
+
+
+def test_a_released_strategy_is_recorded_at_the_laplace_scale_it_was_drawn_at():
+    # diag(1, 2, 3, 4) at epsilon 0.5: every row carries Laplace noise of scale ||A||_1 / epsilon = 8; the
+    # history must say so (a query equal to row 0 then has the half-width of one Laplace(8) variable,
+    # 8 ln(1 / (1 - level))), else its intervals are too narrow (or too wide)
+    x = np.array([5.0, 7.0, 1.0, 2.0])
+    ans = OnlineAnswerer(x, budget=1.0, inference="bayes", rng=0)
+    ans.release_strategy(np.diag([1.0, 2.0, 3.0, 4.0]), 0.5)
+    assert ans.spent == pytest.approx(0.5)
+    est = ans.estimate(np.array([1.0, 0.0, 0.0, 0.0]), 0.9)
+    assert est.upper - est.lower == pytest.approx(2 * 8.0 * math.log(10.0), rel=1e-6)
+    _, y, _ = ans.history
+    noise = np.random.default_rng(0).laplace(0.0, 8.0, 4)  # the seeded draw itself
+    np.testing.assert_allclose(y, np.diag([1.0, 2.0, 3.0, 4.0]) @ x + noise, rtol=1e-12)

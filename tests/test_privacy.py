@@ -117,3 +117,22 @@ def test_where_opendp_calibrates_as_the_readme_says():
         assert _opendp_gaussian_sigma(eps, delta) > analytic_gaussian_sigma(eps, delta)  # zCDP conversion: more noise
     for eps, delta in ((1e-20, 1e-20), (1e5, 1e-9)):
         assert _opendp_gaussian_sigma(eps, delta) == analytic_gaussian_sigma(eps, delta)
+
+
+@pytest.mark.parametrize("privacy", [PureDP(0.7), ApproxDP(0.7, 1e-6)])
+def test_seeded_noise_is_drawn_at_the_calibrated_scale(privacy):
+    # the seeded sampler's draws themselves, not only their variance: 2% too little noise overspends epsilon
+    from strategy_opt.executor import measure
+
+    A = np.array([[1.0, -2.0, 0.5], [0.0, 1.0, 1.0]])  # column L1 norms 1, 3, 1.5; L2 norms 1, sqrt(5), sqrt(1.25)
+    x = np.array([3.0, 1.0, 4.0])
+    y, scale = measure(A, x, privacy, rng=11, sampler="simulate")
+    if privacy.notion == "pure":
+        expected = 3.0 / 0.7
+        noise = np.random.default_rng(11).laplace(0.0, expected, 2)
+    else:
+        expected = math.sqrt(5.0) * privacy.gaussian_sigma(1.0)
+        assert balle_wang_delta(expected / math.sqrt(5.0), 0.7) <= 1e-6 * (1 + 1e-9)  # private at sensitivity sqrt(5)
+        noise = np.random.default_rng(11).normal(0.0, expected, 2)
+    assert scale == pytest.approx(expected, rel=1e-12)
+    np.testing.assert_allclose(y, A @ x + noise, rtol=1e-12)
