@@ -224,3 +224,24 @@ def test_rounds_whose_work_is_unbounded_are_refused_up_front():
     with pytest.raises(InputError, match=f"rounds={rounds + 1} "):
         mwem(x, prefix(64), PureDP(1.0), rng=0, rounds=rounds + 1)
     assert mwem(x, prefix(64), PureDP(1.0), rng=0, rounds=20).answers.shape == (64,)
+
+
+def test_one_round_is_algorithm_1_by_hand():
+    # Hardt, Ligett & McSherry 2012, Algorithm 1 with T = 1 (budget in 3 equal shares: the total, one
+    # selection, one measurement), written out from the seeded draws: select i = argmax |q(A) - q(x)| + Exp(2/eps'),
+    # measure m = q_i(x) + Lap(1/eps'), then A_j <- A_j exp(q_ij (m - q_i(A)) / (2N)), rescaled to N
+    from strategy_opt.workload import from_matrix
+
+    W = np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
+    x = np.array([30.0, 2.0, 5.0, 3.0])
+    eps = 3.0
+    got, _ = mwem_estimate(x, from_matrix(W), eps, rng=7, sampler="simulate", rounds=1, sweeps=1)
+    share = eps / 3
+    gen = np.random.default_rng(7)
+    N = max(x.sum() + gen.laplace(0.0, 1 / share), 1.0)
+    A = np.full(4, N / 4)
+    i = int(np.argmax(np.abs(W @ A - W @ x) + gen.exponential(2 / share, size=3)))
+    m = W[i] @ x + gen.laplace(0.0, 1 / share)
+    A = A * np.exp(W[i] * (m - W[i] @ A) / (2 * N))
+    A *= N / A.sum()
+    np.testing.assert_allclose(got, A, rtol=1e-12)
