@@ -70,6 +70,8 @@ from ..augment import complete_columns_l1
 from ..bases import identity_matrix
 from ..certificates import gram_factor
 from ..compiler import compile_strategy
+from ..defaults import SUPPORT_RTOL
+from ..error import ErrorProfile
 from ..exceptions import InputError, OptionError, SolverError, setting
 from ..pure_bound import certified_l2_optimum
 from ..problem import Problem
@@ -96,19 +98,19 @@ RANK_RTOL_FLOOR = 1e-6
 
 
 def l1_error(A: np.ndarray, G: np.ndarray) -> float:
-    """Unit error ``E_1`` of A after column completion (inf if A does not support G)."""
+    """Unit error ``E_1`` of A after column completion (inf if A does not support G).
+
+    The error analysis of `strategy_opt.error.ErrorProfile` (its rank cutoff and support test,
+    and its QR route for ill-conditioned strategies), on the Gram matrix alone.
+    """
     A, _ = complete_columns_l1(np.asarray(A, dtype=float))
     s = np.abs(A).sum(axis=0).max()
     if not s > 0:
         return math.inf
-    X = A.T @ A / s**2
-    lam, V = np.linalg.eigh(X)
-    keep = lam > 1e-10 * lam.max()
-    null = V[:, ~keep]
-    if null.size and np.einsum("ij,ij->", null, G @ null) > 1e-8 * max(np.trace(G), 1e-300):
+    prof = ErrorProfile(A / s)
+    if prof.unsupported_fraction(G) > SUPPORT_RTOL:
         return math.inf
-    Vk = V[:, keep]
-    return float(np.einsum("ij,ij->j", Vk, G @ Vk) @ (1.0 / lam[keep]))
+    return prof.trace_with(G)
 
 
 def _pidentity_method(problem: Problem) -> np.ndarray | None:
