@@ -31,6 +31,7 @@ from functools import reduce
 import numpy as np
 import scipy.sparse as sp
 
+from .defaults import EIG_RTOL
 from .exceptions import InputError
 from .resources import require_memory
 from .workload import Union, Workload, _factors_on, _Identity, _Total
@@ -281,7 +282,7 @@ def marginals_trace(A: MarginalsMatrix, W: Workload) -> float | None:
     mult, g, _ = spectrum
     x = A.eigenvalues()
     need = (g > 0) & (mult > 0)
-    tiny = x <= 1e-12 * x.max()
+    tiny = x <= EIG_RTOL * x.max()  # the rank cutoff of the generic analysis (ErrorProfile)
     if np.any(need & tiny):
         missing = ", ".join(str(list(map(int, np.flatnonzero(subset_bits(len(A.domain))[u])))) for u in np.flatnonzero(need & tiny)[:3])
         raise InputError(f"strategy does not support the workload (W A+ A != W): the workload's interactions of attributes {missing} are never measured")

@@ -285,3 +285,20 @@ def test_a_marginals_strategy_too_large_to_build_is_refused_with_its_estimate(mo
         A.tocsr()
     monkeypatch.setenv("STRATEGY_OPT_MEMORY", str(int(32 * A.nnz)))
     assert A.tocsr().nnz == A.nnz
+
+
+@pytest.mark.parametrize("weight", [1e-4, 3e-6])
+def test_marginal_and_dense_analyses_agree_on_support(weight):
+    # the 2-way marginal at weight 3e-6 leaves eigenvalues 1.5e-12 of the largest: the dense analysis
+    # (rank cutoff EIG_RTOL = 1e-10) refused it while the marginal route (cutoff 1e-12) accepted it
+    from strategy_opt.error import ErrorProfile, supports
+
+    W = parse_spec("marginals:2x3:2")
+    A = MarginalsMatrix((2, 3), [1.0, 0.0, 0.0, weight])
+    dense = A.tocsr().toarray()
+    if supports(dense, W):
+        assert marginals_trace(A, W) == pytest.approx(ErrorProfile(dense).trace_with(W.gram()), rel=1e-6)
+    else:
+        with pytest.raises(InputError, match="does not support"):
+            marginals_trace(A, W)
+    assert supports(dense, W) == (weight == 1e-4)
