@@ -21,7 +21,7 @@ import numpy as np
 from .exceptions import InputError, SolverError, setting
 from .privacy import Privacy
 
-__all__ = ["opendp_release", "opendp_select_max", "opendp_perturb", "SCALE_NUDGE_RTOL", "GAUSSIAN_NUDGE_RTOL"]
+__all__ = ["opendp_release", "opendp_select_max", "noisy_max_scale", "opendp_perturb", "SCALE_NUDGE_RTOL", "GAUSSIAN_NUDGE_RTOL"]
 
 #: Where OpenDP's privacy map of the calibrated Laplace (or noisy-max) scale rounds a hair above the target
 #: epsilon, the scale grows by at most this share until the map gives at most epsilon exactly (else refused).
@@ -151,6 +151,16 @@ def opendp_perturb(values: np.ndarray, scales: np.ndarray, granularity_exponent:
     return out
 
 
+def noisy_max_scale(sensitivity: float, epsilon: float) -> float:
+    """Scale ``2 sensitivity / epsilon`` of report-noisy-max's exponential noise, eps-DP for scores that
+    one record moves by at most ``sensitivity`` in either direction (not monotone in the data).
+
+    >>> noisy_max_scale(1.0, 0.5)
+    4.0
+    """
+    return 2.0 * float(sensitivity) / float(epsilon)
+
+
 def opendp_select_max(scores: np.ndarray, sensitivity: float, epsilon: float) -> int:
     """Index of the best score, chosen eps-DP by OpenDP's report-noisy-max.
 
@@ -171,7 +181,7 @@ def opendp_select_max(scores: np.ndarray, sensitivity: float, epsilon: float) ->
     import opendp.prelude as dp
 
     dp.enable_features("contrib")
-    scale = 2.0 * float(sensitivity) / float(epsilon)
+    scale = noisy_max_scale(sensitivity, epsilon)
     space = (dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.linf_distance(T=float))
 
     def achieved_at(s):

@@ -141,8 +141,7 @@ def dawa_estimate(
         raise InputError(f"all_intervals must be true or false, got {all_intervals!r}")
     if noise not in NOISE_RULES:
         raise InputError(f"unknown stage-1 noise rule {noise!r}; use one of {', '.join(NOISE_RULES)}")
-    if not (isinstance(epsilon, (int, float, np.floating)) and math.isfinite(epsilon) and epsilon > 0):
-        raise InputError(f"epsilon must be a positive number, got {epsilon!r}")
+    epsilon = PureDP(epsilon).epsilon  # validated as every privacy setting is
     sampler = resolve_sampler(sampler, rng)
     order = domain_order(workload.domain)
     gen = np.random.default_rng(rng) if sampler == "simulate" else None  # OpenDP draws its own noise

@@ -47,6 +47,7 @@ import scipy.sparse as sp
 from ..exceptions import InputError
 from ..executor import Release, check_histogram, check_noise_resolution, measure, resolve_sampler
 from ..privacy import Privacy, PureDP
+from ..samplers import noisy_max_scale, opendp_select_max
 from ..progress import Progress
 from ..registry import register_release
 from ..workload import ExplicitWorkload, IntervalWorkload, Kronecker, Union, Workload
@@ -97,12 +98,10 @@ def _row(W: Workload, i: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _select(score: np.ndarray, sensitivity: float, epsilon: float, gen: np.random.Generator | None, sampler: str) -> int:
     """eps-DP index of the largest score: report-noisy-max with exponential noise."""
-    check_noise_resolution(score, 2.0 * sensitivity / epsilon, "MWEM's selection scores (query errors of the estimate)")
+    check_noise_resolution(score, noisy_max_scale(sensitivity, epsilon), "MWEM's selection scores (query errors of the estimate)")
     if sampler == "opendp":
-        from ..samplers import opendp_select_max
-
         return opendp_select_max(score, sensitivity, epsilon)
-    return int(np.argmax(score + gen.exponential(2.0 * sensitivity / epsilon, size=score.size)))
+    return int(np.argmax(score + gen.exponential(noisy_max_scale(sensitivity, epsilon), size=score.size)))
 
 
 def _check_count(value, name: str) -> int:
@@ -158,8 +157,7 @@ def _validated(x, workload: Workload, epsilon: float, rounds, sweeps) -> tuple[n
             f"mwem with rounds={rounds} and sweeps={sweeps} on {workload.n} cells makes about {work:.2g} cell updates "
             f"(limit {MAX_UPDATES:.0e}, about 10 minutes; 2e8 took 1.6 s): lower rounds or sweeps"
         )
-    if not (np.isfinite(epsilon) and epsilon > 0):
-        raise InputError(f"epsilon must be a positive number, got {epsilon!r}")
+    PureDP(epsilon)  # validates epsilon as every privacy setting does
     return x, rounds, sweeps
 
 
@@ -217,7 +215,7 @@ def _mwem(x: np.ndarray, workload: Workload, epsilon: float, rng, sampler: str |
             for idx_j, val_j, m_j in measured:
                 A[idx_j] *= np.exp(np.clip(val_j * (m_j - val_j @ A[idx_j]) / (2.0 * N), -_MAX_EXPONENT, _MAX_EXPONENT))
                 A *= N / A.sum()
-    return A, {"total": total_scale, "selection": 2.0 * delta_w / share.epsilon, "measurement": scale}
+    return A, {"total": total_scale, "selection": noisy_max_scale(delta_w, share.epsilon), "measurement": scale}
 
 
 @register_release(
