@@ -199,7 +199,7 @@ def number(text: str) -> float:
     return float(text)
 
 
-def _positive_float(name, below: float | None = None):
+def _positive_float(below: float | None = None):
     """argparse type of ``--epsilon`` (> 0) or ``--delta`` (in (0, ``below``)): a finite number in range.
 
     Messages quote the value as typed, and say so when a value in range rounds
@@ -826,8 +826,8 @@ def _add_data_args(p, privacy_default: str) -> None:
         "mark is ignored); a --column whose name the header holds twice is refused",
     )
     p.add_argument("--workload", required=True, metavar="SPEC", help="workload SPEC (see 'strategy-opt --help')")
-    p.add_argument("--epsilon", required=True, type=_positive_float("--epsilon"), help="privacy budget epsilon > 0")
-    p.add_argument("--delta", type=_positive_float("--delta", below=1.0), help=f"delta in (0, 1): (epsilon, delta)-DP with Gaussian noise (default {DEFAULT_DELTA:g} under approx)")
+    p.add_argument("--epsilon", required=True, type=_positive_float(), help="privacy budget epsilon > 0")
+    p.add_argument("--delta", type=_positive_float(below=1.0), help=f"delta in (0, 1): (epsilon, delta)-DP with Gaussian noise (default {DEFAULT_DELTA:g} under approx)")
     p.add_argument("--privacy", choices=["pure", "approx"], help=f"default: {privacy_default}")
     p.add_argument("--seed", type=_nonneg_int, help="seed for reproducible noise (implies --sampler simulate: not for real releases)")
     p.add_argument("--sampler", choices=["opendp", "simulate"], help="noise sampler: opendp (vetted; the default without --seed) or simulate (seeded NumPy, for simulations only); see below")

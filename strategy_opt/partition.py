@@ -274,7 +274,19 @@ def least_cost_partition(n: int, lo: np.ndarray, length: np.ndarray, cost: np.nd
     edges : ndarray of int, shape (k + 1,)
         Bucket boundaries ``0 = e_0 < e_1 < ... < e_k = n``.
     """
+    lo, length, cost = np.asarray(lo), np.asarray(length), np.asarray(cost)
     lengths, first = np.unique(length, return_index=True)
+    counts = n - lengths + 1
+    if not (
+        lo.shape == length.shape == cost.shape
+        and lengths.size and lengths[0] == 1 and lengths[-1] <= n
+        and np.array_equal(length, np.repeat(lengths, counts))
+        and np.array_equal(lo, np.arange(lo.size) - np.repeat(first, counts))
+    ):
+        raise InputError(
+            "candidates must be laid out as candidate_buckets returns them: grouped by increasing length, from "
+            "length 1, each length at every start 0..n - length (the dynamic program reads them by position)"
+        )
     if lengths.size == n and n > 2:
         start = _dp_all_intervals(n, first, cost)
     else:

@@ -221,3 +221,17 @@ def test_stage_one_opendp_noise_is_drawn_on_a_grid_with_scales_that_account_for_
     assert np.allclose(seen["scales"], (delta + g + bucket_sensitivity(length) + g) / eps1, rtol=1e-14, atol=0)
     # the growth itself (6.2e-9 here, far above the rounding of the scales)
     assert np.allclose(seen["scales"] - (delta + bucket_sensitivity(length)) / eps1, 2 * g / eps1, rtol=1e-6, atol=0)
+
+
+def test_least_cost_partition_refuses_candidates_it_cannot_read():
+    # the dynamic program reads candidates by position (candidate_buckets' layout) and ignored lo: any other
+    # order gave a wrong partition without a word
+    from strategy_opt.partition import candidate_buckets, least_cost_partition
+
+    lo, length = candidate_buckets(8)
+    cost = np.random.default_rng(0).random(lo.size)
+    assert least_cost_partition(8, lo, length, cost)[-1] == 8
+    with pytest.raises(InputError, match="laid out as candidate_buckets returns them"):
+        least_cost_partition(8, lo[::-1], length[::-1], cost[::-1])
+    with pytest.raises(InputError, match="laid out as candidate_buckets returns them"):
+        least_cost_partition(8, lo[8:], length[8:], cost[8:])  # no unit buckets: no partition exists
