@@ -127,6 +127,7 @@ SEAL_LENGTH = len(SEAL_PREFIX) + 64
 
 
 def seal(digest_of: bytes) -> bytes:
+    """The seal of ``digest_of``: `SEAL_PREFIX` and the hex SHA-256 of the bytes (`SEAL_LENGTH` bytes in all)."""
     return SEAL_PREFIX + hashlib.sha256(digest_of).hexdigest().encode()
 
 

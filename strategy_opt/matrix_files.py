@@ -81,6 +81,7 @@ def require_array_memory(shape, itemsize: int, path: Path, what: str) -> None:
 
 
 def npy_header(fh) -> tuple[tuple, np.dtype]:
+    """``(shape, dtype)`` from the header of the ``.npy`` stream ``fh`` (format 1.0 or 2.0), read without its data."""
     version = np.lib.format.read_magic(fh)
     if version == (1, 0):
         shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
@@ -129,6 +130,8 @@ def missing_file(path: Path, what: str) -> InputError:
 
 
 def open_npz(path: Path):
+    """``np.load`` of a ``.npz`` archive with pickles off; an `InputError` naming what the file is instead
+    (a ``.npy`` array, a pickle, a missing or unreadable file) where it is not a zip archive."""
     try:
         is_zip = zipfile.is_zipfile(path)
         if not is_zip:  # np.load would take any other file for a pickle and say so: look at its first bytes
@@ -165,6 +168,8 @@ def npz_array(z, key: str, path: Path, what: str) -> np.ndarray:
 
 
 def sparse_from_npz(z, path: Path, what: str) -> sp.csr_matrix:
+    """The CSR matrix stored in the open archive ``z`` in `scipy.sparse.save_npz`'s layout (csr, csc or coo),
+    its shape, format and index arrays checked (`InputError` naming ``path`` and ``what``)."""
     fmt = z["format"].item()
     fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
     shape = tuple(int(s) for s in np.asarray(z["shape"]).ravel())
@@ -216,6 +221,8 @@ def _check_dtype(dtype: np.dtype, path: Path, what: str) -> None:
 
 
 def validate_matrix(M, path: Path, what: str):
+    """``M`` (dense or sparse) checked as a matrix read from ``path``: real numeric entries, 2-D,
+    non-empty and finite; `InputError` naming the file and ``what`` otherwise."""
     if sp.issparse(M):
         _check_dtype(M.dtype, path, what)
         data = M.data
@@ -339,6 +346,8 @@ def read_mtx(path: Path, what: str):
 
 
 def read_csv_matrix(path: Path, what: str, ndmin: int = 2) -> np.ndarray:
+    """The numbers of a comma-separated file (no header; a byte-order mark allowed), after a memory check;
+    `InputError` for ragged or non-numeric lines."""
     # loadtxt holds at most one float64 per two bytes of text, plus a copy
     require_memory(8.0 * path.stat().st_size, f"{what} {path}", "it is too large to load")
     try:
