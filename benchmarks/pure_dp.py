@@ -372,11 +372,6 @@ def _time_finding(cache: dict) -> str:
 
 
 def render(cache: dict) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     parts = []
     # methods
     labels = [m[0] for m in METHODS]
@@ -426,7 +421,29 @@ def render(cache: dict) -> None:
     parts.insert(0, findings(cache))
     write_result(NAME, "epsilon-DP strategies: unit error E_1 = ||A||_1^2 trace(G (A^T A)^+), time", "\n\n".join(parts))
     _save(cache)
+    plot(cache)
 
+
+#: Marker of each method in the plot (its colour is fixed too: `method_colours`).
+MARKERS = "ovs^D<>ph*P"
+
+
+def method_colours() -> dict:
+    """One colour per method label, the same in every panel (the tab10 cycle in `METHODS` order)."""
+    return {label: f"C{i % 10}" for i, (label, _, _) in enumerate(METHODS)}
+
+
+def plot(cache: dict) -> None:
+    """``results/pure_dp.png`` from the cached entries (nothing is measured)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    labels = [m[0] for m in METHODS]
+    colour = method_colours()
+    marker = {label: MARKERS[i % len(MARKERS)] for i, label in enumerate(labels)}
     fig, axes = plt.subplots(2, 3, figsize=(16, 9))
     for ax, (wname, spec_of) in zip(axes.ravel()[:4], WORKLOADS.items()):
         for label in labels:
@@ -438,10 +455,12 @@ def render(cache: dict) -> None:
                     xs.append(n)
                     ys.append(r["E1"] / base["E1"])
             if xs:
-                ax.plot(xs, ys, marker="o", label=label)
+                ax.plot(xs, ys, marker=marker[label], color=colour[label], label=label)
         ax.set(xscale="log", yscale="log", title=wname, xlabel="n (cells)", ylabel="E_1 / E_1(identity)")
         ax.grid(True, which="both", alpha=0.3)
-    axes[0, 0].legend(fontsize=7)
+    # one legend for every method, whichever panel has its data: colours are fixed per method
+    handles = [Line2D([], [], color=colour[label], marker=marker[label], label=label) for label in labels]
+    axes[0, 0].legend(handles=handles, fontsize=7)
     ax = axes[1, 1]
     for label in labels:
         xs, ys = [], []
@@ -451,7 +470,7 @@ def render(cache: dict) -> None:
                 xs.append(n)
                 ys.append(r["seconds"])
         if xs:
-            ax.plot(xs, ys, marker="o", label=label)
+            ax.plot(xs, ys, marker=marker[label], color=colour[label], label=label)
     ax.set(xscale="log", yscale="log", title="all-range: seconds", xlabel="n (cells)", ylabel="seconds")
     ax.grid(True, which="both", alpha=0.3)
     ax = axes[1, 2]
@@ -481,12 +500,16 @@ def main() -> None:
                     help="measure the selected sections again, replacing their entries in results/pure_dp.json (methods and opt0: "
                          "only the workloads at --sizes); the other entries are kept")
     ap.add_argument("--render", action="store_true", help="only write the Markdown and the plot from the cache")
+    ap.add_argument("--plot-only", action="store_true", help="only redraw results/pure_dp.png from results/pure_dp.json (the Markdown is left as is)")
     args = ap.parse_args()
     if args.fresh and (set(args.sections) != set(SECTIONS) or set(args.sizes) != set(SIZES)):
         ap.error(f"--fresh with a partial --sections/--sizes would replace results/{NAME}.md and .json with partial tables; "
                  "drop --fresh (entries already measured are kept and the selection is measured anew where missing) "
                  "or run every section at every size")
     path = RESULTS / f"{NAME}.json"
+    if args.plot_only:
+        plot(json.loads(path.read_text()))
+        return
     cache = {} if args.fresh or not path.exists() else json.loads(path.read_text())
     if not args.render:
         if args.remeasure:  # forget the selection's entries: every missing entry is measured below
