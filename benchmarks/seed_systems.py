@@ -35,7 +35,8 @@ rows) and with that completion.
 Usage: ``python benchmarks/seed_systems.py [--quick] [--timeout S] [--render] [--rerun-online]``;
 writes ``benchmarks/results/seed_systems.{md,json}`` and ``seed_systems_{om,wd,online}.png`` (not
 with ``--quick``, a one-minute smoke run). ``--render`` re-writes the report and plots from the
-json; ``--rerun-online`` re-runs only experiment 3. Run with one BLAS thread
+json; ``--rerun-online`` re-runs only experiment 3; ``--rerun-wd auto-pure ...`` re-runs only the named strategy
+methods on experiment 2's workloads (same workloads, seeds and trials), keeping everything else. Run with one BLAS thread
 (``OPENBLAS_NUM_THREADS=1``) on a shared machine: about 25 minutes on 2 shared cores.
 """
 
@@ -451,7 +452,26 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per method and workload (default 300)")
     ap.add_argument("--render", action="store_true", help="only re-write the report and plots from results/seed_systems.json")
     ap.add_argument("--rerun-online", action="store_true", help="re-run only the online experiment; OM and WD results come from results/seed_systems.json")
+    ap.add_argument("--rerun-wd", nargs="+", metavar="METHOD", choices=CANDIDATES + SEED_METHODS,
+                    help="re-run only these strategy methods on the WD workloads (p = 0.2, 0.6, 0.9); the rest comes from results/seed_systems.json")
     args = ap.parse_args(argv)
+    if args.rerun_wd:
+        ctx, curves = load_results(RESULTS / f"{NAME}.json")
+        t0 = time.perf_counter()
+        started, settings_start = time.strftime("%Y-%m-%d %H:%M:%S %Z"), thread_settings()
+        wd_m, wd_n = ctx["wd_shape"]
+        for p in ctx["wd"]:
+            print(f"WD family: p = {p}, m = {wd_m}, n = {wd_n}; re-running {', '.join(args.rerun_wd)}", flush=True)
+            W = hotspot_ranges(wd_m, wd_n, p, 10.0, wd_seed(p))
+            for name in args.rerun_wd:
+                ctx["wd"][p].pop(f"{name} + eps-DP completion", None)
+            ctx["wd"][p].update(compare_strategies(W, args.rerun_wd, trials=ctx["trials"], seed=1, timeout=ctx["timeout"]))
+        ctx.setdefault("wd_reruns", []).append({
+            "methods": args.rerun_wd, "started": started, "seconds": time.perf_counter() - t0,
+            "commit": _commit(), "settings_start": settings_start, "settings_end": thread_settings()})
+        publish(ctx, curves)
+        print(f"re-ran {', '.join(args.rerun_wd)} on the WD workloads in {time.perf_counter() - t0:.0f} s; wrote {RESULTS / (NAME + '.md')}")
+        return 0
     if args.render or args.rerun_online:
         ctx, curves = load_results(RESULTS / f"{NAME}.json")
         if args.rerun_online:
@@ -472,6 +492,17 @@ def main(argv=None) -> int:
     publish(ctx, curves)
     print(f"done in {ctx['timings']['total'] / 60:.1f} min; wrote {RESULTS / (NAME + '.md')}")
     return 0
+
+
+def _commit() -> str:
+    """Short git commit of this checkout."""
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def collect(quick: bool, timeout: float) -> tuple[dict, dict]:
@@ -723,9 +754,18 @@ def claims_section(c: dict) -> list[str]:
         bn, bv = best_other(wd[0.2])
         if bn and "sq" in wd[0.2].get("workload-division", {}):
             om_sq = wd[0.2].get("orthogonal", {}).get("sq")
+            ident = wd[0.2].get("identity", {}).get("sq")
+            tie = [k for k in CANDIDATES if om_sq and "sq" in wd[0.2].get(k, {}) and abs(wd[0.2][k]["sq"] / om_sq - 1) < 1e-3]
+            below = [k for k in CANDIDATES if om_sq and "sq" in wd[0.2].get(k, {}) and wd[0.2][k]["sq"] < om_sq * (1 - 1e-3)]
+            how = ""
+            if "auto-pure" in tie:
+                how = f" (auto-pure's pick: {wd[0.2]['auto-pure'].get('auto_pure_choice', wd[0.2]['auto-pure'].get('auto_choice', '?'))})"
+            reach = (f"; OM gets {om_sq:.4g}" + (f", and so does {', '.join(tie)}{how}" if tie else "")
+                     + (f"; only {', '.join(below)} go lower" if below else ", lower than every other strategy tested"
+                        + (f" (identity {ident:.4g})" if ident else ""))
+                     + ": on these sparse range workloads many neighbouring cells are never told apart by any query, and OM merges them") if om_sq else ""
             L.append(f"- WD against the best eps-DP strategy (squared error, p = 0.2): best is {bn} ({bv:.4g}) vs WD "
-                     f"{wd[0.2]['workload-division']['sq']:.4g}" + (f"; OM gets {om_sq:.4g}, lower than every other strategy tested: on these "
-                     "sparse range workloads many neighbouring cells are never told apart by any query, and OM merges them" if om_sq else "") + ".")
+                     f"{wd[0.2]['workload-division']['sq']:.4g}" + reach + ".")
         wds = [wd[p].get("workload-division", {}).get("solve_seconds") for p in wd]
         das = [wd[p].get("dawa (INCOME data)", {}).get("seconds") for p in wd]
         if all(v is not None for v in wds + das):
@@ -788,6 +828,10 @@ def write_report(c: dict) -> str:
     if c.get("online_rerun"):
         L.append(f"- The online experiment (Sec. 3) was re-run on its own (`--rerun-online`) at {c['online_rerun']['started']}, same seeds; "
                  f"at its end: {c['online_rerun']['settings_end']}.")
+    for r in c.get("wd_reruns", []):
+        L.append(f"- {', '.join(r['methods'])} re-run on the WD workloads (Sec. 2) on their own (`--rerun-wd`) at {r['started']}, commit "
+                 f"{r['commit']} ({r['seconds'] / 60:.1f} min; same workloads, seeds and trials); at its start: {r['settings_start']}; at its end: "
+                 f"{r['settings_end']}. The other rows come from the run above.")
     L.append("- Environment: " + ", ".join(f"{k}={v}" for k, v in c["environment"].items()) + ". Thread pools (threadpoolctl) at the end of the run:")
     L += [f"  - {line}" for line in c["thread_pools"]]
     L.append(f"- Strategy methods run: {', '.join(c['names'])} (each in a child process, limit {c['timeout']:.0f} s per workload; "
