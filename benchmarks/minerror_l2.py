@@ -14,8 +14,9 @@ the SVD bound), in a fresh child process after a warm-up import. The certified g
 compiler's ``relative_gap``: E_2 of the returned strategy over the dual lower bound, minus 1.
 
 Usage: ``python benchmarks/minerror_l2.py [--sizes 64 128 ...] [--backends native scs clarabel]
-[--reuse] [--render]``; writes ``benchmarks/results/minerror_l2.{md,json,png}``. ``--reuse`` keeps the
-entries of a previous JSON for (backend, n) pairs not re-run.
+[--reuse] [--render] [--threads 1]``; writes ``benchmarks/results/minerror_l2.{md,json,png}``. ``--reuse`` keeps the
+entries of a previous JSON for (backend, n) pairs not re-run. Each child pins its BLAS pools to
+``--threads`` (default 1) with threadpoolctl and records them, with the git commit, in its entry.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np  # noqa: F401  (loads OpenBLAS so that the thread settings below are recorded)
-from threadpoolctl import threadpool_info
+from threadpoolctl import threadpool_info, threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, markdown_table, write_result  # noqa: E402
@@ -47,10 +48,27 @@ CLARABEL_GB_AT_64 = 3.9
 NATIVE_WAIT = 3600.0
 #: Largest n attempted with SCS (each iteration projects onto a (2n)x(2n) PSD cone).
 SCS_MAX_N = 256
+#: What the table says for entries measured before children pinned and recorded their thread pools.
+LEGACY_THREADS = "not recorded: run at fb4323d, parent pools openblas:2, not pinned"
 
 
-def _child(backend: str, n: int, cap: float, mem_gb: float, queue) -> None:
-    """Solve all-range:n with one profile and report the facts (runs in a child process)."""
+def _commit() -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _child(backend: str, n: int, cap: float, mem_gb: float, queue, threads: int = 1) -> None:
+    """Solve all-range:n with one profile and report the facts (runs in a child process, BLAS pools pinned to ``threads``)."""
+    with threadpool_limits(threads):
+        _child_run(backend, n, cap, mem_gb, queue)
+
+
+def _child_run(backend: str, n: int, cap: float, mem_gb: float, queue) -> None:
     if mem_gb:
         limit = int(mem_gb * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -78,6 +96,8 @@ def _child(backend: str, n: int, cap: float, mem_gb: float, queue) -> None:
                 "status": m["solver_status"],
                 "iterations": m.get("iterations"),
                 "max_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+                "pools": ", ".join(f"{p.get('internal_api')}:{p.get('num_threads')}" for p in threadpool_info()),
+                "commit": _commit(),
             }
         )
     except MemoryError:
@@ -86,12 +106,12 @@ def _child(backend: str, n: int, cap: float, mem_gb: float, queue) -> None:
         queue.put({"skipped": f"failed: {type(exc).__name__}: {str(exc)[:120]}"})
 
 
-def run_one(backend: str, n: int, cap: float, mem_gb: float) -> dict:
+def run_one(backend: str, n: int, cap: float, mem_gb: float, threads: int = 1) -> dict:
     """One run in a spawned child with a wall-clock cap; a killed child is recorded as such."""
     ctx = mp.get_context("spawn")
     load = os.getloadavg()[0]
     queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(backend, n, cap, mem_gb, queue))
+    proc = ctx.Process(target=_child, args=(backend, n, cap, mem_gb, queue, threads))
     proc.start()
     wait = cap + 300 if backend != "native" else NATIVE_WAIT
     proc.join(wait)
@@ -115,14 +135,14 @@ def plan(backend: str, n: int, cap: float, mem_gb: float) -> str | None:
     return None
 
 
-def measure(backend: str, n: int, repeats: int, cap: float, mem_gb: float) -> dict:
+def measure(backend: str, n: int, repeats: int, cap: float, mem_gb: float, threads: int = 1) -> dict:
     """Median of ``repeats`` runs (only the wall times vary; the solution is deterministic)."""
     reason = plan(backend, n, cap, mem_gb)
     if reason:
         return {"skipped": reason}
     runs = []
     for _ in range(repeats):
-        r = run_one(backend, n, cap, mem_gb)
+        r = run_one(backend, n, cap, mem_gb, threads)
         if "skipped" in r:
             return r
         runs.append(r)
@@ -177,6 +197,7 @@ def main(argv=None) -> int:
     p.add_argument("--memory-gb", type=float, default=16.0, help="address-space limit of each child (GB)")
     p.add_argument("--reuse", action="store_true", help="keep previous JSON entries that are not re-run")
     p.add_argument("--render", action="store_true", help="only rebuild the table and plot from the JSON")
+    p.add_argument("--threads", type=int, default=1, help="BLAS threads of each solve (threadpoolctl in the child; default 1)")
     args = p.parse_args(argv)
     if args.render:
         args.reuse, args.sizes = True, []
@@ -189,7 +210,7 @@ def main(argv=None) -> int:
         for backend in args.backends:
             repeats = args.repeats if (backend == "native" and n <= 1024) else 1
             print(f"{backend} n={n} ...", flush=True)
-            results[backend][str(n)] = measure(backend, n, repeats, args.cvxpy_time, args.memory_gb)
+            results[backend][str(n)] = measure(backend, n, repeats, args.cvxpy_time, args.memory_gb, args.threads)
 
     rows = []
     for n in sorted({int(k) for r in results.values() for k in r}):
@@ -198,7 +219,7 @@ def main(argv=None) -> int:
             if r is None:
                 continue
             if "skipped" in r:
-                rows.append([n, backend, f"skipped: {r['skipped']}", "", "", "", "", "", ""])
+                rows.append([n, backend, f"skipped: {r['skipped']}", "", "", "", "", "", "", ""])
                 continue
             ref = REFERENCE.get(n)
             rows.append(
@@ -212,9 +233,10 @@ def main(argv=None) -> int:
                     f"{r['status']} / {r['iterations']}",
                     f"{r['E2'] / ref - 1:+.1e}" if ref else "",
                     f"{r['load']:.1f}" if isinstance(r.get("load"), float) else str(r.get("load", "")),
+                    f"{r['pools']} / {r['commit']}" if "pools" in r else LEGACY_THREADS,
                 ]
             )
-    table = markdown_table(["n", "backend", "wall time (s)", "E_2", "lower bound (dual certificate)", "certified gap", "status / iterations", "vs reference", "load avg"], rows)
+    table = markdown_table(["n", "backend", "wall time (s)", "E_2", "lower bound (dual certificate)", "certified gap", "status / iterations", "vs reference", "load avg", "BLAS pools / commit"], rows)
     body = (
         "Workload all-range:n, (epsilon, delta)-DP, total squared error in unit normalisation.\n"
         "Wall time: `strategy_opt.api.solve` in a fresh process (program + compiler). Certified gap:\n"
@@ -228,7 +250,11 @@ def main(argv=None) -> int:
         "8192 cells exceed the native profile's 600 s budget: the run stops with status 'budget' and\n"
         "returns its best strategy with the certified gap reached.\n"
         "The native solver runs its factorizations (eigh, Cholesky) on one BLAS thread "
-        "(strategy_opt.threads.FACTORIZATION_THREADS) and its matrix products on all threads."
+        "(strategy_opt.threads.FACTORIZATION_THREADS) and its matrix products on the threads allowed.\n"
+        "'BLAS pools / commit': the child's pools (threadpoolctl) and the git commit of each entry; entries "
+        "without them come from the first run (fb4323d, 2026-11-22), whose children were not pinned (the parent's "
+        "pools were openblas:2) and ran on older code: compare times only between entries of the same run.\n"
+        "The Machine line below is the parent's, written when the table was last rebuilt."
     )
     write_result(NAME, "minerror-l2: time and certified gap versus n (all-range)", body, {"results": results, "threads": threadpool_info()})
     plot(results, RESULTS / f"{NAME}.png")
