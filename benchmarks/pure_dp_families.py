@@ -128,6 +128,7 @@ def main() -> None:
     ap.add_argument("--starts", nargs="+", choices=START_NAMES, default=list(DEFAULT_STARTS), help="which starts to run")
     ap.add_argument("--time-limit", type=float, default=np.inf, help="seconds per run (default: none)")
     ap.add_argument("--name", default="pure_dp_families", help="results/NAME.{md,json}")
+    ap.add_argument("--auto-pure", action="store_true", help="also record `auto-pure`'s E_1 on each workload (the library's answer)")
     args = ap.parse_args()
     with threadpool_limits(1):
         worst = check_gradient()
@@ -137,6 +138,13 @@ def main() -> None:
             for name, make in WORKLOADS.items():
                 G = make(n).gram()
                 ref = REFERENCE.get((name, n))
+                if args.auto_pure:
+                    from strategy_opt.api import solve
+
+                    t0 = time.perf_counter()
+                    ap_e1 = float(solve(make(n), privacy="pure", method="auto-pure").meta["unit_total_squared_error"])
+                    data.setdefault("auto_pure", {})[f"{name}:{n}"] = {"E1": ap_e1, "seconds": time.perf_counter() - t0}
+                    print(f"{name}:{n} auto-pure: {ap_e1:.7g} ({time.perf_counter() - t0:.1f} s)", flush=True)
                 for start, B0 in starts(n, G, np.random.default_rng(n), args.starts).items():
                     r = optimise(B0, G, args.max_iters, args.time_limit)
                     r.update(workload=f"{name}:{n}", start=start, reference=ref)
@@ -154,6 +162,11 @@ def main() -> None:
             + markdown_table(["workload", "start", "rows", "E_1 at start", "E_1 after", "iterations", "seconds", "negative mass share",
                               "÷ issue's OPT_0 reference", "5% target (0.95 × reference)"], rows)
         )
+        if data.get("auto_pure"):
+            best = {w: min(r["E1"] for r in data["runs"] if r["workload"] == w) for w in data["auto_pure"]}
+            body += "\n\n`auto-pure` (default options) on the same workloads, and the best E_1 above against it:\n\n" + markdown_table(
+                ["workload", "auto-pure E_1", "seconds", "best E_1 above", "best / auto-pure - 1"],
+                [[w, f"{a['E1']:.7g}", f"{a['seconds']:.1f}", f"{best[w]:.7g}", f"{best[w] / a['E1'] - 1:+.4%}"] for w, a in data["auto_pure"].items()])
         write_result(args.name, "epsilon-DP: general signed strategies from diverse starts (is 5% below OPT_0 reachable?)", body, data)
 
 
