@@ -14,9 +14,14 @@ machine: other jobs run beside this one, so times are noisy; the load average is
 
 Usage::
 
-    python benchmarks/eigen_design.py            # full run (about 30-60 minutes)
+    python benchmarks/eigen_design.py            # full run (about 10 minutes at 9d7a913; 30-60 at earlier commits)
     python benchmarks/eigen_design.py --quick    # small sizes only
     python benchmarks/eigen_design.py --replot   # rewrite .md/.png from results/eigen_design.json
+    python benchmarks/eigen_design.py --workloads marginals:8x16x16:2 prefix:2048
+        # re-run only these workloads' rows; the other rows are kept from results/eigen_design.json
+
+BLAS pools are pinned to ``--threads`` (default 1) with threadpoolctl. Every row records the run it
+comes from (finish time, commit, load average, thread pools), and the report lists the runs.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import statistics
 import time
 from pathlib import Path
 
-from threadpoolctl import threadpool_info
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from strategy_opt import threads
 from strategy_opt.api import solve
@@ -118,14 +123,50 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-optimum", action="store_true", help="skip minerror-l2")
     ap.add_argument("--replot", action="store_true", help="rewrite the .md and .png from the saved .json")
+    ap.add_argument("--workloads", nargs="+", metavar="SPEC",
+                    help="re-run only these workloads (of the full or --quick list); the other rows are kept from the saved .json")
+    ap.add_argument("--threads", type=int, default=1, help="BLAS threads (threadpoolctl; default 1: the machine is shared)")
+    ap.add_argument("--compare-with", type=Path, metavar="OLD_JSON",
+                    help="with --replot: list the rows whose ratios or bound kind differ from those of an older results JSON")
     args = ap.parse_args(argv)
     name = "eigen_design_quick" if args.quick else "eigen_design"
     if args.replot:
-        _report(json.loads((OUT / f"{name}.json").read_text()), name)
+        result = json.loads((OUT / f"{name}.json").read_text())
+        if args.compare_with:
+            result["changes"] = _changes(json.loads(args.compare_with.read_text()), result)
+            (OUT / f"{name}.json").write_text(json.dumps(result, indent=1))
+        _report(result, name)
         return
     logging.basicConfig(level=logging.WARNING)
     workloads = QUICK_WORKLOADS if args.quick else FULL_WORKLOADS
+    if args.workloads:
+        unknown = set(args.workloads) - {w for w, _ in workloads}
+        if unknown:
+            ap.error(f"not in the workload list: {', '.join(sorted(unknown))}")
+        workloads = [(w, lbl) for w, lbl in workloads if w in args.workloads]
+    with threadpool_limits(args.threads):
+        _measure(args, name, workloads)
+
+
+def _commit() -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _pools() -> str:
+    return ", ".join(f"{p.get('internal_api')}:{p.get('num_threads')}" for p in threadpool_info())
+
+
+def _measure(args, name: str, workloads):
     rows, notes = [], []
+    commit = _commit()
+    command = "python benchmarks/eigen_design.py" + (" --quick" if args.quick else "") + (
+        " --workloads " + " ".join(w for w, _ in workloads) if args.workloads else "")
     for spec, label in workloads:
         W = parse_spec(spec)
         log_svdb = log_svd_bound(W) / LN10
@@ -150,15 +191,31 @@ def main(argv=None):
                 "runs": runs,
                 "svd_bound_log10": log_svdb,
             }
+            row["run"] = {"command": command, "commit": commit, "pools": _pools(), "load_average": list(os.getloadavg())}
             if method == "eigen-design":
                 row["pre_completion_ratio"] = 10 ** (math.log10(m["eigen_design"]["pre_completion_error"]) + W.log_scale / LN10 - log_svdb)
                 program = m["eigen_design"].get("program_5_1_1") or m["eigen_design"]["reduced_program"]  # separation, principal
                 row["program_gap"] = program["relative_gap"]
             rows.append(row)
             print(json.dumps(row), flush=True)
+    finished = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    for r in rows:
+        r["run"]["finished"] = finished
+    if args.workloads and (OUT / f"{name}.json").exists():  # keep the other workloads' rows, in the list's order
+        old = json.loads((OUT / f"{name}.json").read_text())
+        legacy = {"command": old["command"], "finished": old["finished"], "commit": "unrecorded", "load_average": old["load_average"],
+                  "pools": ", ".join(f"{p.get('internal_api')}:{p.get('num_threads')}" for p in old["threadpool_info"])
+                  + " (not pinned by the script)"}
+        redone = {w for w, _ in workloads}
+        kept = [{**r, "run": r.get("run", legacy)} for r in old["rows"] if r["workload"] not in redone]
+        order = [w for w, _ in (QUICK_WORKLOADS if args.quick else FULL_WORKLOADS)]
+        rows = sorted(kept + rows, key=lambda r: order.index(r["workload"]) if r["workload"] in order else len(order))
+        spec_of = lambda note: note.split(": exact optimum")[0]  # noqa: E731
+        notes = sorted([n for n in old["notes"] if spec_of(n) not in redone] + notes,
+                       key=lambda n: order.index(spec_of(n)) if spec_of(n) in order else len(order))
     result = {
-        "command": "python benchmarks/eigen_design.py" + (" --quick" if args.quick else ""),
-        "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "command": command,
+        "finished": finished,
         "load_average": list(os.getloadavg()),
         "cores": os.cpu_count(),
         "threadpool_info": threadpool_info(),
@@ -171,16 +228,41 @@ def main(argv=None):
     _report(result, name)
 
 
+def _changes(old: dict, new: dict) -> dict:
+    """Rows of ``new`` re-run since ``old`` whose E / SVD bound, lower bound or bound kind moved (4 decimals)."""
+    before = {(r["workload"], r["method"]): r for r in old["rows"]}
+    out = []
+    for r in new["rows"]:
+        o = before.get((r["workload"], r["method"]))
+        if o is None or r.get("run", {}).get("finished") == old["finished"]:
+            continue
+        moved = [f"{key} {_fmt(o[key])} -> {_fmt(r[key])}" for key in ("ratio_svd", "ratio_opt", "lower_bound_ratio")
+                 if o.get(key) is not None and r.get(key) is not None and round(o[key], 4) != round(r[key], 4)]
+        if o["lower_bound_kind"] != r["lower_bound_kind"]:
+            moved.append(f"bound kind {o['lower_bound_kind']} -> {r['lower_bound_kind']}")
+        if moved:
+            out.append(f"{r['workload']} {r['method']}: " + ", ".join(moved))
+    return {"against": f"the run finished {old['finished']} (`{old['command']}`)", "rows": out}
+
+
 def _fmt(v, digits=4):
     return "-" if v is None else f"{v:.{digits}f}"
 
 
 def _report(result: dict, name: str):
     rows, load = result["rows"], result["load_average"]
+    runs = list(dict.fromkeys(json.dumps({k: v for k, v in r["run"].items() if k != "load_average"}, sort_keys=True) for r in rows if "run" in r))
+    run_lines = []
+    for i, key in enumerate(runs):
+        run = json.loads(key)
+        ws = list(dict.fromkeys(r["workload"] for r in rows if "run" in r and json.dumps({k: v for k, v in r["run"].items() if k != "load_average"}, sort_keys=True) == key))
+        loads = [r["run"]["load_average"][0] for r in rows if "run" in r and json.dumps({k: v for k, v in r["run"].items() if k != "load_average"}, sort_keys=True) == key]
+        run_lines.append(f"- Run {i + 1}: `{run['command']}`, finished {run['finished']}, commit {run['commit']}, BLAS pools {run['pools']}, "
+                         f"1-minute load average {min(loads):.1f}-{max(loads):.1f} over its rows; rows: {', '.join(ws)}.")
     lines = [
         "# Eigen-Design benchmark",
         "",
-        f"Run: `{result['command']}`, finished {result['finished']}. (epsilon, delta)-DP unit total squared error; "
+        f"Last run: `{result['command']}`, finished {result['finished']}. (epsilon, delta)-DP unit total squared error; "
         "ratios to the SVD bound (Li 2013 Thm 4.1) and to the exact optimum (minerror-l2, where available). "
         "Lower bound = the strategy's certified bound (`meta.lower_bound`) over the SVD bound. "
         "Seconds = median wall-clock of the `solve` call over the runs shown (runs longer than 20 s timed once).",
@@ -191,6 +273,8 @@ def _report(result: dict, name: str):
         f"{result['factorization_threads']} BLAS thread(s) (`strategy_opt.threads.FACTORIZATION_THREADS`); "
         "matrix products use the thread settings below.",
         "",
+        *(["Rows come from these runs (times of different runs were measured under different loads and thread settings; "
+           "compare times within a run only):", "", *run_lines, ""] if run_lines else []),
         "| workload | n | method | E / SVD bound | E / optimum | lower bound / SVD bound | pre-completion / SVD bound | seconds (runs) |",
         "|---|---:|---|---:|---:|---:|---:|---:|",
     ]
@@ -200,8 +284,12 @@ def _report(result: dict, name: str):
             f"{_fmt(r['lower_bound_ratio'])} ({r['lower_bound_kind']}) | {_fmt(r.get('pre_completion_ratio'))} | "
             f"{r['seconds']:.2f} ({r['runs']}) |"
         )
+    if "changes" in result:
+        ch = result["changes"]
+        lines += ["", f"Changed against {ch['against']} (rows re-run since whose E / SVD bound, E / optimum, lower bound or its kind "
+                  "moved at 4 decimals; times not compared):", ""] + ([f"- {c}" for c in ch["rows"]] or ["- none"])
     lines += ["", "Notes:", ""] + [f"- {n}" for n in result["notes"]]
-    lines += ["", "Thread settings (threadpoolctl.threadpool_info()):", "", "```", json.dumps(result["threadpool_info"], indent=1), "```", ""]
+    lines += ["", "Thread settings of the last run (threadpoolctl.threadpool_info()):", "", "```", json.dumps(result["threadpool_info"], indent=1), "```", ""]
     (OUT / f"{name}.md").write_text("\n".join(lines))
     _plot(rows, OUT / f"{name}.png")
 
