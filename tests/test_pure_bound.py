@@ -60,6 +60,12 @@ def test_a_stalled_native_solve_falls_back_to_the_sdp(seed, monkeypatch):
     assert kind == "l2-optimum"
     assert bound == pytest.approx(ref, rel=1e-5) and bound <= ref * (1 + 1e-6)
     monkeypatch.undo()  # the methods, with the restart: their short bound solves (0.5 s) end optimal, not at their time limit
+    import strategy_opt.pure_bound as pb
+
+    # ... on an idle machine; under a loaded test run 0.5 s was too short (the stalled dual 15.80 came back),
+    # so the budget is raised here: this test is about which bound is stated, not how fast it is found
+    monkeypatch.setattr(pb, "MIN_LOWER_BOUND_SECONDS", 30.0)
+    monkeypatch.setattr(pb, "_compile_cache", {})
     for method in ("identity", "minerror-l1", "svd-approx"):
         meta = solve(W, privacy="pure", method=method).meta
         assert meta["lower_bound"] == pytest.approx(ref, rel=1e-5), method
