@@ -136,3 +136,20 @@ def test_the_p_identity_methods_marginal_template_is_a_start():
     s = solve(W, privacy="pure", method="minerror-l1", iterations=1)
     assert s.meta["unit_total_squared_error"] <= best * (1 + 1e-6)
     assert "p-identity/method" in s.meta["candidate_errors"]
+
+
+def test_the_l2_route_starts_from_both_cholesky_orders():
+    # a rank-2 workload over 6 cells: the iteration from the L2 route's factor in cell order ends at 56.71
+    # (the svd-approx start wins), from the factor in reversed order at 48.88; both factors have the L2
+    # optimum's Gram, so the L2 error is the same and only the L1 norms differ
+    from strategy_opt.programs.minerror_l1 import _candidates
+
+    rng = np.random.default_rng(1)
+    rng.normal(size=(10, 2))
+    W = rng.normal(size=(10, 2)) @ rng.normal(size=(2, 6))
+    cands, _, _ = _candidates(from_matrix(W), W.T @ W, 6, 5.0)
+    A, B = cands["l2-route"], cands["l2-route/reversed"]
+    np.testing.assert_allclose(B.T @ B, A.T @ A, atol=1e-9 * np.abs(A.T @ A).max())
+    s = solve(from_matrix(W), privacy="pure", method="minerror-l1")
+    assert s.meta["unit_total_squared_error"] == pytest.approx(e1_from_gram(s.dense(), W.T @ W), rel=1e-9)
+    assert s.meta["unit_total_squared_error"] < 50.0

@@ -65,6 +65,7 @@ import time
 import warnings
 
 import numpy as np
+import scipy.linalg as la
 
 from ..augment import complete_columns_l1
 from ..bases import identity_matrix
@@ -174,7 +175,7 @@ def _solver(profile) -> tuple[str, dict]:
 
 
 def _candidates(W: Workload, G: np.ndarray, n: int, budget: float) -> tuple[dict, float | None, str]:
-    """Identity, refined SVD approximation, the L2 route and p-identity, with the L2 lower bound and its kind.
+    """Identity, refined SVD approximation, the L2 route (two factors) and p-identity, with the L2 lower bound and its kind.
 
     The L2 route and the bound come from `strategy_opt.pure_bound.certified_l2_optimum` (the
     native solver, and Clarabel where it stalls).
@@ -185,6 +186,15 @@ def _candidates(W: Workload, G: np.ndarray, n: int, budget: float) -> tuple[dict
     A, _, V = svd_factor(G)
     out["svd-approx"], _ = min_l1_factor(A, n, V, time_limit=budget)
     bound, kind, out["l2-route"] = certified_l2_optimum(W, G, time_limit=budget)
+    # the L2 route's strategy is one factor of its Gram X = A^T A (Cholesky in cell order); the factor in
+    # reversed cell order has the same X and other L1 norms, and the convex iteration from it ended 1.6-11.6%
+    # lower on 3 of 12 random low-rank workloads of 5-8 cells (the best start is kept, so never higher)
+    X = out["l2-route"].T @ out["l2-route"]
+    rev = np.arange(n)[::-1]
+    try:
+        out["l2-route/reversed"] = la.cholesky(X[np.ix_(rev, rev)], lower=False)[:, rev]
+    except la.LinAlgError:  # a singular X (rank-deficient workload): its one factor is enough
+        pass
     # the p-identity optimiser's own starts (random with p = n/16), then a wider random start (p = n/4),
     # the better one; on all cells and, if some merge, on merged cells as the p-identity method runs
     cell_of, reps = merged_cells(G)
