@@ -108,17 +108,35 @@ class Workload(ABC):
 
     @property
     def n(self) -> int:
-        """Number of cells (columns)."""
+        """Number of cells (columns).
+
+        Examples
+        --------
+        >>> marginals((2, 3), 1).n
+        6
+        """
         return int(np.prod(self.domain))
 
     @property
     @abstractmethod
     def m(self) -> int:
-        """Number of queries (rows)."""
+        """Number of queries (rows).
+
+        Examples
+        --------
+        >>> all_range(4).m  # 4 * 5 / 2 intervals
+        10
+        """
 
     @property
     def shape(self) -> tuple[int, int]:
-        """``(m, n)``."""
+        """``(m, n)``.
+
+        Examples
+        --------
+        >>> prefix(4).shape
+        (4, 4)
+        """
         return (self.m, self.n)
 
     @abstractmethod
@@ -127,6 +145,11 @@ class Workload(ABC):
 
         May be a cached, read-only array shared between calls (`ExplicitWorkload`
         and `Union` compute it once): copy it before modifying it in place.
+
+        Examples
+        --------
+        >>> prefix(3).gram().tolist()  # entry (i, j): prefixes containing both cells, 3 - max(i, j)
+        [[3.0, 2.0, 1.0], [2.0, 2.0, 1.0], [1.0, 1.0, 1.0]]
         """
 
     @abstractmethod
@@ -137,6 +160,11 @@ class Workload(ABC):
         ------
         InputError
             If the matrix would exceed ``defaults.MAX_MATRIX_ENTRIES`` entries.
+
+        Examples
+        --------
+        >>> prefix(3).matrix().toarray().tolist()
+        [[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]
         """
 
     def matvec(self, x) -> np.ndarray:
@@ -203,7 +231,13 @@ class Workload(ABC):
         return self.rmatvec(rng.standard_normal(self.m))
 
     def operator(self) -> LinearOperator:
-        """Implicit ``LinearOperator`` for W (never builds the matrix)."""
+        """Implicit ``LinearOperator`` for W (never builds the matrix).
+
+        Examples
+        --------
+        >>> (prefix(4).operator() @ np.ones(4)).tolist()
+        [1.0, 2.0, 3.0, 4.0]
+        """
         return LinearOperator(self.shape, matvec=self.matvec, rmatvec=self.rmatvec, dtype=float)
 
     def query_variances(self, M: np.ndarray) -> np.ndarray:
@@ -217,6 +251,13 @@ class Workload(ABC):
         Returns
         -------
         ndarray, shape (m,)
+
+        Examples
+        --------
+        With ``M = I`` (the identity strategy's profile) a range's variance is its length:
+
+        >>> prefix(3).query_variances(np.eye(3)).tolist()
+        [1.0, 2.0, 3.0]
         """
         W = self.matrix()
         out = np.empty(self.m)
@@ -257,6 +298,14 @@ class Workload(ABC):
 
         Closed forms for all-range and prefix (sine bases), Kronecker products
         of the factors' decompositions for Kronecker workloads.
+
+        Examples
+        --------
+        >>> lam, V = prefix(2).gram_eigh()  # [[2, 1], [1, 1]]: (3 -+ sqrt 5) / 2
+        >>> np.round(lam, 4).tolist()
+        [0.382, 2.618]
+        >>> bool(np.allclose(V @ np.diag(lam) @ V.T, prefix(2).gram()))
+        True
         """
         _require_dense(self.n, "the Gram eigendecomposition", 3, self.spec)
         lam, V = np.linalg.eigh(self.gram())
@@ -268,6 +317,11 @@ class Workload(ABC):
         A workload with fewer queries than cells takes them from the m x m
         ``W W^T`` (same non-zero spectrum) when it provides one: for 2000
         ranges over 4096 cells that is an eighth of the work.
+
+        Examples
+        --------
+        >>> total(3).gram_eigvals().round(12).tolist()  # the all-ones Gram J: n once, then zeros
+        [0.0, 0.0, 3.0]
         """
         if self.m < self.n:
             C = self._row_gram()
@@ -297,7 +351,13 @@ class Workload(ABC):
         return None
 
     def frobenius_sq(self) -> float:
-        """``||W||_F^2 = trace(W^T W)`` (divided by ``exp(log_scale)``), from `gram_diagonal` (no n x n Gram where that has a closed form)."""
+        """``||W||_F^2 = trace(W^T W)`` (divided by ``exp(log_scale)``), from `gram_diagonal` (no n x n Gram where that has a closed form).
+
+        Examples
+        --------
+        >>> prefix(4).frobenius_sq()  # 1 + 2 + 3 + 4 ones
+        10.0
+        """
         return float(self.gram_diagonal().sum())
 
     def __repr__(self) -> str:
@@ -334,13 +394,37 @@ def gram_unit(G: np.ndarray) -> float:
     Unit errors are linear in the Gram, so optimisers work on ``G / gram_unit(G)``
     (entries of order 1) and report values times the unit: step sizes, smoothing
     and absolute tolerances tuned for order 1 failed on workloads scaled by 1e30 .. 1e90.
+
+    Examples
+    --------
+    >>> gram_unit(prefix(4).gram())  # (4 + 3 + 2 + 1) / 4
+    2.5
+    >>> gram_unit(np.zeros((2, 2)))
+    1.0
     """
     unit = float(np.trace(G)) / G.shape[0]
     return unit if math.isfinite(unit) and unit > 0 else 1.0
 
 
 def weighted_gram(workload: "Workload", weights: np.ndarray) -> np.ndarray:
-    """``W^T diag(weights) W`` from the query rows, by the cheaper dense or sparse product (`_cross_product`)."""
+    """``W^T diag(weights) W`` from the query rows, by the cheaper dense or sparse product (`_cross_product`).
+
+    Parameters
+    ----------
+    workload : Workload
+        Its `matrix` is formed (mind the size).
+    weights : array_like, shape (m,)
+        One non-negative weight per query (row).
+
+    Returns
+    -------
+    ndarray, shape (n, n)
+
+    Examples
+    --------
+    >>> weighted_gram(prefix(2), [1.0, 4.0]).tolist()  # 1 * [1, 0]^T [1, 0] + 4 * [1, 1]^T [1, 1]
+    [[5.0, 4.0], [4.0, 4.0]]
+    """
     W = sp.csr_matrix(workload.matrix(), dtype=float)
     return _cross_product(sp.csr_matrix(sp.diags(np.sqrt(np.asarray(weights, dtype=float))) @ W))
 
@@ -433,6 +517,14 @@ def check_entry_scale(workload: "Workload") -> None:
     A Kronecker product with an explicit factor is also checked as a whole: its
     ``||W||_F^2`` is the product of its factors' (1e-100 prefix factors pass one by
     one, and their product's errors underflowed to exactly 0).
+
+    Examples
+    --------
+    >>> check_entry_scale(from_matrix([[1.0, 2.0]]))  # passes silently
+    >>> check_entry_scale(from_matrix([[1e200]]))
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: the entries of workload 'matrix' are too large for float64 ...
     """
     if isinstance(workload, (Kronecker, Union)):
         for part in workload.factors if isinstance(workload, Kronecker) else workload.parts:
@@ -506,7 +598,13 @@ class ExplicitWorkload(Workload):
         return self._W.shape[0]
 
     def nnz(self) -> int:
-        """Number of non-zero entries of the workload matrix."""
+        """Number of non-zero entries of the workload matrix.
+
+        Examples
+        --------
+        >>> from_matrix([[1.0, 0.0], [1.0, 1.0]]).nnz()
+        3
+        """
         return int(self._W.nnz) if sp.issparse(self._W) else int(np.count_nonzero(self._W))
 
     def gram(self) -> np.ndarray:
@@ -574,7 +672,13 @@ class ExplicitWorkload(Workload):
         return np.einsum("ij,ij,j->i", self._W, self._W, np.asarray(d, dtype=float))
 
     def dense(self) -> np.ndarray:
-        """The workload matrix as a dense array (read-only when the matrix is stored dense)."""
+        """The workload matrix as a dense array (read-only when the matrix is stored dense).
+
+        Examples
+        --------
+        >>> from_matrix([[1.0, 0.0], [1.0, 1.0]]).dense().tolist()
+        [[1.0, 0.0], [1.0, 1.0]]
+        """
         return self._W.toarray() if sp.issparse(self._W) else self._W
 
     def _matvec(self, x):
@@ -625,7 +729,14 @@ class IntervalWorkload(Workload):
 
     @property
     def intervals(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(lo, hi)``: inclusive 0-based bounds of every query, in row order."""
+        """``(lo, hi)``: inclusive 0-based bounds of every query, in row order.
+
+        Examples
+        --------
+        >>> lo, hi = all_range(3).intervals
+        >>> list(zip(lo.tolist(), hi.tolist()))
+        [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)]
+        """
         return self._lo, self._hi
 
     @property
@@ -660,7 +771,13 @@ class IntervalWorkload(Workload):
         return np.maximum(overlap, 0).astype(float)
 
     def nnz(self) -> int:
-        """Number of non-zeros of the workload matrix (sum of interval lengths)."""
+        """Number of non-zeros of the workload matrix (sum of interval lengths).
+
+        Examples
+        --------
+        >>> all_range(4).nnz()  # 4 * 1 + 3 * 2 + 2 * 3 + 1 * 4
+        20
+        """
         lo, hi = self.intervals
         return int((hi - lo + 1).sum())
 
@@ -997,6 +1114,11 @@ def union_domain(domains: Sequence[Sequence[int]]) -> tuple[int, ...]:
     ------
     InputError
         Two terms have different multi-dimensional domains, e.g. ``[4, 3]`` and ``[2, 6]``.
+
+    Examples
+    --------
+    >>> union_domain([(4, 3), (12,)])
+    (4, 3)
     """
     domains = [tuple(int(d) for d in dom) for dom in domains]
     shaped = list(dict.fromkeys(dom for dom in domains if len(dom) > 1))
@@ -1077,7 +1199,13 @@ class Union(Workload):
         return np.cumsum([0] + [p.m for p in self.parts])
 
     def gram(self):
-        """``sum_k w_k^2 W_k^T W_k``, accumulated in place; computed once (read-only, cached)."""
+        """``sum_k w_k^2 W_k^T W_k``, accumulated in place; computed once (read-only, cached).
+
+        Examples
+        --------
+        >>> union(identity(2), total(2), weights=[1.0, 2.0]).gram().tolist()  # I + 4 J
+        [[5.0, 4.0], [4.0, 5.0]]
+        """
         if self._gram_cache is None:
             # the sum, a part's Gram and its weighted copy
             _require_dense(self.n, "the Gram matrix", 3, self.spec)
@@ -1115,7 +1243,13 @@ class Union(Workload):
         return super().gram_spectrum() if spectrum is None else spectrum
 
     def frobenius_sq(self) -> float:
-        """``sum_k w_k^2 ||W_k||_F^2``, from the parts (no vector of n entries)."""
+        """``sum_k w_k^2 ||W_k||_F^2``, from the parts (no vector of n entries).
+
+        Examples
+        --------
+        >>> union(identity(2), total(2), weights=[1.0, 2.0]).frobenius_sq()  # 2 + 2^2 * 2
+        10.0
+        """
         return float(sum(w**2 * p.frobenius_sq() for w, p in zip(self.weights, self.parts)))
 
     def matrix(self):
