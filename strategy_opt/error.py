@@ -80,6 +80,18 @@ def _check_workload(workload) -> Workload:
 def sensitivity(A, p: int) -> float:
     """Largest column p-norm of A (p = 1: L1 sensitivity, p = 2: L2 sensitivity).
 
+    Parameters
+    ----------
+    A : ndarray, sparse matrix, KroneckerMatrix or MarginalsMatrix, shape (p, n)
+        The strategy (a Kronecker product's sensitivity is the product of its factors').
+    p : {1, 2}
+        The column norm: 1 for epsilon-DP, 2 for (epsilon, delta)-DP.
+
+    Returns
+    -------
+    float
+        0.0 for a matrix without columns.
+
     Examples
     --------
     >>> import numpy as np
@@ -123,24 +135,53 @@ class KroneckerMatrix:
         self.product = product
 
     def tocsr(self) -> sp.csr_matrix:
-        """The product as a sparse CSR matrix."""
+        """The product as a sparse CSR matrix.
+
+        Examples
+        --------
+        >>> KroneckerMatrix([np.eye(2), np.ones((1, 3))]).tocsr().toarray().tolist()
+        [[1.0, 1.0, 1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]]
+        """
         if self.product is not None:
             return sp.csr_matrix(self.product)
         return sp.csr_matrix(reduce(lambda a, b: sp.kron(a, b, format="csr"), [sp.csr_matrix(f) for f in self.factors]))
 
 
 def flat_nonzeros(A) -> float:
-    """Non-zeros of a Kronecker strategy's flat matrix (the product of its factors')."""
+    """Non-zeros of a Kronecker strategy's flat matrix (the product of its factors').
+
+    Examples
+    --------
+    >>> flat_nonzeros(KroneckerMatrix([np.eye(2), np.ones((1, 3))]))  # 2 * 3
+    6.0
+    """
     return math.prod(float(f.nnz if sp.issparse(f) else np.count_nonzero(f)) for f in A.factors)
 
 
 def factored(A) -> bool:
-    """Whether A is a Kronecker strategy kept as its factors in files and runs (`defaults.FLAT_MAX_NONZEROS`)."""
+    """Whether A is a Kronecker strategy kept as its factors in files and runs (`defaults.FLAT_MAX_NONZEROS`).
+
+    Examples
+    --------
+    >>> factored(KroneckerMatrix([np.eye(2), np.ones((1, 3))])), factored(np.eye(2))  # 6 non-zeros: small enough to flatten
+    (False, False)
+    """
     return isinstance(A, KroneckerMatrix) and flat_nonzeros(A) > FLAT_MAX_NONZEROS
 
 
 def kron_apply(factors, x: np.ndarray) -> np.ndarray:
     """``(F_1 (x) F_2 (x) ...) x`` without the product: each factor applied along its axis of x (row-major cells).
+
+    Parameters
+    ----------
+    factors : sequence of ndarray or sparse matrix
+        ``F_k`` of shape ``(p_k, n_k)``.
+    x : array_like, shape (n_1 * n_2 * ...,)
+        A vector over the product domain, cells in row-major order.
+
+    Returns
+    -------
+    ndarray, shape (p_1 * p_2 * ...,)
 
     Examples
     --------
@@ -175,6 +216,17 @@ def kronecker_factors(A, shapes) -> KroneckerMatrix | None:
     pattern and its entries within `KRON_RTOL` of A's largest. The result
     keeps A itself as its ``product`` (what `KroneckerMatrix.tocsr`, hashing,
     writing and running use).
+
+    Parameters
+    ----------
+    A : ndarray or sparse matrix
+        The flat product as stored.
+    shapes : list of [int, int]
+        The factors' shapes ``[p_k, n_k]``, at least two (anything else gives None).
+
+    Returns
+    -------
+    KroneckerMatrix or None
 
     Examples
     --------
@@ -243,6 +295,22 @@ def as_strategy_matrix(M, what: str = "strategy matrix"):
     keeps its format and only its stored entries (``.data``) are checked, so
     the cost is O(nnz). A `KroneckerMatrix` keeps its factors, each checked
     and made float64.
+
+    Parameters
+    ----------
+    M : array_like, sparse matrix, KroneckerMatrix or MarginalsMatrix
+        The strategy.
+    what : str
+        Names the matrix in error messages.
+
+    Returns
+    -------
+    ndarray, sparse matrix, KroneckerMatrix or MarginalsMatrix
+
+    Raises
+    ------
+    InputError
+        For complex, non-numeric, non-finite, empty or non-2-D input.
 
     Examples
     --------
@@ -458,7 +526,15 @@ class ErrorProfile:
             self._null = V[:, ~keep]
 
     def query_variances(self, workload: Workload) -> np.ndarray:
-        """``w_i (A^T A)^+ w_i^T`` for every query (no n x n matrix when ``A^T A`` is diagonal; no inverse for a few queries)."""
+        """``w_i (A^T A)^+ w_i^T`` for every query (no n x n matrix when ``A^T A`` is diagonal; no inverse for a few queries).
+
+        Examples
+        --------
+        >>> from strategy_opt.workload import prefix
+        >>> P = ErrorProfile(np.array([[1.0, 0.0], [0.0, 2.0]]))  # A^T A = diag(1, 4)
+        >>> P.query_variances(prefix(2)).tolist()  # [1, 0] diag(1, 1/4) [1, 0]^T, [1, 1] diag(1, 1/4) [1, 1]^T
+        [1.0, 1.25]
+        """
         if self._inv_diag is not None:
             return workload.diagonal_query_variances(self._inv_diag)
         few = self._few_query_variances(workload)
@@ -466,7 +542,21 @@ class ErrorProfile:
 
     def workload_trace(self, workload: Workload, G: np.ndarray | None = None) -> float:
         """``trace(W^T W (A^T A)^+)``: from ``diag(W^T W)`` alone when ``A^T A`` is diagonal, as the sum of
-        `query_variances` for a few queries, else from G (default ``workload.gram()``)."""
+        `query_variances` for a few queries, else from G (default ``workload.gram()``).
+
+        Parameters
+        ----------
+        workload : Workload
+        G : ndarray, shape (n, n), optional
+            The workload's Gram matrix if the caller has it (`check_workload` returns it).
+
+        Examples
+        --------
+        >>> from strategy_opt.workload import prefix
+        >>> P = ErrorProfile(np.array([[1.0, 0.0], [0.0, 2.0]]))  # A^T A = diag(1, 4)
+        >>> P.workload_trace(prefix(2))  # 1 + 1.25
+        2.25
+        """
         if self._inv_diag is not None:
             return float(workload.gram_diagonal() @ self._inv_diag)
         few = self._few_query_variances(workload) if workload.log_scale == 0 else None  # rows are the unscaled queries
@@ -498,16 +588,36 @@ class ErrorProfile:
 
     @property
     def null_space(self) -> np.ndarray:
-        """Orthonormal basis (n x k) of the numerically null directions of ``A^T A`` (k = 0 when full rank)."""
+        """Orthonormal basis (n x k) of the numerically null directions of ``A^T A`` (k = 0 when full rank).
+
+        Examples
+        --------
+        >>> from strategy_opt.workload import prefix
+        >>> Q = ErrorProfile(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))  # cell 2 never measured
+        >>> Q.null_space.round(12).tolist()
+        [[0.0], [0.0], [1.0]]
+        """
         return np.zeros((self.n, 0)) if self.full_rank else self._null
 
     @property
     def full_rank(self) -> bool:
-        """Whether ``A^T A`` is (numerically) invertible."""
+        """Whether ``A^T A`` is (numerically) invertible.
+
+        Examples
+        --------
+        >>> ErrorProfile(np.eye(2)).full_rank, ErrorProfile(np.array([[1.0, 1.0]])).full_rank
+        (True, False)
+        """
         return self._chol is not None or self._inv_diag is not None
 
     def pinv(self) -> np.ndarray:
-        """The error profile ``(A^T A)^+`` as a dense matrix (computed once, cached)."""
+        """The error profile ``(A^T A)^+`` as a dense matrix (computed once, cached).
+
+        Examples
+        --------
+        >>> ErrorProfile(np.array([[1.0, 0.0], [0.0, 2.0]])).pinv().tolist()
+        [[1.0, 0.0], [0.0, 0.25]]
+        """
         if self._pinv is None:
             if self._inv_diag is not None:
                 self._pinv = np.diag(self._inv_diag)
@@ -522,7 +632,13 @@ class ErrorProfile:
         return self._pinv
 
     def solve_normal(self, b: np.ndarray) -> np.ndarray:
-        """Minimum-norm solution of ``A^T A x = b`` (b in the row space of A; a vector or an n x k block of right-hand sides)."""
+        """Minimum-norm solution of ``A^T A x = b`` (b in the row space of A; a vector or an n x k block of right-hand sides).
+
+        Examples
+        --------
+        >>> ErrorProfile(np.array([[1.0, 0.0], [0.0, 2.0]])).solve_normal(np.array([1.0, 4.0])).tolist()  # diag(1, 4) x = b
+        [1.0, 1.0]
+        """
         if self._inv_diag is not None:
             return self._inv_diag.reshape((-1,) + (1,) * (np.ndim(b) - 1)) * b
         if self._chol is not None:
@@ -531,7 +647,13 @@ class ErrorProfile:
         return self._V @ (self._inv_eig.reshape((-1,) + (1,) * (coef.ndim - 1)) * coef)
 
     def trace_with(self, G: np.ndarray) -> float:
-        """``trace(G (A^T A)^+)`` for a symmetric n x n G."""
+        """``trace(G (A^T A)^+)`` for a symmetric n x n G.
+
+        Examples
+        --------
+        >>> ErrorProfile(np.array([[1.0, 0.0], [0.0, 2.0]])).trace_with(np.eye(2))  # 1 + 1/4
+        1.25
+        """
         if self._inv_diag is not None:
             return float(np.diag(G) @ self._inv_diag)
         if self._chol is not None:
@@ -540,7 +662,15 @@ class ErrorProfile:
         return float(np.einsum("ij,ij->j", self._V, GV) @ self._inv_eig)
 
     def unsupported_fraction(self, G: np.ndarray) -> float:
-        """``||W (I - P_A)||_F^2 / ||W||_F^2``: the share of W outside A's row space."""
+        """``||W (I - P_A)||_F^2 / ||W||_F^2``: the share of W outside A's row space.
+
+        Examples
+        --------
+        >>> from strategy_opt.workload import prefix
+        >>> Q = ErrorProfile(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))  # cell 2 never measured
+        >>> round(Q.unsupported_fraction(np.eye(3)), 4)  # identity:3: one of three unit queries
+        0.3333
+        """
         if self.full_rank or self._null.shape[1] == 0:
             return 0.0
         tr = float(np.trace(G))
@@ -553,6 +683,14 @@ class ErrorProfile:
 
         Returns ``(i, ||w_i (I - P_A)||^2 / ||w_i||^2)``; ``(-1, 0.0)`` when A has
         full column rank. Raises `InputError` when W has too many rows to enumerate.
+
+        Examples
+        --------
+        >>> from strategy_opt.workload import prefix
+        >>> Q = ErrorProfile(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))  # cell 2 never measured
+        >>> i, share = Q.unsupported_query(prefix(3))  # prefix [0, 2] has one of its 3 cells unmeasured
+        >>> i, round(share, 4)
+        (2, 0.3333)
         """
         if self.full_rank or self._null.shape[1] == 0:
             return -1, 0.0
@@ -574,6 +712,27 @@ class ErrorProfile:
         given the `workload` itself, each query is also tested on its own, so a
         query much smaller than the others cannot go unsupported unnoticed
         (skipped when W has too many rows to enumerate).
+
+        Parameters
+        ----------
+        G : ndarray, shape (n, n)
+            The workload's Gram matrix.
+        workload : Workload, optional
+            The workload, for the per-query test.
+
+        Returns
+        -------
+        str or None
+            The reason, for an error message.
+
+        Examples
+        --------
+        >>> from strategy_opt.workload import prefix
+        >>> Q = ErrorProfile(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))  # cell 2 never measured
+        >>> print(Q.support_gap(prefix(3).gram(), prefix(3)))  # cell 2 is in 1 of the 1 + 2 + 3 = 6 prefix entries
+        0.167 of ||W||_F^2 lies outside the strategy's numerical row space
+        >>> Q.support_gap(np.diag([1.0, 1.0, 0.0])) is None  # identity on cells 0 and 1 only
+        True
         """
         frac = self.unsupported_fraction(G)
         if frac > SUPPORT_RTOL:
@@ -593,6 +752,20 @@ class ErrorProfile:
 
         Returns the Gram matrix it formed (for `workload_trace`), or None: a
         strategy of full column rank supports every workload.
+
+        Parameters
+        ----------
+        workload : Workload
+        what : str
+            Names the strategy in the error message.
+
+        Examples
+        --------
+        >>> from strategy_opt.workload import prefix, total
+        >>> ErrorProfile(np.eye(3)).check_workload(prefix(3)) is None  # full rank: nothing to check
+        True
+        >>> ErrorProfile(np.ones((1, 3))).check_workload(total(3)).tolist()  # the total query is measured itself
+        [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
         """
         if self.full_rank:
             return None
@@ -601,14 +774,47 @@ class ErrorProfile:
         return G
 
     def check_support(self, G: np.ndarray, what: str = "strategy", workload: Workload | None = None, hint: str = ADD_ROWS) -> None:
-        """Raise `SupportError` unless A supports the workload with Gram G (the test of `support_gap`)."""
+        """Raise `SupportError` unless A supports the workload with Gram G (the test of `support_gap`).
+
+        Parameters
+        ----------
+        G : ndarray, shape (n, n)
+            The workload's Gram matrix.
+        what : str
+            Names the strategy in the message.
+        workload : Workload, optional
+            The workload, for the per-query test of `support_gap`.
+        hint : str
+            Ends the message: what to do about it.
+
+        Examples
+        --------
+        >>> ErrorProfile(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])).check_support(np.eye(3))
+        Traceback (most recent call last):
+        ...
+        strategy_opt.exceptions.SupportError: strategy does not support the workload (W A+ A != W: 0.333 of ||W||_F^2 ...
+        """
         gap = self.support_gap(G, workload)
         if gap is not None:
             raise SupportError(f"{what} does not support the workload (W A+ A != W: {gap}{_CUTOFF}); {hint}")
 
 
 def check_columns(A, workload: Workload) -> None:
-    """Refuse a strategy whose number of columns is not the workload's number of cells."""
+    """Refuse a strategy whose number of columns is not the workload's number of cells.
+
+    Parameters
+    ----------
+    A : matrix-like with a ``shape``
+    workload : Workload
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import prefix
+    >>> check_columns(np.eye(3), prefix(4))
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: strategy has 3 columns but the workload has 4 cells
+    """
     if A.shape[1] != workload.n:
         raise InputError(f"strategy has {A.shape[1]} columns but the workload has {workload.n} cells")
 
@@ -643,6 +849,30 @@ def check_kronecker_support(A, workload: Workload) -> KroneckerSupport | None:
     Factor by factor the check needs only the factors' small Gram matrices, so
     it covers product domains too large for the n x n check (and each factor
     supporting its factor workload makes the product support the product).
+
+    Parameters
+    ----------
+    A : KroneckerMatrix or other strategy
+        Anything but a `KroneckerMatrix` gives None.
+    workload : Workload
+        A Kronecker product, or a union of them, over A's factor domains.
+
+    Returns
+    -------
+    KroneckerSupport or None
+        The factors' `ErrorProfile` and the workload's terms, for `kronecker_query_variances`.
+
+    Raises
+    ------
+    SupportError
+        (an `InputError`) when a strategy factor does not support its factor workload.
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import kronecker, prefix
+    >>> s = check_kronecker_support(KroneckerMatrix([np.eye(2), np.eye(3)]), kronecker(prefix(2), prefix(3)))
+    >>> len(s.profiles), check_kronecker_support(np.eye(6), prefix(6))
+    (2, None)
     """
     kparts = _kron_parts(A, workload)
     if kparts is None:
@@ -663,6 +893,20 @@ def kronecker_query_variances(A, workload: Workload, support: KroneckerSupport |
     from the factors' small matrices alone. ``support`` is what
     `check_kronecker_support` returned, if the caller has it. None when A and
     the workload are not such products.
+
+    Parameters
+    ----------
+    A : KroneckerMatrix
+        The strategy (anything else gives None).
+    workload : Workload
+        A Kronecker product, or a union of them, over A's factor domains.
+    support : KroneckerSupport, optional
+        What `check_kronecker_support` returned for the same pair.
+
+    Returns
+    -------
+    ndarray, shape (m,) or None
+        Unit variances (no sensitivity factor).
 
     Examples
     --------
@@ -690,6 +934,21 @@ def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = Non
     The true value for every workload, ``inf`` when it exceeds float64 (all-predicate
     workloads past about 1000 cells: use `error_report`'s ``unit_total_squared_error_log10``);
     the arguments are those of `scaled_unit_error`, which it multiplies by ``exp(workload.log_scale)``.
+
+    Parameters
+    ----------
+    A : ndarray, sparse matrix, KroneckerMatrix or MarginalsMatrix, shape (p, n)
+        The strategy.
+    workload : Workload
+        The workload W.
+    p : {1, 2}
+        Sensitivity norm: 1 for epsilon-DP, 2 for (epsilon, delta)-DP.
+    profile : ErrorProfile, optional
+        ``ErrorProfile(A)`` if the caller has it.
+
+    Returns
+    -------
+    float
 
     Examples
     --------
@@ -733,6 +992,15 @@ def scaled_unit_error(A, workload: Workload, p: int, profile: ErrorProfile | Non
     ------
     InputError
         If A does not support W or the shapes do not match.
+
+    Examples
+    --------
+    all-predicate:4 keeps its Gram divided by ``exp(log_scale) = 4``: the identity's 32 (`unit_error`) is 8 here.
+
+    >>> from strategy_opt.workload import all_predicate
+    >>> W = all_predicate(4)
+    >>> round(math.exp(W.log_scale), 12), scaled_unit_error(np.eye(4), W, 1)
+    (4.0, 8.0)
     """
     A, workload = as_strategy_matrix(A), _check_workload(workload)
     check_columns(A, workload)
@@ -759,7 +1027,30 @@ def scaled_unit_error(A, workload: Workload, p: int, profile: ErrorProfile | Non
 
 
 def expected_total_error(A, workload: Workload, privacy) -> float:
-    """Expected total squared error ``E_p * c`` of answering W through A under ``privacy``."""
+    """Expected total squared error ``E_p * c`` of answering W through A under ``privacy``.
+
+    Parameters
+    ----------
+    A : ndarray, sparse matrix, KroneckerMatrix or MarginalsMatrix, shape (p, n)
+        The strategy.
+    workload : Workload
+        The workload W.
+    privacy : PureDP or ApproxDP
+        The notion and budget; ``c = privacy.noise_variance_factor()`` and ``p = privacy.p``.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    The identity on prefix:4 has ``E = 1 + 2 + 3 + 4 = 10``; Laplace noise at epsilon 1 has ``c = 2``:
+
+    >>> from strategy_opt.privacy import PureDP
+    >>> from strategy_opt.workload import prefix
+    >>> expected_total_error(np.eye(4), prefix(4), PureDP(1.0))
+    20.0
+    """
     check_privacy(privacy)
     return unit_error(A, workload, privacy.p) * privacy.noise_variance_factor()
 
@@ -769,6 +1060,32 @@ def per_query_variances(A, workload: Workload, p: int, noise_variance_factor: fl
 
     With the default ``noise_variance_factor = 1`` these are unit variances
     (they sum to `unit_error`).
+
+    Parameters
+    ----------
+    A : ndarray, sparse matrix, KroneckerMatrix or MarginalsMatrix, shape (p, n)
+        The strategy.
+    workload : Workload
+        The workload W.
+    p : {1, 2}
+        Sensitivity norm: 1 for epsilon-DP, 2 for (epsilon, delta)-DP.
+    noise_variance_factor : float
+        ``c = privacy.noise_variance_factor()`` for the variances of a release.
+
+    Returns
+    -------
+    ndarray, shape (m,)
+        In the workload's row order.
+
+    Examples
+    --------
+    Through the identity a prefix query's variance is its length:
+
+    >>> from strategy_opt.workload import prefix
+    >>> per_query_variances(np.eye(4), prefix(4), 1).tolist()
+    [1.0, 2.0, 3.0, 4.0]
+    >>> per_query_variances(np.eye(4), prefix(4), 1, noise_variance_factor=2.0).tolist()  # PureDP(1.0)
+    [2.0, 4.0, 6.0, 8.0]
     """
     A, workload = as_strategy_matrix(A), _check_workload(workload)
     check_columns(A, workload)
@@ -788,6 +1105,17 @@ def supports(A, workload: Workload) -> bool:
     The test of `ErrorProfile.check_support`: the share of ``||W||_F^2``
     outside A's row space, and each query's own share, so that one small
     query left unmeasured is noticed.
+
+    Parameters
+    ----------
+    A : ndarray, sparse matrix, KroneckerMatrix or MarginalsMatrix, shape (p, n)
+        The strategy.
+    workload : Workload
+        The workload W.
+
+    Returns
+    -------
+    bool
 
     Raises
     ------
@@ -831,7 +1159,15 @@ def _log_nuclear(workload: Workload) -> float:
 
 
 def log_svd_bound(workload: Workload) -> float:
-    """Natural log of the SVD bound, including ``workload.log_scale``; never overflows."""
+    """Natural log of the SVD bound, including ``workload.log_scale``; never overflows.
+
+    Examples
+    --------
+    >>> import math
+    >>> from strategy_opt.workload import identity
+    >>> log_svd_bound(identity(4)) == math.log(4.0)  # (1 + 1 + 1 + 1)^2 / 4
+    True
+    """
     workload = _check_workload(workload)
     return 2.0 * _log_nuclear(workload) + workload.log_scale - math.log(workload.n)
 
@@ -842,6 +1178,13 @@ def log_svd_bound_or_reason(workload: Workload) -> tuple[float, str | None]:
     A union of products whose factors do not commute, with more queries than `ROW_GRAM_MAX_QUERIES`
     (``all-range:256*total:256+total:256*all-range:256``), has no spectrum past the dense limit;
     its strategies are still built, analysed per factor and run, without the bound.
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import identity
+    >>> bound, why = log_svd_bound_or_reason(identity(4))
+    >>> round(math.exp(bound), 12), why
+    (4.0, None)
     """
     try:
         return log_svd_bound(workload), None
