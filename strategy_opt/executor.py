@@ -137,6 +137,18 @@ def resolve_sampler(sampler: str | None, rng) -> str:
     """The sampler to use: the one named, else ``simulate`` when ``rng`` is given and the vetted ``opendp`` otherwise.
 
     A seed with ``sampler='opendp'`` is refused: OpenDP's noise is not seedable, and the seed would be ignored.
+
+    Parameters
+    ----------
+    sampler : {'opendp', 'simulate'} or None
+        The sampler asked for.
+    rng : int, numpy Generator or None
+        The seed asked for.
+
+    Examples
+    --------
+    >>> resolve_sampler(None, None), resolve_sampler(None, 0)
+    ('opendp', 'simulate')
     """
     _check_rng(rng)
     if sampler is None:
@@ -243,7 +255,17 @@ def resolution_exponent(scale: float) -> int:
 
 
 def check_finite_answers(answers: np.ndarray) -> np.ndarray:
-    """The answers, or `InputError` if any is NaN or infinite (every `Release` checks its answers)."""
+    """The answers, or `InputError` if any is NaN or infinite (every `Release` checks its answers).
+
+    Examples
+    --------
+    >>> check_finite_answers([1.0, 2.0]).tolist()
+    [1.0, 2.0]
+    >>> check_finite_answers([1.0, np.inf])
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: the reconstructed answers overflow float64: the data counts or the noise are too large
+    """
     answers = np.asarray(answers, dtype=float)
     if not np.all(np.isfinite(answers)):
         raise InputError("the reconstructed answers overflow float64: the data counts or the noise are too large")
@@ -274,6 +296,15 @@ def measure(
     y : ndarray
     scale : float
         Laplace scale or Gaussian sigma.
+
+    Examples
+    --------
+    The identity on two cells has L1 sensitivity 1: Laplace scale ``1 / 0.5 = 2``.
+
+    >>> from strategy_opt.privacy import PureDP
+    >>> y, scale = measure(np.eye(2), [10.0, 20.0], PureDP(0.5), rng=0)
+    >>> y.shape, scale
+    ((2,), 2.0)
     """
     A = _as_operator_matrix(A)
     check_privacy(privacy)
@@ -478,6 +509,22 @@ def reconstruct(A, y: np.ndarray, estimator: str = "ls", workload: Workload | No
         (`EIG_RTOL`: singular values below ``1e-5`` of the largest count as
         zero); a strategy kept as its Kronecker factors is inverted factor by
         factor with the same cutoff. Past `MAX_DENSE_N` cells ``ls`` is LSMR.
+
+    Returns
+    -------
+    ndarray (n,)
+        The estimated histogram.
+
+    Examples
+    --------
+    Cells measured alone and as their sum, the sum answered 1 too high: least
+    squares spreads the inconsistency, ``(A^T A)^{-1} A^T y = [10, 13] / 3``.
+
+    >>> A = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    >>> reconstruct(A, np.array([3.0, 4.0, 8.0])).round(4).tolist()
+    [3.3333, 4.3333]
+    >>> reconstruct(np.eye(2), np.array([-1.0, 5.0]), estimator="nnls").tolist()  # no negative counts
+    [0.0, 5.0]
     """
     A = _as_operator_matrix(A)
     y = _check_vector(y, A.shape[0], "noisy answers y", "the strategy's rows number")
@@ -516,6 +563,36 @@ def answer_intervals(A, workload: Workload, privacy: Privacy, answers: np.ndarra
 
     Returns ``(lower, upper)`` or ``(None, None)`` when the domain is too large
     for a dense error profile.
+
+    Parameters
+    ----------
+    A : strategy matrix (p x n)
+        The strategy that was measured.
+    workload : Workload
+        The queries answered.
+    privacy : PureDP or ApproxDP
+        The notion and budget of the measurement.
+    answers : ndarray (m,)
+        The workload answers reconstructed by least squares.
+    level : float
+        Coverage, strictly between 0 and 1 (default `CONFIDENCE`).
+    profile : ErrorProfile, optional
+        A's error profile, when already built.
+
+    Returns
+    -------
+    lower, upper : ndarray (m,) or None
+
+    Examples
+    --------
+    The identity at epsilon = 1 answers each cell with one Laplace(1) variable:
+    ``P(|noise| > t) = exp(-t)``, so the 95% half-width is ``ln 20 = 2.9957``.
+
+    >>> from strategy_opt.privacy import PureDP
+    >>> from strategy_opt.workload import identity
+    >>> lo, hi = answer_intervals(np.eye(2), identity(2), PureDP(1.0), np.array([10.0, 20.0]))
+    >>> lo.round(4).tolist(), hi.round(4).tolist()
+    ([7.0043, 17.0043], [12.9957, 22.9957])
     """
     if not (isinstance(level, (int, float, np.floating)) and not isinstance(level, bool) and 0.0 < level < 1.0):
         raise InputError(f"level must be a number strictly between 0 and 1 (0.95 for 95% intervals), got {level!r}")
@@ -664,6 +741,21 @@ def check_measured_cells(A, workload: Workload, cell_weights: np.ndarray | None 
     workload : Workload
     cell_weights : ndarray (n,), optional
         ``diag(W^T W)`` when already known.
+
+    Raises
+    ------
+    SupportError
+        When a queried cell is never measured.
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import from_matrix, prefix
+    >>> A = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])  # cell 2 never measured
+    >>> check_measured_cells(A, from_matrix([[1.0, 1.0, 0.0]]))  # nor queried: fine
+    >>> check_measured_cells(A, prefix(3))
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.SupportError: strategy does not support the workload: its column(s) 2 (1 in all) are zero, ...
     """
     col = np.asarray(abs(A).sum(axis=0)).ravel() if sp.issparse(A) else np.abs(np.asarray(A)).sum(axis=0)
     unmeasured = np.flatnonzero(col == 0)
@@ -686,7 +778,26 @@ def check_measured_cells(A, workload: Workload, cell_weights: np.ndarray | None 
 
 
 def as_real(v, what: str, items: str = "numbers") -> np.ndarray:
-    """``v`` as a float array of its own shape; `InputError` for sparse, non-numeric or complex values."""
+    """``v`` as a float array of its own shape; `InputError` for sparse, non-numeric or complex values.
+
+    Parameters
+    ----------
+    v : array_like
+        The values.
+    what : str
+        Names them in error messages (``"data"``).
+    items : str
+        What the entries are, for the messages.
+
+    Examples
+    --------
+    >>> as_real([[1, 2]], "data").tolist()
+    [[1.0, 2.0]]
+    >>> as_real([1j], "data")
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: data must be an array of real numbers, got complex entries
+    """
     if sp.issparse(v):
         raise InputError(f"{what} must be a dense array of {items}, got a scipy.sparse matrix (use .toarray())")
     if isinstance(v, (str, bytes)):
