@@ -38,6 +38,23 @@ def write_answers(path: str | os.PathLike, answers: np.ndarray, lower=None, uppe
         Provenance for the sidecar (workload, privacy, sampler, estimator, ...).
         The sidecar always records ``sha256`` (of the answer file),
         ``strategy_opt_version``, ``format_version``, ``created`` and ``m``.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = write_answers(Path(d) / "a.csv", np.array([10.0, 20.5]), [8.0, 18.0], [12.0, 23.0], {"workload": "identity:2"})
+    ...     print(p.read_text(), end="")
+    ...     print(sorted(f.name for f in Path(d).iterdir()))
+    query,answer,lower,upper
+    0,10.0,8.0,12.0
+    1,20.5,18.0,23.0
+    ['a.csv', 'a.csv.json']
     """
     path = Path(path)
     answers = np.asarray(answers, dtype=float)
@@ -59,6 +76,31 @@ def write_answer_file(path: str | os.PathLike, write, m: int, meta: dict | None 
     The sidecar holds ``meta`` (provenance) and always ``file``, ``sha256`` (of
     the answer file), ``m`` (answers), ``format_version``,
     ``strategy_opt_version`` and ``created``.
+
+    Parameters
+    ----------
+    path : path-like
+        ``.npy`` or ``.csv``; a ``.csv`` that is a strategy file (with strategy metadata beside it) is refused.
+    write : callable
+        ``write(fh)`` writes the file's bytes to the binary file object ``fh``.
+    m : int
+        Number of answers, recorded in the sidecar.
+    meta : dict, optional
+        Provenance for the sidecar.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = write_answer_file(Path(d) / "a.npy", lambda fh: np.save(fh, np.arange(3.0)), 3)
+    ...     answers, lower, upper, meta = read_answers(p)
+    >>> answers.tolist(), lower, meta["m"]
+    ([0.0, 1.0, 2.0], None, 3)
     """
     path = Path(path)
     if path.suffix.lower() not in (".npy", ".csv"):
@@ -85,12 +127,34 @@ def write_answer_file(path: str | os.PathLike, write, m: int, meta: dict | None 
 
 
 def csv_number(v: float) -> str:
-    """A CSV field for an answer: ``repr`` of the float (round-trips exactly), empty for NaN."""
+    """A CSV field for an answer: ``repr`` of the float (round-trips exactly), empty for NaN.
+
+    Examples
+    --------
+    >>> csv_number(0.1), csv_number(float("nan"))
+    ('0.1', '')
+    """
     return "" if math.isnan(v) else repr(float(v))
 
 
 def read_answers(path: str | os.PathLike, verify: bool = True):
     """Read an answer file written by `write_answers`, checking it against its sidecar.
+
+    Parameters
+    ----------
+    path : path-like
+        The ``.npy`` or ``.csv`` answer file.
+    verify : bool
+        Check the file's SHA-256 against the sidecar.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = write_answers(Path(d) / "a.csv", np.array([10.0, 20.5]), [8.0, 18.0], [12.0, 23.0], {"workload": "identity:2"})
+    ...     answers, lower, upper, meta = read_answers(p)
+    >>> answers.tolist(), upper.tolist(), meta["workload"], meta["m"]
+    ([10.0, 20.5], [12.0, 23.0], 'identity:2', 2)
 
     Returns
     -------

@@ -66,7 +66,27 @@ def _is_all_zero(workload: Workload) -> bool:
 
 
 def as_workload(workload) -> Workload:
-    """A `Workload` from a Workload, a SPEC string, or a matrix, whose squared entries fit float64 (`check_entry_scale`)."""
+    """A `Workload` from a Workload, a SPEC string, or a matrix, whose squared entries fit float64 (`check_entry_scale`).
+
+    Parameters
+    ----------
+    workload : Workload, str or array_like
+        A workload object (returned as is), a SPEC string, or a dense or sparse matrix.
+
+    Returns
+    -------
+    Workload
+
+    Raises
+    ------
+    InputError
+        A SPEC that does not parse, a value that is no matrix, or entries whose squares leave float64.
+
+    Examples
+    --------
+    >>> as_workload("prefix:4").spec, as_workload([[1.0, 1.0]]).shape
+    ('prefix:4', (1, 2))
+    """
     if isinstance(workload, str):
         workload = parse_spec(workload)
     elif not isinstance(workload, Workload):
@@ -285,6 +305,24 @@ def checked_hand_written(strategy: Strategy, where) -> Strategy:
     strategy : Strategy
     where : str
         Starts every error message (e.g. ``"cannot write s.npz"``).
+
+    Returns
+    -------
+    Strategy
+        The same matrix; metadata completed (error and SVD bound when the privacy
+        notion is recorded) and marked.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> s = Strategy(np.eye(2), {"workload": "identity:2", "privacy": "approx", "unit_total_squared_error": 2.0})
+    >>> meta = checked_hand_written(s, "cannot write s.npz").meta  # E = trace(I) = 2: true
+    >>> meta["lower_bound"], meta["metadata_origin"], meta["unchecked_fields"]
+    (2.0, 'hand-written', [])
+    >>> checked_hand_written(Strategy(np.eye(2), {"workload": "identity:3"}), "cannot write s.npz")
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: cannot write s.npz: metadata records workload 'identity:3', but it has 3 cells and the matrix 2 columns
     """
     meta = dict(strategy.meta)
     claims = {k: meta[k] for k in ("unit_total_squared_error", "lower_bound") if meta.get(k) is not None}

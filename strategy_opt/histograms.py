@@ -39,6 +39,20 @@ def read_histogram(path: str | os.PathLike, n: int | None = None, domain=None, s
         takes an array of any shape of n cells (`strategy_opt.workload.stated_domain`).
     sized_by : str
         What fixes ``n`` and ``domain``, for the messages (``online``: the query stream).
+
+    Returns
+    -------
+    ndarray (n,)
+        The counts as floats, flattened in C order.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     f = Path(d) / "x.csv"
+    ...     _ = f.write_text("1\\n2\\n3\\n")
+    ...     read_histogram(f, n=3)
+    array([1., 2., 3.])
     """
     path = Path(path).expanduser()  # '~' as a shell would (a quoted flag, a problem file)
     if not path.is_file():
@@ -184,6 +198,15 @@ def histogram_from_records(path: str | os.PathLike, columns: list[str], bins: li
     Returns the counts as an array with one axis per column, in the order of
     ``columns`` (flattened in C order, the cells of a ``SPEC*SPEC`` workload
     whose attributes come in that order).
+
+    Parameters
+    ----------
+    path : path-like
+        The CSV file of records, with a header.
+    columns : list of str
+        The columns to count over, one axis each.
+    bins : list of str
+        ``LO:HI[:WIDTH]`` for each column.
 
     Examples
     --------

@@ -183,7 +183,13 @@ def _load_entry_points():
 
 
 def objectives() -> dict[str, Objective]:
-    """All registered objectives (built-ins, entry points, API registrations)."""
+    """All registered objectives (built-ins, entry points, API registrations).
+
+    Examples
+    --------
+    >>> sorted(objectives())[:4]
+    ['max', 'relative', 'total', 'weighted']
+    """
     if "total" not in _OBJECTIVES:
         _builtin()
     _load_entry_points()
@@ -191,7 +197,17 @@ def objectives() -> dict[str, Objective]:
 
 
 def get_objective(name: str) -> Objective:
-    """Look up an objective by name; `InputError` listing the choices if unknown."""
+    """Look up an objective by name; `InputError` listing the choices if unknown.
+
+    Examples
+    --------
+    >>> get_objective("total").value(np.array([1.0, 2.0]), None)  # sum of the variances
+    3.0
+    >>> get_objective("sum")
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: unknown objective 'sum'; available: ...
+    """
     if not isinstance(name, str):
         raise InputError(f"objective must be a name (a string), got {name!r}")
     table = objectives()
@@ -202,6 +218,21 @@ def get_objective(name: str) -> Objective:
 
 def evaluate(obj: Objective, u: np.ndarray, weights=None, where: str = "the strategy's per-query variances") -> float:
     """``obj.value(u, weights)`` as a float; `InputError` naming ``where`` when a (user's) objective fails there or gives NaN.
+
+    Parameters
+    ----------
+    obj : Objective
+        The objective.
+    u : ndarray (m,)
+        Per-query variances.
+    weights : ndarray (m,), optional
+        Query weights, for the objectives that take them.
+    where : str
+        What ``u`` is, for the message.
+
+    Returns
+    -------
+    float
 
     Examples
     --------

@@ -56,7 +56,23 @@ class MethodInfo:
     options: frozenset | None = None
 
     def check(self, objective: str, options) -> None:
-        """`InputError` if the method does not minimise ``objective`` or does not know an option."""
+        """`InputError` if the method does not minimise ``objective`` or does not know an option.
+
+        Parameters
+        ----------
+        objective : str
+            The objective asked for.
+        options : iterable of str
+            The option names given.
+
+        Examples
+        --------
+        >>> get_method("identity").check("total", {})  # passes silently
+        >>> get_method("identity").check("max", {})
+        Traceback (most recent call last):
+        ...
+        strategy_opt.exceptions.InputError: method 'identity' minimises the total objective, not 'max'; methods for 'max': ...
+        """
         if self.objectives is not None and objective not in self.objectives:
             able = sorted(m.name for m in methods().values() if m.objectives is None or objective in m.objectives)
             raise InputError(
@@ -179,6 +195,36 @@ def register_release(name: str, *, privacy=("pure",), source: str = "", summary:
     a SPEC string or a matrix, as `strategy_opt.executor.run` does, and refuses
     a privacy that is not a `strategy_opt.privacy.Privacy` object with an
     `InputError`; ``func`` itself always receives a `Workload`.
+
+    Parameters
+    ----------
+    name : str
+        The release's name (``run(..., method=name)``).
+    privacy : str or sequence of str
+        The notions it supports, among ``"pure"`` and ``"approx"``.
+    source, summary : str
+        What it implements and a one-line description.
+
+    Returns
+    -------
+    callable
+        The decorator; it returns the checking wrapper of ``func``.
+
+    Examples
+    --------
+    A (non-private) toy release that returns the workload's exact answers:
+
+    >>> @register_release("example-exact", summary="exact answers (no noise, not private)")
+    ... def exact(x, workload, privacy, rng=None):
+    ...     return workload.matvec(x)
+    >>> from strategy_opt.privacy import PureDP
+    >>> exact([1.0, 2.0, 3.0], "prefix:3", PureDP(1.0)).tolist()  # a SPEC becomes a Workload
+    [1.0, 3.0, 6.0]
+    >>> exact([1.0, 2.0, 3.0], "prefix:3", "pure")
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: privacy must be PureDP(epsilon) or ApproxDP(epsilon, delta), got 'pure'
+    >>> _ = _RELEASES.pop("example-exact")  # (unregistered again)
     """
     notions = privacy
 
@@ -200,13 +246,28 @@ def register_subcommand(func: Callable) -> Callable:
 
     ``common`` is the parent parser holding the options every sub-command takes
     (``-q``/``-v``); pass it as ``parents=[common]`` to ``subparsers.add_parser``.
+
+    Examples
+    --------
+    >>> @register_subcommand
+    ... def add_hello(subparsers, common):
+    ...     subparsers.add_parser("hello", parents=[common], help="say hello")
+    >>> add_hello in subcommands()
+    True
+    >>> _SUBCOMMANDS.remove(add_hello)  # (unregistered again)
     """
     _SUBCOMMANDS.append(func)
     return func
 
 
 def subcommands() -> list[Callable]:
-    """Registered extra CLI sub-command builders."""
+    """Registered extra CLI sub-command builders.
+
+    Examples
+    --------
+    >>> all(callable(f) for f in subcommands())
+    True
+    """
     _load()
     return list(_SUBCOMMANDS)
 
@@ -216,19 +277,38 @@ def _load():
 
 
 def methods() -> dict[str, MethodInfo]:
-    """All strategy methods, by name."""
+    """All strategy methods, by name.
+
+    Examples
+    --------
+    >>> {"identity", "hierarchical", "wavelet", "minerror-l2"} <= set(methods())
+    True
+    """
     _load()
     return dict(_METHODS)
 
 
 def releases() -> dict[str, MethodInfo]:
-    """All data-dependent release methods, by name."""
+    """All data-dependent release methods, by name.
+
+    Examples
+    --------
+    >>> sorted(releases())
+    ['dawa', 'mwem']
+    """
     _load()
     return dict(_RELEASES)
 
 
 def get_method(name: str) -> MethodInfo:
-    """Look up a strategy method; `InputError` listing the choices if unknown."""
+    """Look up a strategy method; `InputError` listing the choices if unknown.
+
+    Examples
+    --------
+    >>> info = get_method("identity")
+    >>> info.summary, info.privacy
+    ('ask every cell once (A = I)', ('pure', 'approx'))
+    """
     table = methods()
     if name not in table:
         raise InputError(f"unknown method {name!r}; available: {', '.join(sorted(table))}")
@@ -236,7 +316,13 @@ def get_method(name: str) -> MethodInfo:
 
 
 def get_release(name: str) -> MethodInfo:
-    """Look up a release method (data-dependent methods and every strategy method)."""
+    """Look up a release method (data-dependent methods and every strategy method).
+
+    Examples
+    --------
+    >>> get_release("mwem").privacy, get_release("identity").name  # a strategy method is also a release
+    (('pure',), 'identity')
+    """
     table = releases()
     if name in table:
         return table[name]

@@ -89,6 +89,13 @@ class Strategy:
         ``missing`` names the absent metadata of a strategy that has none (a
         ``.csv`` reader says which ``.json`` is missing). A bare matrix converted
         by ``export`` carries hashes but no provenance, and is unverified too.
+
+        Examples
+        --------
+        >>> Strategy(np.eye(2), {"workload": "identity:2"}).unverified() is None
+        True
+        >>> Strategy(np.eye(2)).unverified()
+        'no metadata: the strategy is not verified (no hashes, recorded workload or privacy)'
         """
         if self.meta.get("workload") or self.meta.get("privacy"):
             return None
@@ -98,28 +105,64 @@ class Strategy:
 
     @property
     def shape(self) -> tuple[int, int]:
-        """``(p, n)``: number of strategy queries and of cells."""
+        """``(p, n)``: number of strategy queries and of cells.
+
+        Examples
+        --------
+        >>> Strategy(np.ones((1, 3))).shape
+        (1, 3)
+        """
         return tuple(int(s) for s in self.matrix.shape)
 
     def sensitivity(self, p: int) -> float:
-        """Largest column p-norm of A."""
+        """Largest column p-norm of A.
+
+        Parameters
+        ----------
+        p : {1, 2}
+            1 for epsilon-DP, 2 for (epsilon, delta)-DP.
+
+        Examples
+        --------
+        >>> s = Strategy(np.array([[1.0, 1.0], [0.0, 2.0]]))
+        >>> s.sensitivity(1), round(s.sensitivity(2) ** 2, 12)  # column 2: |1| + |2|, 1^2 + 2^2
+        (3.0, 5.0)
+        """
         return sensitivity(self.matrix, p)
 
     def sparse(self) -> sp.csr_matrix:
-        """A as a sparse CSR matrix."""
+        """A as a sparse CSR matrix.
+
+        Examples
+        --------
+        >>> Strategy(np.array([[1.0, 1.0], [0.0, 2.0]])).sparse().nnz
+        3
+        """
         if isinstance(self.matrix, STRUCTURED):
             return self.matrix.tocsr()
         return sp.csr_matrix(self.matrix)
 
     def dense(self) -> np.ndarray:
-        """A as a dense array: the stored array itself (not a copy) when A is stored dense."""
+        """A as a dense array: the stored array itself (not a copy) when A is stored dense.
+
+        Examples
+        --------
+        >>> Strategy(sp.identity(2, format="csr")).dense().tolist()
+        [[1.0, 0.0], [0.0, 1.0]]
+        """
         if isinstance(self.matrix, np.ndarray):
             return self.matrix
         return self.sparse().toarray()
 
     @property
     def is_sparse(self) -> bool:
-        """Whether A is stored sparse (or as Kronecker factors)."""
+        """Whether A is stored sparse (or as Kronecker factors).
+
+        Examples
+        --------
+        >>> Strategy(np.eye(2)).is_sparse, Strategy(sp.identity(2, format="csr")).is_sparse
+        (False, True)
+        """
         return not isinstance(self.matrix, np.ndarray)
 
     def __repr__(self) -> str:
