@@ -84,7 +84,15 @@ class DawaResult:
 
     @property
     def buckets(self) -> int:
-        """Number of buckets k."""
+        """Number of buckets k.
+
+        Examples
+        --------
+        >>> from strategy_opt.workload import prefix
+        >>> r = dawa_estimate(np.array([5.0, 5.0, 0.0, 9.0]), prefix(4), 1.0, rng=0)
+        >>> r.buckets == r.edges.size - 1
+        True
+        """
         return int(self.edges.size - 1)
 
 
@@ -242,6 +250,16 @@ def dawa(x, workload: Workload, privacy: Privacy, *, rng=None, sampler: str | No
 
     Options: ``rho``, ``branching``, ``all_intervals``, ``noise`` (see `dawa_estimate`).
     No confidence intervals: the error includes the partition's bias.
+
+    Examples
+    --------
+    At an epsilon so large that the noise vanishes, the answers are the true prefix sums:
+
+    >>> from strategy_opt.privacy import PureDP
+    >>> x = np.array([10.0, 10.0, 10.0, 10.0, 0.0, 0.0, 0.0, 50.0])
+    >>> r = dawa(x, "prefix:8", PureDP(1e6), rng=0)
+    >>> r.answers.round(3).tolist(), r.facts["epsilon_partition"]  # rho = 0.25 of epsilon
+    ([10.0, 20.0, 30.0, 40.0, 40.0, 40.0, 40.0, 90.0], 250000.0)
     """
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
@@ -291,7 +309,23 @@ def rectangle_workload(shape, lo, hi, spec: str = "rectangles") -> ExplicitWorkl
 
 
 def random_rectangles(shape, m: int, seed: int = 0) -> ExplicitWorkload:
-    """m random rectangles: per axis two uniform cells, sorted (the 2-D analogue of ``random-range``)."""
+    """m random rectangles: per axis two uniform cells, sorted (the 2-D analogue of ``random-range``).
+
+    Parameters
+    ----------
+    shape : (int, int)
+        The grid.
+    m : int
+        Number of rectangles.
+    seed : int
+        Seed of ``numpy.random.default_rng``.
+
+    Examples
+    --------
+    >>> W = random_rectangles((4, 4), 3, seed=0)
+    >>> W.shape, W.domain, W.spec
+    ((3, 16), (4, 4), 'random-rectangles:4x4:3:0')
+    """
     n1, n2 = (int(d) for d in shape)
     rng = np.random.default_rng(seed)
     a = np.sort(rng.integers(0, n1, size=(m, 2)), axis=1)

@@ -225,7 +225,39 @@ def _mwem(x: np.ndarray, workload: Workload, epsilon: float, rng, sampler: str |
     summary="multiplicative weights + report-noisy-max selection (options rounds=T (10), sweeps=10)",
 )
 def mwem(x, workload: Workload, privacy: Privacy, *, rng=None, sampler: str | None = None, **options) -> Release:
-    """MWEM release: answers from the final multiplicative-weights estimate. Options ``rounds``, ``sweeps``."""
+    """MWEM release: answers from the final multiplicative-weights estimate. Options ``rounds``, ``sweeps``.
+
+    Parameters
+    ----------
+    x : array_like (n,)
+        The histogram.
+    workload : Workload, str or array_like
+        The queries (a SPEC or a matrix is converted by the registry's wrapper).
+    privacy : PureDP
+        The budget, split over the rounds.
+    rng : int or numpy Generator, optional
+        Seed of the ``simulate`` sampler.
+    sampler : {'opendp', 'simulate'}, optional
+        As in `strategy_opt.executor.measure`.
+    **options
+        ``rounds`` (`DEFAULT_ROUNDS`), ``sweeps`` (`DEFAULT_SWEEPS`).
+
+    Returns
+    -------
+    Release
+        No confidence intervals.
+
+    Examples
+    --------
+    The estimate's total is the noisy count N, measured with ``eps / (2T + 1)``
+    (here 1e6 / 9): at an epsilon this large the last prefix (the total) is the true 90:
+
+    >>> from strategy_opt.privacy import PureDP
+    >>> x = np.array([10.0, 10.0, 10.0, 10.0, 0.0, 0.0, 0.0, 50.0])
+    >>> r = mwem(x, "prefix:8", PureDP(1e6), rng=0, rounds=4)
+    >>> r.answers.shape, round(float(r.answers[-1]), 3), r.facts["epsilon_total_count"] == 1e6 / 9
+    ((8,), 90.0, True)
+    """
     unknown = sorted(set(options) - {"rounds", "sweeps"})
     if unknown:
         raise InputError(f"unknown MWEM option(s) {', '.join(unknown)}; available: rounds, sweeps")
