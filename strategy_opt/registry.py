@@ -261,7 +261,8 @@ def register_subcommand(func: Callable) -> Callable:
 
 
 def subcommands() -> list[Callable]:
-    """Registered extra CLI sub-command builders.
+    """Registered extra CLI sub-command builders (those registered so far: the command line's own,
+    such as ``online``, register when `strategy_opt.cli` is imported).
 
     Examples
     --------
