@@ -309,6 +309,15 @@ def fused_budget(v: np.ndarray, s_q: float, half_width: float, confidence: float
     return best
 
 
+def _with_room(rows: np.ndarray, k: int) -> np.ndarray:
+    """``rows`` with room for row k: its first k rows in a buffer twice as tall when it is full."""
+    if k < rows.shape[0]:
+        return rows
+    grown = np.zeros((max(16, 2 * rows.shape[0]), rows.shape[1]))
+    grown[:k] = rows[:k]
+    return grown
+
+
 def _orthonormal_residual(v: np.ndarray, basis: list[np.ndarray]) -> np.ndarray:
     r = v.copy()
     if basis:
@@ -566,7 +575,10 @@ class OnlineAnswerer:
         self._rng = np.random.default_rng(rng) if sampler == "simulate" else None  # OpenDP draws its own noise
         self.n = x.size
         self._shape = np.shape(data)  # a query may come in the data's own (domain) shape
-        self._H = np.zeros((0, self.n))
+        self._H = np.zeros((0, self.n))  # a view of the first rows of _rows (grown by doubling, not copied per answer)
+        self._rows = np.zeros((0, self.n))
+        self._basis = np.zeros((0, self.n))  # orthonormal basis of the history's row space, first _rank rows valid
+        self._rank = 0
         self._y = np.zeros(0)
         self._alpha = np.zeros(0)
         self._sens = np.zeros(0)
@@ -611,7 +623,16 @@ class OnlineAnswerer:
         return self.cell_costs + alpha * np.abs(q) / np.abs(q).max()
 
     def _append(self, q: np.ndarray, answer: float, alpha: float, costs: np.ndarray) -> None:
-        self._H = np.vstack([self._H, q])
+        k = self._H.shape[0]
+        self._rows = _with_room(self._rows, k)
+        self._rows[k] = q
+        self._H = self._rows[: k + 1]
+        r = self._span_residual(q)
+        nr = float(np.linalg.norm(r))
+        if nr > _SPAN_RTOL * float(np.linalg.norm(q)):
+            self._basis = _with_room(self._basis, self._rank)
+            self._basis[self._rank] = r / nr
+            self._rank += 1
         self._y = np.append(self._y, answer)
         self._alpha = np.append(self._alpha, alpha)
         self._sens = np.append(self._sens, np.abs(q).max())
@@ -664,13 +685,20 @@ class OnlineAnswerer:
         self.cell_costs = costs
 
     # ------------------------------------------------------------------ inference
+    def _span_residual(self, v: np.ndarray) -> np.ndarray:
+        """v minus its projection on the history's row space (Gram-Schmidt twice against the kept basis)."""
+        B = self._basis[: self._rank]
+        r = v.copy()
+        for _ in range(2):
+            r -= B.T @ (B @ r)
+        return r
+
     def _representable(self, q: np.ndarray) -> bool:
-        if self._H.shape[0] == 0 or np.any(q[~self._touched]):
+        # O(rank n) against the basis kept as the history grows: a least-squares solve over the whole
+        # history per query made a stream of k queries cost O(k^3 n) (1000 queries on 4096 cells: 128 s)
+        if self._rank == 0 or np.any(q[~self._touched]):
             return False
-        cols = self._touched
-        Ha = self._H[:, cols]
-        t = np.linalg.lstsq(Ha.T, q[cols], rcond=None)[0]
-        return float(np.linalg.norm(Ha.T @ t - q[cols])) <= _SPAN_RTOL * float(np.linalg.norm(q))
+        return float(np.linalg.norm(self._span_residual(q))) <= _SPAN_RTOL * float(np.linalg.norm(q))
 
     def _scales(self) -> np.ndarray:
         return self._sens / self._alpha

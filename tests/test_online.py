@@ -469,3 +469,26 @@ def test_a_released_strategy_is_recorded_at_the_laplace_scale_it_was_drawn_at():
     _, y, _ = ans.history
     noise = np.random.default_rng(0).laplace(0.0, 8.0, 4)  # the seeded draw itself
     np.testing.assert_allclose(y, np.diag([1.0, 2.0, 3.0, 4.0]) @ x + noise, rtol=1e-12)
+
+
+def test_history_span_test_agrees_with_least_squares():
+    # the row-space test runs against a basis kept as the history grows (a least-squares solve over the whole
+    # history per query made streams cubic in their length); decisions checked against numpy's lstsq
+    rng = np.random.default_rng(4)
+    n = 12
+    ans = OnlineAnswerer(np.arange(n, dtype=float), budget=1e6, inference="wls", rng=0)
+    rows = []
+    for k in range(20):
+        row = rng.integers(-2, 3, n).astype(float) * (rng.random(n) < 0.4)
+        if k % 3 == 2 and len(rows) >= 2:
+            row = rows[-1] - 2.0 * rows[-2]  # dependent rows do not grow the basis
+        if not row.any():
+            continue
+        ans.record(row, float(row @ np.arange(n)), 1.0)
+        rows.append(row)
+        H = np.array(rows)
+        for _ in range(5):
+            q = rng.standard_normal(len(rows)) @ H if rng.random() < 0.5 else rng.standard_normal(n)
+            t = np.linalg.lstsq(H.T, q, rcond=None)[0]
+            inside = np.linalg.norm(H.T @ t - q) <= 1e-9 * np.linalg.norm(q)
+            assert (ans.estimate(q, 0.9) is not None) == inside
