@@ -259,7 +259,7 @@ def register(subparsers, common) -> None:
     )
     p.add_argument("--data", required=True, help="histogram: .npy (a vector, or an array of the query domain's shape, flattened C-order) or .csv (one count per line)")
     p.add_argument("--queries", required=True, metavar="SPEC|FILE", help="query stream, one query per row: workload SPEC or matrix file (.npy .npz .mtx .csv)")
-    p.add_argument("--budget", required=True, type=_float, help="overall privacy budget (pure epsilon-DP)")
+    p.add_argument("--budget", required=True, type=_float, help="overall privacy budget (pure epsilon-DP) of this invocation: nothing is kept between runs, so two runs on the same data spend twice it")
     p.add_argument("--half-width", type=_float, help="required interval half-width (count units) for every query")
     p.add_argument("--confidence", type=_float, help="required probability that the interval holds the true answer (default 0.95; with --half-width only)")
     p.add_argument("--requirements", metavar="REQ.csv", help="per-query requirements: CSV with header half_width,confidence, one row per query")

@@ -27,6 +27,7 @@ directory as usual.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import tomllib
@@ -39,6 +40,8 @@ from .exceptions import InputError, OptionError
 from .solvers import SolverProfile, check_solver_cones, check_solver_options, load_profile
 from .spec import file_spec, parse_spec
 from .workload import Workload
+
+log = logging.getLogger("strategy_opt")
 
 __all__ = ["Problem", "is_number", "is_integer", "is_seed", "absolute_file_paths", "load_problem", "list_problems", "problem_dir"]
 
@@ -226,6 +229,8 @@ def read_problem_file(path: str | Path) -> dict:
         if named is None:
             what = f"problem file {path} is a directory" if p.is_dir() else f"problem file not found: {path}"
             raise InputError(f"{what} (bundled problems: {', '.join(list_problems())})")
+        if str(path) != p.stem:  # a path, not a bare name: say which file is read
+            log.info("%s is not a file here; reading the bundled problem %r (%s)", path, named.stem, named)
         p = named
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8-sig"))  # a byte-order mark is not TOML, but editors write one

@@ -102,6 +102,9 @@ def test_a_bundled_problem_path_works_from_any_directory(tmp_path, monkeypatch, 
     assert cli("-q", "solve", "problems/quickstart.toml", "--method", "identity", "--json") == 0
     assert '"workload": "all-range:256"' in capsys.readouterr().out
     assert cli("-q", "solve", "problems/no_such_problem.toml") == 2
+    # without -q it says which file it read: a user who meant a problems/ folder of their own is told
+    assert cli("solve", "problems/quickstart.toml", "--method", "identity", "--json") == 0
+    assert "problems/quickstart.toml is not a file here; reading the bundled problem 'quickstart'" in capsys.readouterr().err
 
 
 def test_a_problem_file_can_come_through_a_pipe(tmp_path):
