@@ -451,7 +451,10 @@ def _hybrid(workload: Workload, x_ls: np.ndarray) -> np.ndarray:
         G = workload.gram()
         d = np.sqrt(np.diag(G))
         d[d == 0] = 1.0
-        R = gram_factor(G / np.outer(d, d), rtol=max(n, 16) * np.finfo(float).eps).T
+        Gs = G / d[:, None]  # one n x n copy (G may be the workload's cached, read-only Gram)
+        Gs /= d[None, :]
+        R = gram_factor(Gs, rtol=max(n, 16) * np.finfo(float).eps).T
+        del Gs
         return _nonneg_ls(R, R @ (d * x_ls), reduced=True) / d
     if _product_cost(workload) <= n * n:
         def gram_times(d):
