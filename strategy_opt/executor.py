@@ -450,12 +450,16 @@ def _hybrid(workload: Workload, x_ls: np.ndarray) -> np.ndarray:
         # W^T W itself dropped, leaving that query's answer at 0
         G = workload.gram()
         d = np.sqrt(np.diag(G))
-        d[d == 0] = 1.0
-        Gs = G / d[:, None]  # one n x n copy (G may be the workload's cached, read-only Gram)
+        read = np.flatnonzero(d > 0)  # cells no query reads get 0: a rounding-level column of theirs in R took
+        d = d[read]  # NNLS's active set with a coefficient of 1e17 and spoiled the fit of the others
+        Gs = G[np.ix_(read, read)]  # one copy (G may be the workload's cached, read-only Gram)
+        Gs /= d[:, None]
         Gs /= d[None, :]
-        R = gram_factor(Gs, rtol=max(n, 16) * np.finfo(float).eps).T
+        R = gram_factor(Gs, rtol=max(read.size, 16) * np.finfo(float).eps).T
         del Gs
-        return _nonneg_ls(R, R @ (d * x_ls), reduced=True) / d
+        x = np.zeros(n)
+        x[read] = _nonneg_ls(R, R @ (d * x_ls[read]), reduced=True) / d
+        return x
     if _product_cost(workload) <= n * n:
         def gram_times(d):
             return workload.rmatvec(workload.matvec(d))
