@@ -17,6 +17,10 @@ MAX_MATRIX_ENTRIES = 50_000_000
 
 #: Largest domain size n for which an n x n dense Gram matrix is formed.
 MAX_DENSE_N = 20_000
+
+#: Largest dense symmetric eigenvalue problem solved for the Gram spectrum (the SVD bound): min(m, n).
+#: One LAPACK call, not interruptible: about 1 min at 8192 on one thread of these machines, ~10 min at 20000.
+EIGVALS_MAX_DIM = 8192
 #: Methods whose strategy has a diagonal A^T A (no row touches two cells): solved, analysed and
 #: run on flat domains of any size, with no n x n matrix (`strategy_opt.error.diagonal_inverse`).
 DIAGONAL_METHODS = frozenset({"identity"})

@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-from .defaults import MAX_CELLS, MAX_DENSE_N, MAX_FLOAT_SQUARED, MAX_MATRIX_ENTRIES, SUPPORT_PROBE_MAX_QUERIES, TINY_GRAM
+from .defaults import EIGVALS_MAX_DIM, MAX_CELLS, MAX_DENSE_N, MAX_FLOAT_SQUARED, MAX_MATRIX_ENTRIES, SUPPORT_PROBE_MAX_QUERIES, TINY_GRAM
 from .exceptions import InputError
 from .resources import format_bytes, require_memory
 
@@ -323,6 +323,12 @@ class Workload(ABC):
         >>> total(3).gram_eigvals().round(12).tolist()  # the all-ones Gram J: n once, then zeros
         [0.0, 0.0, 3.0]
         """
+        dim = min(self.m, self.n)
+        if dim > EIGVALS_MAX_DIM:  # memory may allow it, but the solve takes many minutes in one LAPACK call
+            raise InputError(
+                f"the Gram eigenvalues of workload {self.spec!r} need a dense {dim}x{dim} symmetric eigenvalue problem "
+                f"(more than {EIGVALS_MAX_DIM}: tens of minutes, uninterruptible); not computed"
+            )
         if self.m < self.n:
             C = self._row_gram()
             if C is not None:

@@ -424,3 +424,17 @@ def test_an_ill_conditioned_strategy_answers_queries_by_triangular_solves():
     profile = ErrorProfile(A)
     np.testing.assert_allclose(profile.query_variances(from_matrix(W)), per_query, rtol=1e-10)
     assert profile.workload_trace(from_matrix(W)) == pytest.approx(per_query.sum(), rel=1e-10)
+
+
+def test_the_svd_bound_is_skipped_past_the_eigenvalue_size_limit():
+    # 20000 ranges over 65536 cells: the bound's 20000 x 20000 eigenproblem fit in memory (12.8 GB) and kept an
+    # identity solve in one uninterruptible LAPACK call for 9 minutes; it is now skipped with its reason
+    from strategy_opt.error import log_svd_bound_or_reason
+    from strategy_opt.spec import parse_spec
+
+    W = parse_spec("random-range:65536:9000:1")
+    with pytest.raises(InputError, match=r"dense 9000x9000 symmetric eigenvalue problem"):
+        W.gram_eigvals()
+    bound, why = log_svd_bound_or_reason(W)
+    assert bound == -math.inf and "9000x9000" in why
+    assert parse_spec("random-range:65536:100:1").gram_eigvals().size == 65536  # few queries: from W W^T, as before
