@@ -350,3 +350,17 @@ def test_release_of_a_large_file_workload_needs_no_dense_matrices(tmp_path):
             np.testing.assert_allclose(np.load(out), W @ x.ravel(), rtol=1e-9)
         else:
             assert np.load(out).shape == (300,)
+
+
+def test_a_workload_greedy_h_cannot_map_is_refused_before_stage_1(monkeypatch):
+    # prefix:65536 has 2e9 non-zeros: greedy-h maps it through its 65536 x 65536 Gram, which is refused;
+    # that refusal came after stage 1 had drawn its noise (6.8 s, 32095 buckets)
+    import strategy_opt.programs.dawa as dawa_module
+    from strategy_opt.spec import parse_spec
+
+    def no_stage_1(*args, **kwargs):
+        raise AssertionError("stage 1 ran")
+
+    monkeypatch.setattr(dawa_module, "private_partition", no_stage_1)
+    with pytest.raises(InputError, match=r"greedy-h maps the workload onto buckets.*65536x65536"):
+        dawa_module.dawa_estimate(np.ones(65536), parse_spec("prefix:65536"), 0.1, rng=0)

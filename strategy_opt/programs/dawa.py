@@ -150,6 +150,7 @@ def dawa_estimate(
     if noise not in NOISE_RULES:
         raise InputError(f"unknown stage-1 noise rule {noise!r}; use one of {', '.join(NOISE_RULES)}")
     epsilon = PureDP(epsilon).epsilon  # validated as every privacy setting is
+    MappedWorkload.check(workload)  # stage 2's mapping must be possible before stage 1 draws noise
     sampler = resolve_sampler(sampler, rng)
     order = domain_order(workload.domain)
     gen = np.random.default_rng(rng) if sampler == "simulate" else None  # OpenDP draws its own noise

@@ -57,7 +57,7 @@ from ..partition import hilbert_order
 from ..problem import Problem
 from ..registry import register_method
 from ..resources import format_bytes, require_memory
-from ..workload import ExplicitWorkload, IntervalWorkload, Kronecker, Union, Workload
+from ..workload import ExplicitWorkload, IntervalWorkload, Kronecker, Union, Workload, _require_dense
 
 __all__ = ["MappedWorkload", "Hierarchy", "build_hierarchy", "greedy_hierarchy", "greedy_h", "greedy_h_matrix", "greedy_h_bytes", "check_size", "LAMBDA_MAX"]
 
@@ -218,6 +218,17 @@ class MappedWorkload:
             weights = workload.weights if isinstance(workload, Union) else np.ones(1)
             self._parts = list(zip(weights, parts))
             self._factor_grams = None
+
+    @staticmethod
+    def check(workload: Workload) -> None:
+        """Refuse (`InputError`) a workload whose mapping onto buckets needs a Gram matrix it cannot have,
+        before any bucket is known: the structured route forms every factor's Gram (a 1-D interval workload
+        on more than `MAX_DENSE_N` cells has one factor, itself), so DAWA refuses before drawing noise."""
+        if MappedWorkload._choose_route(workload) != "structured":
+            return
+        for part in workload.parts if isinstance(workload, Union) else [workload]:
+            for f in part.factors if isinstance(part, Kronecker) else [part]:
+                _require_dense(f.n, "the Gram matrix (greedy-h maps the workload onto buckets through it)", 1, f.spec)
 
     @staticmethod
     def _choose_route(workload: Workload) -> str:
