@@ -53,7 +53,7 @@ def opendp_release(exact: np.ndarray, privacy: Privacy, sensitivity: float) -> t
     import opendp.prelude as dp
 
     dp.enable_features("contrib")
-    values = [float(v) for v in np.asarray(exact, dtype=float).ravel()]
+    values = np.ascontiguousarray(np.asarray(exact, dtype=float).ravel())  # OpenDP reads float64 arrays (a list cost 4x the memory)
     scale = privacy.noise_scale(sensitivity)
     try:
         meas, scale = _measurement(dp, privacy, float(sensitivity), scale)
@@ -194,4 +194,6 @@ def opendp_select_max(scores: np.ndarray, sensitivity: float, epsilon: float) ->
         raise InputError(f"OpenDP cannot certify this selection (epsilon={epsilon:g}): {str(exc).strip().splitlines()[0]}") from None
     if found is None:
         raise SolverError(f"OpenDP's privacy map gives {achieved} for selection scale {scale}; refusing to select")
-    return int(meas([float(v) for v in np.asarray(scores, dtype=float).ravel()]))
+    # a float64 array, not a list: a Python float per score made MWEM's selection over all-range:4096's 8.4
+    # million queries peak at 1.9 GB (226 bytes per query)
+    return int(meas(np.ascontiguousarray(np.asarray(scores, dtype=float).ravel())))

@@ -245,3 +245,15 @@ def test_one_round_is_algorithm_1_by_hand():
     A = A * np.exp(W[i] * (m - W[i] @ A) / (2 * N))
     A *= N / A.sum()
     np.testing.assert_allclose(got, A, rtol=1e-12)
+
+
+def test_opendp_selection_memory_is_checked_up_front(monkeypatch):
+    # OpenDP's selection needs about 176 bytes per query; all-range:4096 under a 1 GB cap peaked at 1.9 GB
+    # (0.4 GB estimated) instead of being refused. The cap here sits just under prefix:512's 512 queries.
+    from strategy_opt.workload import prefix
+
+    x = np.arange(512.0)
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", str(mw.OPENDP_BYTES_PER_QUERY * 512 - 1))
+    with pytest.raises(InputError, match=r"MWEM with OpenDP's selection over 512 queries"):
+        mwem_estimate(x, prefix(512), 1.0, rounds=2)
+    mwem_estimate(x, prefix(512), 1.0, rng=0, rounds=2)  # the seeded sampler has no OpenDP copy of the scores
