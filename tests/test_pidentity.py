@@ -500,3 +500,13 @@ def test_the_kronecker_descent_returns_its_best_round(monkeypatch):
     assert len(rounds) >= 2 and rounds[1] > rounds[0]
     assert s.meta["unit_total_squared_error"] == pytest.approx(rounds[0], rel=1e-9)
     assert s.meta["unit_total_squared_error"] == pytest.approx(direct_error(s.dense(), W, 1), rel=1e-9)
+
+
+def test_starts_the_time_budget_skips_are_named_in_a_warning(package_log):
+    # under a short solver time_limit p-identity returned the identity (E_1 = trace(W^T W)) as 'local-optimum'
+    # without a word: the starts it never ran are now named
+    package_log.set_level("WARNING", logger="strategy_opt")
+    s = solve("prefix:256", privacy="pure", method="p-identity", solver=replace(load_profile("native"), time_limit=1e-6))
+    skipped = [r.getMessage() for r in package_log.records if "the time budget ended before" in r.getMessage()]
+    assert len(skipped) == 1 and "best so far: start identity" in skipped[0]
+    assert s.meta["unit_total_squared_error"] == pytest.approx(256 * 257 / 2)  # the identity's trace(W^T W)

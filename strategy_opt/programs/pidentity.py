@@ -472,6 +472,12 @@ def solve_pidentity(
         for i, (name, T0, support) in enumerate(starts):
             now = time.perf_counter()
             if now >= deadline and best is not None and name != "warm":  # a warm start is always priced: never lose it
+                skipped = [n for n, _, _ in starts[i:]]
+                log.warning(
+                    "p-identity: the time budget ended before %s ran (best so far: start %s, E_1 %.7g); a longer "
+                    "time_budget option or solver time_limit lets them run",
+                    ", ".join("the hat templates" if n == "race" else f"start {n}" for n in skipped), best.start, best.value,
+                )
                 break
             until = now + (deadline - now) / (len(starts) - i)
             if name == "race":
