@@ -716,7 +716,10 @@ def weighted_basis(problem: Problem):
         lam = eig[0]
         c, exact = np.clip(lam, 0.0, None), True
     else:
+        # dense solves of O(n^2 k) when Q's rows are not orthogonal (the hierarchy): minutes past 4096 cells
+        log.info("l1-weighting: costs of %d %s design queries on %d cells", k, basis, W.n)
         c, exact = weighting_costs(G, Q)
+        log.info("l1-weighting: costs ready")
     keep = c > _COST_RTOL * c.max()
     if sp.issparse(Q):
         Q = sp.csr_matrix(Q)[np.flatnonzero(keep)]
