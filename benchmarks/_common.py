@@ -51,3 +51,16 @@ def write_result(name: str, title: str, body: str, data: dict | None = None) -> 
     if data is not None:
         (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=1, sort_keys=True))
     return md
+
+
+def git_commit() -> str:
+    """Short git commit of this checkout, with '+changes' if strategy_opt/ is modified ('unknown' outside git)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "strategy_opt"], cwd=root, capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+changes" if dirty else "")

@@ -68,7 +68,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, markdown_table, thread_settings, write_result  # noqa: E402
+from _common import RESULTS, git_commit, markdown_table, thread_settings, write_result  # noqa: E402
 
 from strategy_opt.api import solve  # noqa: E402
 from strategy_opt.bases import hierarchical_matrix, wavelet_matrix  # noqa: E402
@@ -121,20 +121,8 @@ MWEM_T = {"1d": (10, 20, 50, 100), "2d": (5, 10, 20)}
 log = logging.getLogger("dpbench")
 
 
-def _commit() -> str:
-    """Short git commit of this checkout (stored with every new record), with '+changes' if strategy_opt/ is modified."""
-    import subprocess
 
-    root = Path(__file__).resolve().parents[1]
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "strategy_opt"], cwd=root, capture_output=True, text=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + ("+changes" if dirty else "")
-
-
-COMMIT = _commit()
+COMMIT = git_commit()
 
 
 # ----------------------------------------------------------------------------- data and workloads

@@ -32,6 +32,7 @@ import logging
 import math
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -43,6 +44,9 @@ from strategy_opt.error import log_svd_bound
 from strategy_opt.exceptions import InputError, SolverError
 from strategy_opt.registry import methods
 from strategy_opt.spec import parse_spec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import git_commit  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results"
 LN10 = math.log(10)
@@ -148,15 +152,6 @@ def main(argv=None):
         _measure(args, name, workloads)
 
 
-def _commit() -> str:
-    import subprocess
-
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parents[1], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
 
 def _pools() -> str:
     return ", ".join(f"{p.get('internal_api')}:{p.get('num_threads')}" for p in threadpool_info())
@@ -164,7 +159,7 @@ def _pools() -> str:
 
 def _measure(args, name: str, workloads):
     rows, notes = [], []
-    commit = _commit()
+    commit = git_commit()
     command = "python benchmarks/eigen_design.py" + (" --quick" if args.quick else "") + (
         " --workloads " + " ".join(w for w, _ in workloads) if args.workloads else "")
     for spec, label in workloads:

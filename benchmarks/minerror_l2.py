@@ -36,7 +36,7 @@ import numpy as np  # noqa: F401  (loads OpenBLAS so that the thread settings be
 from threadpoolctl import threadpool_info, threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, markdown_table, write_result  # noqa: E402
+from _common import RESULTS, git_commit, markdown_table, write_result  # noqa: E402
 
 NAME = "minerror_l2"
 SIZES = [64, 128, 256, 512, 1024, 2048, 4096]
@@ -51,15 +51,6 @@ SCS_MAX_N = 256
 #: What the table says for entries measured before children pinned and recorded their thread pools.
 LEGACY_THREADS = "not recorded: run at fb4323d, parent pools openblas:2, not pinned"
 
-
-def _commit() -> str:
-    import subprocess
-
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parents[1], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def _child(backend: str, n: int, cap: float, mem_gb: float, queue, threads: int = 1) -> None:
@@ -97,7 +88,7 @@ def _child_run(backend: str, n: int, cap: float, mem_gb: float, queue) -> None:
                 "iterations": m.get("iterations"),
                 "max_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
                 "pools": ", ".join(f"{p.get('internal_api')}:{p.get('num_threads')}" for p in threadpool_info()),
-                "commit": _commit(),
+                "commit": git_commit(),
             }
         )
     except MemoryError:

@@ -57,7 +57,7 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_info
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, markdown_table, thread_settings, write_result  # noqa: E402
+from _common import RESULTS, git_commit, markdown_table, thread_settings, write_result  # noqa: E402
 
 from strategy_opt.api import solve  # noqa: E402
 from strategy_opt.bases import hierarchical_matrix  # noqa: E402
@@ -468,7 +468,7 @@ def main(argv=None) -> int:
             ctx["wd"][p].update(compare_strategies(W, args.rerun_wd, trials=ctx["trials"], seed=1, timeout=ctx["timeout"]))
         ctx.setdefault("wd_reruns", []).append({
             "methods": args.rerun_wd, "started": started, "seconds": time.perf_counter() - t0,
-            "commit": _commit(), "settings_start": settings_start, "settings_end": thread_settings()})
+            "commit": git_commit(), "settings_start": settings_start, "settings_end": thread_settings()})
         publish(ctx, curves)
         print(f"re-ran {', '.join(args.rerun_wd)} on the WD workloads in {time.perf_counter() - t0:.0f} s; wrote {RESULTS / (NAME + '.md')}")
         return 0
@@ -493,16 +493,6 @@ def main(argv=None) -> int:
     print(f"done in {ctx['timings']['total'] / 60:.1f} min; wrote {RESULTS / (NAME + '.md')}")
     return 0
 
-
-def _commit() -> str:
-    """Short git commit of this checkout."""
-    import subprocess
-
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parents[1], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def collect(quick: bool, timeout: float) -> tuple[dict, dict]:
