@@ -243,9 +243,10 @@ def _require_write_memory(strategy: Strategy, path: Path, suffix: str) -> None:
         return  # already in memory as a dense array
     p, n = strategy.shape
     nbytes = 8.0 * p * n * 2 if suffix == ".csv" else 48.0 * nnz + 8.0 * p
+    hint = ("a .csv file is dense: write .npz or .mtx, which hold the non-zeros only; or " if suffix == ".csv" else
+            "the strategy files hold the flat matrix; use a smaller domain, a sparser method (identity, hierarchical) or ")
     require_memory(nbytes, f"writing the {p}x{n} strategy ({nnz:.3g} non-zeros in its flat matrix) to {path}",
-                   "the strategy files hold the flat matrix; use a smaller domain, a sparser method (identity, hierarchical) or the Python API, "
-                   "which keeps a Kronecker product's factors or a stack of marginals' weights")
+                   hint + "the Python API, which keeps a Kronecker product's factors or a stack of marginals' weights")
 
 
 def write_strategy(strategy: Strategy, path: str | os.PathLike) -> Path:

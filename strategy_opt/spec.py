@@ -377,7 +377,7 @@ def parse_spec(spec: str, operation: str | None = None) -> Workload:
     require_memory(
         nbytes,
         f"workload SPEC {spec!r}" + (f" for {operation.removesuffix('-data').removesuffix('-diagonal')!r}" if operation else ""),
-        f"mostly for {why}; use a smaller domain, a Kronecker-structured SPEC (SPEC*SPEC) or a larger machine",
+        f"mostly for {why}; use a smaller domain" + ("" if "*" in spec else ", a Kronecker-structured SPEC (SPEC*SPEC)") + " or a larger machine",
     )
     W = _build(tree)
     if "file:" not in spec:

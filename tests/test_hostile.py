@@ -932,3 +932,25 @@ def test_deeply_nested_toml_is_one_line_not_a_traceback(tmp_path, capsys):
     refused(capsys, tmp_path, "solve", tmp_path / "deep.toml", "--out", out, match="nested too deeply")
     refused(capsys, tmp_path, "solve", "--workload", "prefix:8", "--solver", tmp_path / "deepsolver.toml", "--out", out, match="nested too deeply")
     refused(capsys, tmp_path, "solve", "--workload", "prefix:8", "--method", "hierarchical", "--option", f"branching={deep}", "--out", out, match="nested too deeply")
+
+
+def test_memory_refusals_give_advice_that_applies(monkeypatch, tmp_path):
+    # a workload that already is a Kronecker product was told to use a Kronecker-structured SPEC, and a .csv
+    # export of the identity to use a sparser method (identity, hierarchical); the .csv is what is dense
+    import scipy.sparse as sp
+
+    from strategy_opt.exceptions import InputError
+    from strategy_opt.io import write_strategy
+    from strategy_opt.spec import parse_spec
+    from strategy_opt.strategy import Strategy
+
+    monkeypatch.setenv("STRATEGY_OPT_MEMORY", "1M")
+    with pytest.raises(InputError) as kron:
+        parse_spec("all-range:64*all-range:64", operation="run")
+    assert "Kronecker-structured SPEC" not in str(kron.value) and "smaller domain" in str(kron.value)
+    with pytest.raises(InputError) as flat:
+        parse_spec("all-range:4096", operation="run")
+    assert "Kronecker-structured SPEC (SPEC*SPEC)" in str(flat.value)
+    with pytest.raises(InputError) as csv:
+        write_strategy(Strategy(sp.identity(2000, format="csr")), tmp_path / "id.csv")
+    assert "a .csv file is dense: write .npz or .mtx" in str(csv.value) and "sparser method" not in str(csv.value)
