@@ -296,3 +296,19 @@ def test_a_local_search_that_ends_at_the_identity_says_so(package_log):
     with package_log.at_level("WARNING", logger="strategy_opt"):
         solve("all-range:64", privacy="pure", method="l1-weighting", basis="hierarchical")  # keeps design queries: 40950
     assert not any("loses to the identity" in r.getMessage() for r in package_log.records)
+
+
+def test_costs_that_would_overrun_the_time_limit_are_refused_before_they_start():
+    # the hierarchical basis's costs are dense solves of 2 n^2 k operations no deadline stops: at 8192 cells
+    # about 220 s, which ran past a 10 s time_limit with no output
+    from strategy_opt.programs.l1_weighting import COST_FLOPS_PER_SECOND
+    from strategy_opt.bases import hierarchical_matrix
+
+    G = prefix(64).gram()
+    Q = hierarchical_matrix(64, 2).toarray()
+    seconds = 2.0 * 64 * 64 * Q.shape[0] / COST_FLOPS_PER_SECOND
+    with pytest.raises(InputError, match=r"beyond the .* s left of the solver's time_limit"):
+        weighting_costs(G, Q, time_limit=seconds / 2)
+    c, exact = weighting_costs(G, Q, time_limit=seconds * 2)
+    P = np.linalg.pinv(Q)  # Q^+ of the full-column-rank hierarchy
+    np.testing.assert_allclose(c, np.diag(P.T @ G @ P), rtol=1e-8)

@@ -198,12 +198,20 @@ def _orthogonal_rows(Q) -> np.ndarray | None:
     return d if np.abs(off).max(initial=0.0) <= 1e-10 * d.max() else None
 
 
-def weighting_costs(G: np.ndarray, Q) -> tuple[np.ndarray, bool]:
+#: Operations per second of the dense solves in `weighting_costs` (one BLAS thread; measured: the
+#: hierarchical basis on 4096 cells, 2 n^2 k = 2.7e11 operations, in about 27 s of a 28 s solve).
+COST_FLOPS_PER_SECOND = 1e10
+
+
+def weighting_costs(G: np.ndarray, Q, time_limit: float = math.inf) -> tuple[np.ndarray, bool]:
     """Costs ``c_i = ||(W Q^+)_{:,i}||^2 = (Q^{+T} G Q^+)_{ii}`` and whether the objective is exact.
 
     Orthogonal rows: ``Q^+ = Q^T diag(1/||q_i||^2)``. Otherwise
     ``Q^+ = (Q^T Q)^{-1} Q^T`` (full column rank, more rows than columns: the
-    objective is then an upper bound on E_1) or ``Q^T (Q Q^T)^{-1}`` (full row rank).
+    objective is then an upper bound on E_1) or ``Q^T (Q Q^T)^{-1}`` (full row rank),
+    by dense solves of about ``2 n^2 k`` operations that no deadline interrupts: where
+    they would take longer than ``time_limit`` seconds (what is left of the solver's;
+    `COST_FLOPS_PER_SECOND`), an `InputError` says so before they start.
     """
     k, n = Q.shape
     norms = _orthogonal_rows(Q)
@@ -211,6 +219,13 @@ def weighting_costs(G: np.ndarray, Q) -> tuple[np.ndarray, bool]:
         QG = np.asarray(Q @ G)
         quad = np.asarray(sp.csr_matrix(Q).multiply(QG).sum(axis=1)).ravel() if sp.issparse(Q) else np.einsum("ij,ij->i", Q, QG)
         return quad / norms**2, True
+    seconds = 2.0 * n * n * k / COST_FLOPS_PER_SECOND
+    if seconds > time_limit:
+        raise InputError(
+            f"the costs of {k:,} non-orthogonal design queries on {n:,} cells take about {seconds:.0f} s of dense solves "
+            f"(no deadline can stop them), beyond the {time_limit:.3g} s left of the solver's time_limit; raise time_limit or use "
+            "an orthogonal basis (wavelet, fourier, eigen)"
+        )
     Qd = Q.toarray() if sp.issparse(Q) else np.asarray(Q)
     if k >= n:
         cf = la.cho_factor(Qd.T @ Qd, lower=True)
@@ -718,7 +733,7 @@ def weighted_basis(problem: Problem):
     else:
         # dense solves of O(n^2 k) when Q's rows are not orthogonal (the hierarchy): minutes past 4096 cells
         log.info("l1-weighting: costs of %d %s design queries on %d cells", k, basis, W.n)
-        c, exact = weighting_costs(G, Q)
+        c, exact = weighting_costs(G, Q, max(0.0, problem.solver.time_limit - (time.perf_counter() - t0)))
         log.info("l1-weighting: costs ready")
     keep = c > _COST_RTOL * c.max()
     if sp.issparse(Q):
