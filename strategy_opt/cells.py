@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ZERO_RTOL", "cell_classes", "class_representatives"]
+__all__ = ["ZERO_RTOL", "cell_classes", "merged_cells", "class_representatives"]
 
 #: A diagonal entry of G at most this share of the largest is a zero column.
 ZERO_RTOL = 1e-14
@@ -57,6 +57,27 @@ def cell_classes(G: np.ndarray, rtol: float = 1e-10) -> np.ndarray:
         free[same] = False
         nxt += 1
     return classes
+
+
+def merged_cells(G: np.ndarray, rtol: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:
+    """The minimized workload's cells (Li 2013, Def. 2.6): `cell_classes` and one representative per class.
+
+    Returns
+    -------
+    cell_of : ndarray of int, shape (n,)
+        Merged cell of each cell, -1 for cells no query touches.
+    reps : ndarray of int, shape (n',)
+        The first cell of every merged cell, in domain order.
+
+    Examples
+    --------
+    >>> W = np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]])
+    >>> cell_of, reps = merged_cells(W.T @ W)
+    >>> cell_of.tolist(), reps.tolist()
+    ([0, 0, 1, -1], [0, 2])
+    """
+    cell_of = cell_classes(G, rtol)
+    return cell_of, class_representatives(cell_of)
 
 
 def class_representatives(classes: np.ndarray) -> np.ndarray:

@@ -73,7 +73,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as la
 
-from . import cells
+from .cells import merged_cells
 from .certificates import gram_factor, nuclear_norm_weighted
 from .exceptions import InputError
 from .threads import factorization_threads
@@ -174,12 +174,12 @@ def cell_classes(G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Representatives of the distinct non-zero columns of W, and each cell's class.
 
     Cells j, k have equal columns in W iff ``G_jj + G_kk - 2 G_jk = ||W_j - W_k||^2``
-    vanishes; a zero column has ``G_jj = 0`` (`strategy_opt.cells.cell_classes`,
+    vanishes; a zero column has ``G_jj = 0`` (`strategy_opt.cells.merged_cells`,
     at relative tolerance 1e-12). Returns ``(reps, cls)`` with ``cls[j] = -1`` for
     zero columns and ``reps[cls[j]]`` the first cell of j's class.
     """
-    cls = cells.cell_classes(G, 1e-12)
-    return cells.class_representatives(cls), cls
+    cls, reps = merged_cells(G, 1e-12)
+    return reps, cls
 
 
 def _dual_step(L: np.ndarray, u: np.ndarray):

@@ -318,10 +318,11 @@ def _with_room(rows: np.ndarray, k: int) -> np.ndarray:
     return grown
 
 
-def _orthonormal_residual(v: np.ndarray, basis: list[np.ndarray]) -> np.ndarray:
+def _orthonormal_residual(v: np.ndarray, basis) -> np.ndarray:
+    """v minus its projection on the span of ``basis`` (orthonormal rows: a list or an array), Gram-Schmidt twice."""
     r = v.copy()
-    if basis:
-        Qb = np.array(basis)
+    if len(basis):
+        Qb = np.asarray(basis)
         for _ in range(2):
             r -= Qb.T @ (Qb @ r)
     return r
@@ -627,7 +628,7 @@ class OnlineAnswerer:
         self._rows = _with_room(self._rows, k)
         self._rows[k] = q
         self._H = self._rows[: k + 1]
-        r = self._span_residual(q)
+        r = _orthonormal_residual(q, self._basis[: self._rank])
         nr = float(np.linalg.norm(r))
         if nr > _SPAN_RTOL * float(np.linalg.norm(q)):
             self._basis = _with_room(self._basis, self._rank)
@@ -685,20 +686,12 @@ class OnlineAnswerer:
         self.cell_costs = costs
 
     # ------------------------------------------------------------------ inference
-    def _span_residual(self, v: np.ndarray) -> np.ndarray:
-        """v minus its projection on the history's row space (Gram-Schmidt twice against the kept basis)."""
-        B = self._basis[: self._rank]
-        r = v.copy()
-        for _ in range(2):
-            r -= B.T @ (B @ r)
-        return r
-
     def _representable(self, q: np.ndarray) -> bool:
         # O(rank n) against the basis kept as the history grows: a least-squares solve over the whole
         # history per query made a stream of k queries cost O(k^3 n) (1000 queries on 4096 cells: 128 s)
         if self._rank == 0 or np.any(q[~self._touched]):
             return False
-        return float(np.linalg.norm(self._span_residual(q))) <= _SPAN_RTOL * float(np.linalg.norm(q))
+        return float(np.linalg.norm(_orthonormal_residual(q, self._basis[: self._rank]))) <= _SPAN_RTOL * float(np.linalg.norm(q))
 
     def _scales(self) -> np.ndarray:
         return self._sens / self._alpha

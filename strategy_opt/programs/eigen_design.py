@@ -815,6 +815,7 @@ def eigen_design(problem: Problem):
         else:
             wt = _full(design.eigen, profile, deadline)
             variant = "full"
+    reduced = variant in ("separation", "principal")  # a smaller program than 5.1.1 (Sec. 5.2.2)
     A_min, n_completion = _assemble(wt, design.eigen)
     solve_seconds = time.perf_counter() - t0
     extra = {
@@ -829,14 +830,14 @@ def eigen_design(problem: Problem):
             "eigen_seconds": eig_seconds,
             # separation and principal vectors solve a smaller program than 5.1.1 (one scale per group; k weights
             # and one shared weight): its status and dual value are that program's, not Program 5.1.1's
-            ("reduced_program" if variant in ("separation", "principal") else "program_5_1_1"): wt.program,
+            ("reduced_program" if reduced else "program_5_1_1"): wt.program,
         }
     }
     extra.update(weights_meta(problem, query_weights(problem) if problem.objective == "weighted" else None))
     M2 = float(wt.loads.max())
     solver, status = wt.program["backend"], wt.program["status"]
-    if variant in ("separation", "principal") and status == "optimal":
-        status = "heuristic"  # the reduced program's optimum is not Program 5.1.1's (Sec. 5.2.2)
+    if reduced and status == "optimal":
+        status = "heuristic"  # the reduced program's optimum is not Program 5.1.1's
     if problem.solver.backend == "cvxpy" and solver == f"cvxpy:{problem.solver.solver}":
         solver = problem.solver.name  # the profile that ran, as the other methods record it (minerror-l2's "scs1")
     del wt  # the design queries (up to n x n) are not needed past this point

@@ -101,7 +101,7 @@ import scipy.optimize as so
 import scipy.sparse as sp
 from threadpoolctl import ThreadpoolController
 
-from ..cells import cell_classes, class_representatives
+from ..cells import merged_cells
 from ..compiler import compile_strategy
 from ..error import KroneckerMatrix
 from ..exceptions import InputError, OptionError, SolverError, setting
@@ -537,32 +537,6 @@ def _warn_if_cut(results: dict[str, PIdentityResult]) -> None:
             "machine's speed and load (a longer time_budget option or solver time_limit gives a converged result)",
             ", ".join(cut),
         )
-
-
-def merged_cells(G: np.ndarray, rtol: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:
-    """The minimized workload's cells (Li 2013, Def. 2.6) from the Gram ``G = W^T W``.
-
-    Columns j and k of W are equal exactly when ``G_jj + G_kk - 2 G_jk = 0``
-    (``||w_j - w_k||^2``), and column j is zero when ``G_jj = 0``; both are read
-    off G without W (`strategy_opt.cells.cell_classes`, at relative tolerance ``rtol``).
-
-    Returns
-    -------
-    cell_of : ndarray of int, shape (n,)
-        Merged cell of each cell, -1 for cells no query touches.
-    reps : ndarray of int, shape (n',)
-        One representative cell per merged cell, in domain order.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> W = np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]])
-    >>> cell_of, reps = merged_cells(W.T @ W)
-    >>> cell_of.tolist(), reps.tolist()
-    ([0, 0, 1, -1], [0, 2])
-    """
-    cell_of = cell_classes(G, rtol)
-    return cell_of, class_representatives(cell_of)
 
 
 def expand_cells(A: np.ndarray, cell_of: np.ndarray) -> np.ndarray:
