@@ -38,7 +38,7 @@ import numpy as np
 
 from .exceptions import InputError, OptionError
 from .solvers import SolverProfile, check_solver_cones, check_solver_options, load_profile
-from .spec import file_spec, parse_spec
+from .spec import canonical_spec, file_spec, parse_spec
 from .workload import Workload
 
 log = logging.getLogger("strategy_opt")
@@ -228,6 +228,8 @@ def read_problem_file(path: str | Path) -> dict:
         named = list_problems().get(str(path)) or (list_problems().get(p.stem) if p.suffix == ".toml" and str(p.parent) in (".", "problems") else None)
         if named is None:
             what = f"problem file {path} is a directory" if p.is_dir() else f"problem file not found: {path}"
+            if _is_spec(str(path)):
+                raise InputError(f"{what}; it is a workload SPEC: give it as --workload {path}")
             raise InputError(f"{what} (bundled problems: {', '.join(list_problems())})")
         if str(path) != p.stem:  # a path, not a bare name: say which file is read
             log.info("%s is not a file here; reading the bundled problem %r (%s)", path, named.stem, named)
@@ -261,6 +263,17 @@ def read_problem_file(path: str | Path) -> dict:
     if data.get("privacy") == "pure" and "delta" in data:
         raise InputError(f"problem file {p}: delta = {data['delta']!r} applies only to privacy 'approx', but the file says privacy = 'pure'")
     return _rebase_paths(data, p.parent)
+
+
+def _is_spec(text: str) -> bool:
+    """Whether ``text`` (a missing problem file) reads as a workload SPEC, such as ``prefix:100``."""
+    if ":" not in text:
+        return False
+    try:
+        canonical_spec(text)
+    except InputError:
+        return False
+    return True
 
 
 def load_problem(path: str | Path, **overrides) -> tuple[Problem, str]:

@@ -125,6 +125,46 @@ def cvxpy_solve_kwargs(profile: SolverProfile, solver: str | None = None) -> dic
     return kw
 
 
+#: SCS's status value when its own SIGINT handler stopped it (``scs.h``: SCS_SIGINT)
+_SCS_SIGINT = -5
+_interruptible_scs = None
+
+
+def cvxpy_solver(name: str | None):
+    """The ``solver`` argument for ``cvxpy.Problem.solve``, given a solver's name.
+
+    SCS installs its own SIGINT handler while it iterates: Ctrl-C stops it with
+    status "interrupted", which cvxpy reports as a failed solve, so Python never
+    sees the KeyboardInterrupt. For SCS this returns an instance of a cvxpy SCS
+    interface that raises KeyboardInterrupt on that status (the CLI then exits
+    130, "interrupted"); every other name is returned unchanged.
+
+    Examples
+    --------
+    >>> cvxpy_solver("CLARABEL")
+    'CLARABEL'
+    >>> cvxpy_solver("scs").name()
+    'SCS (Ctrl-C aware)'
+    """
+    global _interruptible_scs
+    if name is None or str(name).upper() != "SCS":
+        return name
+    if _interruptible_scs is None:
+        from cvxpy.reductions.solvers.conic_solvers.scs_conif import SCS
+
+        class _InterruptibleSCS(SCS):
+            def name(self):  # cvxpy refuses a custom solver under a built-in solver's name
+                return "SCS (Ctrl-C aware)"
+
+            def invert(self, solution, inverse_data):
+                if solution.get("info", {}).get("status_val") == _SCS_SIGINT:
+                    raise KeyboardInterrupt
+                return super().invert(solution, inverse_data)
+
+        _interruptible_scs = _InterruptibleSCS()
+    return _interruptible_scs
+
+
 def profile_dirs() -> list[Path]:
     """Directories searched for ``NAME.toml`` profiles, in order."""
     dirs = []

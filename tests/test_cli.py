@@ -153,6 +153,15 @@ def test_problem_file_with_override(tmp_path, capsys):
     _bad(tmp_path, capsys, "solve", p)
 
 
+def test_a_spec_given_where_the_problem_file_goes_is_pointed_to_workload(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli("solve", "prefix:100") == 2
+    assert "it is a workload SPEC: give it as --workload prefix:100" in capsys.readouterr().err
+    assert cli("solve", "nothere:3") == 2  # not a SPEC: the bundled problems are listed
+    err = capsys.readouterr().err
+    assert "problem file not found: nothere:3" in err and "bundled problems: " in err and "--workload" not in err
+
+
 def test_problem_file_flag_options_beside_method(tmp_path, capsys, monkeypatch):
     """branching/basis are solve flags, so a problem file may give them beside method (CLI.md: flags override the file)."""
     p = tmp_path / "p.toml"

@@ -263,3 +263,47 @@ def test_profile_file_forms(tmp_path, monkeypatch):
     (tmp_path / "bare.toml").write_text('backend = "cvxpy"\n')
     with pytest.raises(InputError, match='names no solver; add solver = "SCS"'):
         load_profile("bare.toml")
+
+
+# --------------------------------------------------------------------------- Ctrl-C during SCS
+def test_scs_interface_raises_keyboardinterrupt_on_its_sigint_status():
+    """SCS reports Ctrl-C as status_val -5; cvxpy would turn that into a SolverError."""
+    scs = solvers.cvxpy_solver("SCS")
+    assert solvers.cvxpy_solver("scs") is scs and solvers.cvxpy_solver("CLARABEL") == "CLARABEL" and solvers.cvxpy_solver(None) is None
+    with pytest.raises(KeyboardInterrupt):
+        scs.invert({"info": {"status_val": -5}}, {})
+
+
+def test_ctrl_c_while_scs_iterates_is_a_keyboardinterrupt():
+    """A SIGINT delivered while SCS iterates (its own handler catches it) reaches Python as KeyboardInterrupt."""
+    import os
+    import signal
+    import threading
+
+    import cvxpy as cp
+    import numpy as np
+
+    n = 30
+    rng = np.random.default_rng(0)
+    M = rng.standard_normal((n, n))
+    X = cp.Variable((n, n), PSD=True)
+    prob = cp.Problem(cp.Minimize(cp.trace(M @ M.T @ X) + cp.sum_squares(X)), [cp.diag(X) >= 1])
+    # outside SCS the signals are ignored, so the KeyboardInterrupt can only come from SCS's status
+    previous = signal.signal(signal.SIGINT, lambda *_: None)
+    done = threading.Event()
+
+    def keep_interrupting():
+        while not done.wait(0.3):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    interrupter = threading.Thread(target=keep_interrupting, daemon=True)
+    interrupter.start()
+    try:
+        with pytest.raises(KeyboardInterrupt) as caught:
+            # eps 1e-16 is out of SCS's reach: without the signal it would iterate for the 60 s time limit
+            prob.solve(solver=solvers.cvxpy_solver("SCS"), eps_abs=1e-16, eps_rel=1e-16, max_iters=10**9, time_limit_secs=60)
+    finally:
+        done.set()
+        interrupter.join()
+        signal.signal(signal.SIGINT, previous)
+    assert caught.traceback[-1].name == "invert"
