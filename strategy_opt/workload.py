@@ -100,6 +100,14 @@ class Workload(ABC):
         Natural log of a positive factor the Gram matrix is scaled by: the true
         Gram is ``exp(log_scale) * gram()``. Zero except for workloads whose
         Gram would overflow float64 (e.g. all predicates on 1024 cells).
+
+    Examples
+    --------
+    Workloads are built by the factory functions below (or `strategy_opt.spec.parse_spec`):
+
+    >>> W = prefix(3)
+    >>> isinstance(W, Workload), W.spec, W.domain, W.log_scale
+    (True, 'prefix:3', (3,), 0.0)
     """
 
     spec: str
@@ -565,6 +573,23 @@ class ExplicitWorkload(Workload):
     from changes nothing, and the Gram matrices are computed once and cached
     (returned read-only). Validated as in `from_matrix`: complex, ragged,
     non-numeric or non-finite matrices and bad domains raise `InputError`.
+
+    Parameters
+    ----------
+    W : array_like or scipy.sparse matrix, shape (m, n)
+        The workload matrix, one query per row (real and finite).
+    spec : str, default "matrix"
+        The SPEC (label) recorded for the workload.
+    domain : int or tuple of int, optional
+        Shape of the data domain, with ``prod(domain) == n``; ``(n,)`` when omitted.
+
+    Examples
+    --------
+    >>> W = ExplicitWorkload([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]], spec="pairs")
+    >>> W.shape, W.spec, W.domain
+    ((2, 3), 'pairs', (3,))
+    >>> W.gram().tolist()
+    [[1.0, 1.0, 0.0], [1.0, 2.0, 1.0], [0.0, 1.0, 1.0]]
     """
 
     def __init__(self, W, spec: str = "matrix", domain: tuple[int, ...] | int | None = None):
@@ -601,6 +626,13 @@ class ExplicitWorkload(Workload):
 
     @property
     def m(self) -> int:
+        """Number of queries: the rows of the matrix.
+
+        Examples
+        --------
+        >>> from_matrix([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]).m
+        3
+        """
         return self._W.shape[0]
 
     def nnz(self) -> int:
@@ -614,6 +646,21 @@ class ExplicitWorkload(Workload):
         return int(self._W.nnz) if sp.issparse(self._W) else int(np.count_nonzero(self._W))
 
     def gram(self) -> np.ndarray:
+        """``W^T W``, computed once and cached (read-only).
+
+        Raises
+        ------
+        InputError
+            When the dense n x n matrix does not fit in memory, or its entries overflow or underflow float64.
+
+        Examples
+        --------
+        >>> W = from_matrix([[1.0, 0.0], [1.0, 1.0]])
+        >>> W.gram().tolist()
+        [[2.0, 1.0], [1.0, 1.0]]
+        >>> W.gram().flags.writeable
+        False
+        """
         if self._gram is None:
             _require_dense(self.n, "the Gram matrix", 2 if sp.issparse(self._W) else 1, self.spec)
             with np.errstate(over="ignore", under="ignore"):  # checked by _finite_gram and below
@@ -644,6 +691,13 @@ class ExplicitWorkload(Workload):
             )
 
     def matrix(self) -> sp.csr_matrix:
+        """The workload matrix as a CSR matrix (a dense stored matrix is converted).
+
+        Examples
+        --------
+        >>> from_matrix([[1.0, 0.0], [1.0, 1.0]]).matrix().toarray().tolist()
+        [[1.0, 0.0], [1.0, 1.0]]
+        """
         return sp.csr_matrix(self._W)
 
     def _row_gram(self) -> np.ndarray:
@@ -657,12 +711,25 @@ class ExplicitWorkload(Workload):
         return self._row_gram_cache
 
     def frobenius_sq(self) -> float:
+        """The sum of the squared entries, ``||W||_F^2`` (inf if it overflows float64).
+
+        Examples
+        --------
+        >>> from_matrix([[1.0, 2.0], [3.0, 0.0]]).frobenius_sq()  # 1 + 4 + 9
+        14.0
+        """
         data = self._W.data if sp.issparse(self._W) else self._W
         with np.errstate(over="ignore", under="ignore"):  # inf says the Gram overflows, which gram() reports
             return float(np.dot(data.ravel(), data.ravel()))
 
     def gram_diagonal(self) -> np.ndarray:
-        """The squared column norms, checked as `gram` checks the Gram matrix (overflow, entries too small)."""
+        """The squared column norms, checked as `gram` checks the Gram matrix (overflow, entries too small).
+
+        Examples
+        --------
+        >>> from_matrix([[1.0, 2.0], [3.0, 0.0]]).gram_diagonal().tolist()  # 1 + 9, 4 + 0
+        [10.0, 4.0]
+        """
         W = self._W
         with np.errstate(over="ignore", under="ignore"):
             d = np.asarray(W.multiply(W).sum(axis=0)).ravel() if sp.issparse(W) else np.einsum("ij,ij->j", W, W)
@@ -673,6 +740,13 @@ class ExplicitWorkload(Workload):
         return d
 
     def diagonal_query_variances(self, d: np.ndarray) -> np.ndarray:
+        """``sum_j w_ij^2 d_j`` for every row i (see `Workload.diagonal_query_variances`).
+
+        Examples
+        --------
+        >>> from_matrix([[1.0, 2.0], [3.0, 0.0]]).diagonal_query_variances(np.array([1.0, 10.0])).tolist()  # 1 + 4 * 10, 9 * 1
+        [41.0, 9.0]
+        """
         if sp.issparse(self._W):
             return super().diagonal_query_variances(d)
         return np.einsum("ij,ij,j->i", self._W, self._W, np.asarray(d, dtype=float))
@@ -694,6 +768,13 @@ class ExplicitWorkload(Workload):
         return np.asarray(self._W.T @ y).ravel()
 
     def query_variances(self, M):
+        """``w_i M w_i^T`` for every row i (see `Workload.query_variances`).
+
+        Examples
+        --------
+        >>> from_matrix([[1.0, 2.0], [3.0, 0.0]]).query_variances(np.eye(2)).tolist()  # squared row norms
+        [5.0, 9.0]
+        """
         if sp.issparse(self._W):
             return super().query_variances(M)
         W = self._W
@@ -724,6 +805,14 @@ class IntervalWorkload(Workload):
         Inclusive 0-based interval bounds, ``0 <= lo <= hi < n``.
     spec : str
         SPEC string of the workload.
+
+    Examples
+    --------
+    >>> W = IntervalWorkload(4, [0, 1], [1, 3], spec="two-ranges")
+    >>> W.shape
+    (2, 4)
+    >>> W.matrix().toarray().tolist()
+    [[1.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 1.0]]
     """
 
     def __init__(self, n: int, lo=None, hi=None, spec: str = ""):
@@ -747,6 +836,13 @@ class IntervalWorkload(Workload):
 
     @property
     def m(self) -> int:
+        """Number of queries (intervals).
+
+        Examples
+        --------
+        >>> IntervalWorkload(4, [0, 1], [1, 3]).m
+        2
+        """
         return len(self.intervals[0])
 
     def gram(self) -> np.ndarray:
@@ -754,6 +850,13 @@ class IntervalWorkload(Workload):
 
         Two cumulative sums over (n+1)^2 entries cost ~0.5 s at 4096 cells, and
         a release asks for the Gram four times (support, error, bound, run).
+
+        Examples
+        --------
+        Entry (i, j) counts the intervals that contain both cells:
+
+        >>> IntervalWorkload(4, [0, 1], [1, 3]).gram().tolist()
+        [[1.0, 1.0, 0.0, 0.0], [1.0, 2.0, 1.0, 1.0], [0.0, 1.0, 1.0, 1.0], [0.0, 1.0, 1.0, 1.0]]
         """
         if self._gram_cache is not None:
             return self._gram_cache
@@ -788,6 +891,18 @@ class IntervalWorkload(Workload):
         return int((hi - lo + 1).sum())
 
     def matrix(self) -> sp.csr_matrix:
+        """The m x n 0-1 matrix of the intervals, as CSR.
+
+        Raises
+        ------
+        InputError
+            If it would have more than ``defaults.MAX_MATRIX_ENTRIES`` non-zeros.
+
+        Examples
+        --------
+        >>> IntervalWorkload(3, [0, 2], [1, 2]).matrix().toarray().tolist()
+        [[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+        """
         nnz = self.nnz()
         if nnz > MAX_MATRIX_ENTRIES:
             raise InputError(
@@ -814,6 +929,13 @@ class IntervalWorkload(Workload):
         return np.cumsum(d)[: self.n]
 
     def gram_diagonal(self) -> np.ndarray:
+        """The number of intervals covering each cell, in O(m + n).
+
+        Examples
+        --------
+        >>> IntervalWorkload(4, [0, 1], [1, 3]).gram_diagonal().tolist()
+        [1.0, 2.0, 1.0, 1.0]
+        """
         lo, hi = self.intervals
         steps = np.zeros(self.n + 1)
         np.add.at(steps, lo, 1.0)
@@ -827,6 +949,11 @@ class IntervalWorkload(Workload):
         it (d = 1e18 in one cell, 1 elsewhere: the other queries came out 0).
         Each interval is split into at most 2 log2(n) aligned blocks of 2^k
         cells, whose sums of the non-negative d are formed by pairwise addition.
+
+        Examples
+        --------
+        >>> IntervalWorkload(4, [0, 1], [1, 3]).diagonal_query_variances(np.array([1.0, 2.0, 4.0, 8.0])).tolist()  # 1 + 2, 2 + 4 + 8
+        [3.0, 14.0]
         """
         d = np.asarray(d, dtype=float)
         lo, hi = self.intervals
@@ -851,6 +978,13 @@ class IntervalWorkload(Workload):
             pos[todo] = p + (np.int64(1) << k)
 
     def query_variances(self, M):
+        """``w_i M w_i^T`` for every interval i: the sum of M over the square ``[lo_i, hi_i]^2``, by 2-D prefix sums.
+
+        Examples
+        --------
+        >>> IntervalWorkload(4, [0, 1], [1, 3]).query_variances(np.eye(4)).tolist()  # with M = I: the lengths
+        [2.0, 3.0]
+        """
         n = self.n
         S = np.zeros((n + 1, n + 1))
         S[1:, 1:] = np.asarray(M, dtype=float).cumsum(axis=0).cumsum(axis=1)
@@ -965,6 +1099,16 @@ class AllPredicate(Workload):
     ``gram() = I + J`` with ``log_scale = (N - 2) ln 2``, so N in the thousands
     does not overflow float64. ``matrix()``, ``matvec`` and ``rmatvec`` exist
     only while the matrix fits ``defaults.MAX_MATRIX_ENTRIES`` (N up to ~21).
+
+    Examples
+    --------
+    >>> W = all_predicate(2)
+    >>> W.shape, W.log_scale
+    ((4, 2), 0.0)
+    >>> W.matrix().toarray().tolist()  # rows 0, 1, 2, 3 in binary, low bit first
+    [[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
+    >>> round(all_predicate(3).log_scale, 6)  # ln 2: the true Gram is 2 (I + J)
+    0.693147
     """
 
     def __init__(self, n: int):
@@ -974,19 +1118,48 @@ class AllPredicate(Workload):
 
     @property
     def m(self) -> int:
+        """``2^N`` queries.
+
+        Examples
+        --------
+        >>> all_predicate(3).m
+        8
+        """
         return 2**self.n
 
     def gram(self):
+        """``I + J`` (the true Gram divided by ``exp(log_scale) = 2^(N-2)``).
+
+        Examples
+        --------
+        >>> all_predicate(2).gram().tolist()
+        [[2.0, 1.0], [1.0, 2.0]]
+        """
         _require_dense(self.n, "the Gram matrix", 2, self.spec)
         return np.eye(self.n) + 1.0
 
     # I + J: eigenvalue n + 1 on the constant vector, 1 on its complement (orthonormal DCT-II rows).
     def gram_eigvals(self):
+        """Eigenvalues of ``I + J`` in closed form: 1 (N - 1 times), then N + 1.
+
+        Examples
+        --------
+        >>> all_predicate(3).gram_eigvals().tolist()
+        [1.0, 1.0, 4.0]
+        """
         lam = np.ones(self.n)
         lam[-1] = self.n + 1.0
         return lam
 
     def gram_eigh(self):
+        """``(gram_eigvals(), V)`` with V the orthonormal DCT-II basis (constant vector last).
+
+        Examples
+        --------
+        >>> lam, V = all_predicate(3).gram_eigh()
+        >>> bool(np.allclose(V @ np.diag(lam) @ V.T, all_predicate(3).gram()))
+        True
+        """
         n = self.n
         _require_dense(n, "the Gram eigenvectors", 3, self.spec)
         k = np.arange(n - 1, -1, -1)
@@ -995,6 +1168,18 @@ class AllPredicate(Workload):
         return self.gram_eigvals(), V
 
     def matrix(self):
+        """The 2^N x N 0-1 matrix: row r has a 1 in cell j iff bit j of r is set.
+
+        Raises
+        ------
+        InputError
+            If it would exceed ``defaults.MAX_MATRIX_ENTRIES`` non-zeros (N above ~21).
+
+        Examples
+        --------
+        >>> all_predicate(2).matrix().toarray().tolist()
+        [[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
+        """
         n = self.n
         if n * 2 ** (n - 1) > MAX_MATRIX_ENTRIES:  # exact integers: 2.0 ** 1100 overflows
             raise InputError(
@@ -1016,6 +1201,19 @@ class Kronecker(Workload):
 
     The domain is the concatenation of the factor domains (row-major cells);
     the Gram matrix is the Kronecker product of the factor Grams.
+
+    Parameters
+    ----------
+    factors : sequence of Workload
+        The factor workloads, in the order of their domains.
+
+    Examples
+    --------
+    >>> W = Kronecker([identity(2), total(2)])  # the totals of the two rows of a 2 x 2 grid
+    >>> W.spec, W.domain, W.shape
+    ('identity:2*total:2', (2, 2), (2, 4))
+    >>> W.matrix().toarray().tolist()
+    [[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]]
     """
 
     def __init__(self, factors: Sequence[Workload]):
@@ -1026,21 +1224,55 @@ class Kronecker(Workload):
 
     @property
     def m(self) -> int:
+        """The product of the factors' numbers of queries.
+
+        Examples
+        --------
+        >>> kronecker(prefix(3), all_range(2)).m  # 3 * 3
+        9
+        """
         return int(np.prod([f.m for f in self.factors]))
 
     def gram(self):
+        """The Kronecker product of the factor Grams.
+
+        Examples
+        --------
+        >>> kronecker(identity(2), total(2)).gram().tolist()
+        [[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0]]
+        """
         _require_dense(self.n, "the Gram matrix", 2, self.spec)
         with np.errstate(over="ignore"):
             return _finite_gram(reduce(np.kron, [f.gram() for f in self.factors]), self.spec)
 
     def gram_eigvals(self):
+        """Sorted products of the factors' eigenvalues.
+
+        Examples
+        --------
+        >>> kronecker(identity(2), total(2)).gram_eigvals().round(12).tolist()  # {1, 1} x {0, 2}
+        [0.0, 0.0, 2.0, 2.0]
+        """
         return np.sort(reduce(np.kron, [f.gram_eigvals() for f in self.factors]))
 
     def gram_diagonal(self) -> np.ndarray:
+        """The Kronecker product of the factors' Gram diagonals.
+
+        Examples
+        --------
+        >>> kronecker(prefix(2), prefix(2)).gram_diagonal().tolist()  # [2, 1] kron [2, 1]
+        [4.0, 2.0, 2.0, 1.0]
+        """
         return reduce(np.kron, [f.gram_diagonal() for f in self.factors])
 
     def frobenius_sq(self) -> float:
-        """The product of the factors' (no vector of n entries: 1e9 cells took 8 GB)."""
+        """The product of the factors' (no vector of n entries: 1e9 cells took 8 GB).
+
+        Examples
+        --------
+        >>> kronecker(prefix(2), prefix(3)).frobenius_sq()  # 3 * 6
+        18.0
+        """
         return float(np.prod([f.frobenius_sq() for f in self.factors]))
 
     def row_space_sample(self, rng: np.random.Generator) -> np.ndarray | None:
@@ -1048,19 +1280,39 @@ class Kronecker(Workload):
 
         A product of generic factor vectors leaves a subspace that misses part of the
         product row space with probability one, as a full sample does.
+
+        Examples
+        --------
+        >>> kronecker(prefix(2), prefix(3)).row_space_sample(np.random.default_rng(0)).shape
+        (6,)
         """
         parts = [f.row_space_sample(rng) for f in self.factors]
         return None if any(v is None for v in parts) else reduce(np.kron, parts)
 
     def diagonal_query_variances(self, d: np.ndarray) -> np.ndarray:
         """Per factor when ``d`` is a Kronecker product of factor vectors (the identity's ``d = 1``):
-        ``sum_j w_ij^2 d_j = prod_k sum_j w_kj^2 d_kj``; else through the matrix."""
+        ``sum_j w_ij^2 d_j = prod_k sum_j w_kj^2 d_kj``; else through the matrix.
+
+        Examples
+        --------
+        >>> kronecker(identity(2), total(2)).diagonal_query_variances(np.ones(4)).tolist()  # two cells per query
+        [2.0, 2.0]
+        """
         parts = _kron_vector_factors(np.asarray(d, dtype=float), [f.n for f in self.factors])
         if parts is None:
             return super().diagonal_query_variances(d)
         return reduce(np.kron, [f.diagonal_query_variances(dk) for f, dk in zip(self.factors, parts)])
 
     def gram_eigh(self):
+        """Kronecker products of the factors' eigendecompositions, sorted by eigenvalue (stable).
+
+        Examples
+        --------
+        >>> W = kronecker(prefix(2), total(2))
+        >>> lam, V = W.gram_eigh()
+        >>> bool(np.allclose(V @ np.diag(lam) @ V.T, W.gram()))
+        True
+        """
         _require_dense(self.n, "the Gram eigenvectors", 3, self.spec)
         parts = [f.gram_eigh() for f in self.factors]
         lam = reduce(np.kron, [p[0] for p in parts])
@@ -1069,6 +1321,18 @@ class Kronecker(Workload):
         return lam[order], V[:, order]
 
     def matrix(self):
+        """The Kronecker product of the factor matrices, as CSR.
+
+        Raises
+        ------
+        InputError
+            If it would have more than about ``defaults.MAX_MATRIX_ENTRIES`` non-zeros.
+
+        Examples
+        --------
+        >>> kronecker(total(2), identity(2)).matrix().toarray().tolist()
+        [[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0]]
+        """
         nnz_est = float(np.prod([float(f.matrix().nnz) for f in self.factors]))
         if nnz_est > MAX_MATRIX_ENTRIES:
             raise InputError(
@@ -1102,6 +1366,17 @@ def stated_domain(W: "Workload") -> tuple[int, ...] | None:
     Data for a matrix workload may come in any shape of as many cells (a 256 x 256
     histogram for a 65536-column file); other workloads want a vector or their shape.
 
+    Parameters
+    ----------
+    W : Workload
+
+    Returns
+    -------
+    tuple of int or None
+        ``W.domain``, or None for an `ExplicitWorkload` over a 1-D domain.
+
+    Examples
+    --------
     >>> stated_domain(prefix(4)), stated_domain(from_matrix([[1.0, 1.0]]))
     ((4,), None)
     """
@@ -1163,7 +1438,23 @@ def _kron_vector_factors(d: np.ndarray, sizes: list[int], rtol: float = 1e-12) -
 
 
 class Union(Workload):
-    """Weighted union (stack) of workloads over the same domain (`union_domain`)."""
+    """Weighted union (stack) of workloads over the same domain (`union_domain`).
+
+    Parameters
+    ----------
+    parts : sequence of Workload
+        Workloads over the same number of cells; a part that is itself a union contributes its own parts.
+    weights : sequence of float, optional
+        One positive weight per part (all 1 when omitted); part k's rows are multiplied by ``weights[k]``.
+
+    Examples
+    --------
+    >>> W = Union([identity(2), total(2)], weights=[1.0, 2.0])
+    >>> W.spec, W.shape
+    ('union(1*(identity:2),2*(total:2))', (3, 2))
+    >>> W.matrix().toarray().tolist()
+    [[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]]
+    """
 
     def __init__(self, parts: Sequence[Workload], weights: Sequence[float] | None = None):
         parts = _workloads(parts, "a union workload", "part")
@@ -1194,10 +1485,23 @@ class Union(Workload):
 
     @property
     def m(self) -> int:
+        """The parts' numbers of queries, summed.
+
+        Examples
+        --------
+        >>> union(prefix(3), all_range(3)).m  # 3 + 6
+        9
+        """
         return sum(p.m for p in self.parts)
 
     def row_space_sample(self, rng: np.random.Generator) -> np.ndarray | None:
-        """``sum_k w_k W_k^T g_k``, one sample per part (the stacked workload's ``W^T g``)."""
+        """``sum_k w_k W_k^T g_k``, one sample per part (the stacked workload's ``W^T g``).
+
+        Examples
+        --------
+        >>> union(prefix(3), total(3)).row_space_sample(np.random.default_rng(0)).shape
+        (3,)
+        """
         parts = [p.row_space_sample(rng) for p in self.parts]
         return None if any(v is None for v in parts) else sum(w * v for w, v in zip(self.weights, parts))
 
@@ -1235,6 +1539,11 @@ class Union(Workload):
         eigenvalues are sums over parts of products of factor eigenvalues:
         marginals over 16 binary attributes (65536 cells) need 65536 numbers,
         not a 32 GiB Gram. Other unions use the dense Gram.
+
+        Examples
+        --------
+        >>> union(identity(2), total(2), weights=[1.0, 2.0]).gram_eigvals().round(12).tolist()  # I + 4 J: 1, then 1 + 4 * 2
+        [1.0, 9.0]
         """
         spectrum = _aligned_union_spectrum(self)
         if spectrum is None:
@@ -1244,7 +1553,14 @@ class Union(Workload):
         return np.sort(np.repeat(values, counts))
 
     def gram_spectrum(self):
-        """Per eigen-class for unions of aligned Kronecker products (see `gram_eigvals`), else every eigenvalue once."""
+        """Per eigen-class for unions of aligned Kronecker products (see `gram_eigvals`), else every eigenvalue once.
+
+        Examples
+        --------
+        >>> values, counts = union(identity(2), total(2)).gram_spectrum()  # I + J on 2 cells
+        >>> sorted(zip(values.round(12).tolist(), counts.tolist()))
+        [(1.0, 1), (3.0, 1)]
+        """
         spectrum = _aligned_union_spectrum(self)
         return super().gram_spectrum() if spectrum is None else spectrum
 
@@ -1259,6 +1575,13 @@ class Union(Workload):
         return float(sum(w**2 * p.frobenius_sq() for w, p in zip(self.weights, self.parts)))
 
     def matrix(self):
+        """The parts' weighted matrices stacked in order, as CSR.
+
+        Examples
+        --------
+        >>> union(identity(2), total(2), weights=[1.0, 2.0]).matrix().toarray().tolist()
+        [[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]]
+        """
         return sp.vstack([w * p.matrix() for w, p in zip(self.weights, self.parts)], format="csr")
 
     def _matvec(self, x):
@@ -1269,12 +1592,33 @@ class Union(Workload):
         return sum(w * p.rmatvec(y[off[i] : off[i + 1]]) for i, (w, p) in enumerate(zip(self.weights, self.parts)))
 
     def query_variances(self, M):
+        """The parts' query variances in row order, part k's times ``weights[k]^2``.
+
+        Examples
+        --------
+        >>> union(identity(2), total(2), weights=[1.0, 2.0]).query_variances(np.eye(2)).tolist()  # 1, 1, 4 * 2
+        [1.0, 1.0, 8.0]
+        """
         return np.concatenate([w**2 * p.query_variances(M) for w, p in zip(self.weights, self.parts)])
 
     def gram_diagonal(self) -> np.ndarray:
+        """``sum_k w_k^2 diag(W_k^T W_k)``, from the parts.
+
+        Examples
+        --------
+        >>> union(identity(2), total(2), weights=[1.0, 2.0]).gram_diagonal().tolist()  # 1 + 4
+        [5.0, 5.0]
+        """
         return sum(w**2 * p.gram_diagonal() for w, p in zip(self.weights, self.parts))
 
     def diagonal_query_variances(self, d: np.ndarray) -> np.ndarray:
+        """The parts' diagonal query variances in row order, part k's times ``weights[k]^2``.
+
+        Examples
+        --------
+        >>> union(identity(2), total(2), weights=[1.0, 2.0]).diagonal_query_variances(np.array([1.0, 3.0])).tolist()  # 1, 3, 4 * (1 + 3)
+        [1.0, 3.0, 16.0]
+        """
         return np.concatenate([w**2 * p.diagonal_query_variances(d) for w, p in zip(self.weights, self.parts)])
 
 
@@ -1348,6 +1692,18 @@ def same_gram(a: Workload, b: Workload) -> bool | None:
     Kronecker SPEC and its flat file). None when it cannot be told cheaply: past
     `SAME_GRAM_MAX_N` cells, unless both are the same closed form.
 
+    Parameters
+    ----------
+    a, b : Workload
+
+    Returns
+    -------
+    bool or None
+        True if the Gram matrices agree (to a relative 1e-12) and the ``log_scale`` too, False if not
+        (or the numbers of cells differ), None when not compared.
+
+    Examples
+    --------
     >>> same_gram(prefix(4), from_matrix(np.tril(np.ones((4, 4)))[::-1]))
     True
     >>> same_gram(prefix(4), identity(4))
