@@ -35,7 +35,22 @@ __all__ = ["identity_matrix", "hierarchy_intervals", "hierarchical_matrix", "wav
 
 
 def identity_matrix(n: int) -> sp.csr_matrix:
-    """The n x n identity strategy."""
+    """The n x n identity strategy.
+
+    Parameters
+    ----------
+    n : int
+        Number of cells.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape (n, n)
+
+    Examples
+    --------
+    >>> identity_matrix(3).toarray().tolist()
+    [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    """
     return sp.identity(n, format="csr")
 
 
@@ -51,6 +66,30 @@ def hierarchy_intervals(n: int, branching: int = 2) -> list[tuple[int, int]]:
 
     The root (all cells), then breadth-first every node's children (`_split`),
     down to the n unit intervals; a node comes after its parent.
+
+    Parameters
+    ----------
+    n : int
+        Number of cells.
+    branching : int, default 2
+        Children per node (at most; a node of fewer cells has one child per cell).
+
+    Returns
+    -------
+    list of (int, int)
+        ``(lo, hi)`` per node, root first.
+
+    Raises
+    ------
+    InputError
+        If ``branching < 2``.
+
+    Examples
+    --------
+    >>> hierarchy_intervals(4)
+    [(0, 4), (0, 2), (2, 4), (0, 1), (1, 2), (2, 3), (3, 4)]
+    >>> hierarchy_intervals(5)  # uneven splits: 5 = 2 + 3, then 3 = 1 + 2
+    [(0, 5), (0, 2), (2, 5), (0, 1), (1, 2), (2, 3), (3, 5), (3, 4), (4, 5)]
     """
     if branching < 2:
         raise InputError(f"branching must be >= 2, got {branching}")
@@ -68,6 +107,31 @@ def hierarchical_matrix(n: int, branching: int = 2) -> sp.csr_matrix:
     Rows: the root (all cells), then breadth-first every node's children,
     down to the n unit intervals (`hierarchy_intervals`). For n = b^k this is
     H_b of Hay et al.
+
+    Parameters
+    ----------
+    n : int
+        Number of cells.
+    branching : int, default 2
+        Branching factor b (at least 2).
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape (len(hierarchy_intervals(n, branching)), n)
+        0-1 rows, one per node.
+
+    Raises
+    ------
+    InputError
+        If ``branching < 2``.
+
+    Examples
+    --------
+    >>> H = hierarchical_matrix(3, 3)  # the root, then the three cells
+    >>> H.toarray().astype(int).tolist()
+    [[1, 1, 1], [1, 0, 0], [0, 1, 0], [0, 0, 1]]
+    >>> hierarchical_matrix(8, 2).shape  # 1 + 2 + 4 + 8 nodes
+    (15, 8)
     """
     rows = hierarchy_intervals(n, branching)
     lengths = np.array([hi - lo for lo, hi in rows])
@@ -77,7 +141,23 @@ def hierarchical_matrix(n: int, branching: int = 2) -> sp.csr_matrix:
 
 
 def wavelet_matrix(n: int) -> sp.csr_matrix:
-    """Haar wavelet strategy: the total, then (left half - right half) of every tree node."""
+    """Haar wavelet strategy: the total, then (left half - right half) of every tree node.
+
+    Parameters
+    ----------
+    n : int
+        Number of cells.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape (n, n)
+        Entries 0 and +-1; a node of odd size puts its extra cell in the left (+1) half.
+
+    Examples
+    --------
+    >>> wavelet_matrix(3).toarray().astype(int).tolist()  # [0, 3) splits into [0, 2) and [2, 3)
+    [[1, 1, 1], [1, 1, -1], [1, -1, 0]]
+    """
     rows, cols, vals = [np.zeros(n, dtype=int)], [np.arange(n)], [np.ones(n)]
     r = 1
     level = [(0, n)]
@@ -115,6 +195,33 @@ def fourier_matrix(shape: Sequence[int], attribute_sets: Sequence[Sequence[int]]
     attribute of size d the non-constant characters are the real cosine/sine
     rows of the d-point DFT. The marginal over T is a linear combination of the
     characters with support inside T, so the result supports the workload.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The attribute sizes (the data domain).
+    attribute_sets : sequence of sequence of int
+        The attributes (0-based indices into ``shape``) of each marginal.
+
+    Returns
+    -------
+    ndarray, shape (r, prod(shape))
+        Dense; blocks of characters by growing support set S (the constant row first),
+        ``prod_{i in S} (shape[i] - 1)`` rows each.
+
+    Raises
+    ------
+    InputError
+        If the dense matrix does not fit in the available memory.
+
+    Examples
+    --------
+    The 1-way marginal on attribute 0 of a 2 x 2 domain: the constant character and chi_{0}:
+
+    >>> fourier_matrix((2, 2), [(0,)]).round(12).astype(int).tolist()
+    [[1, 1, 1, 1], [1, 1, -1, -1]]
+    >>> fourier_matrix((2, 2), [(0, 1)]).shape  # all 4 characters of the 2-way marginal
+    (4, 4)
     """
     shape = tuple(int(d) for d in shape)
     attribute_sets = [tuple(T) for T in attribute_sets]
@@ -146,5 +253,20 @@ def _require_fourier_memory(shape: tuple[int, ...], rows: int) -> None:
 
 
 def kron_all(factors: Sequence) -> sp.csr_matrix:
-    """Sparse Kronecker product of a list of matrices."""
+    """Sparse Kronecker product of a list of matrices.
+
+    Parameters
+    ----------
+    factors : sequence of array_like or sparse matrices
+        The factors, left to right.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+
+    Examples
+    --------
+    >>> kron_all([np.eye(2), [[1.0, 1.0]]]).toarray().tolist()
+    [[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]]
+    """
     return sp.csr_matrix(reduce(lambda a, b: sp.kron(a, b, format="csr"), [sp.csr_matrix(f) for f in factors]))
