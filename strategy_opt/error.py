@@ -127,6 +127,24 @@ class KroneckerMatrix:
         The product as stored in a file, when the factors were read off it
         (`kronecker_factors`): `tocsr` returns it as stored, bit for bit, while
         the error analysis uses the factors (equal to it within rounding).
+
+    Attributes
+    ----------
+    factors : list
+        The factor matrices, left to right.
+    shape : tuple of int
+        ``(prod of the factors' rows, prod of their columns)``.
+    product : sparse matrix or None
+        The stored product, if given.
+
+    Examples
+    --------
+    >>> A = KroneckerMatrix([np.eye(2), np.ones((1, 3))])  # the totals of the two rows of a 2 x 3 grid
+    >>> A.shape
+    (2, 6)
+    >>> from strategy_opt.workload import identity, kronecker, total
+    >>> round(float(unit_error(A, kronecker(identity(2), total(3)), p=2)), 6)  # A is exactly that workload: ||A||_2^2 * rank = 1 * 2
+    2.0
     """
 
     def __init__(self, factors, product=None):
@@ -482,6 +500,13 @@ class ErrorProfile:
     (``lambda <= EIG_RTOL * lambda_max``: singular values of A below
     ``sqrt(EIG_RTOL)`` of the largest) span the null space used by the
     support check.
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import prefix
+    >>> P = ErrorProfile(np.eye(3))  # the identity strategy: (A^T A)^+ = I
+    >>> P.workload_trace(prefix(3))  # trace(W^T W) = 3 + 2 + 1
+    6.0
     """
 
     def __init__(self, A):
@@ -837,7 +862,22 @@ def _kron_parts(A, workload: Workload):
 
 @dataclass(frozen=True)
 class KroneckerSupport:
-    """A Kronecker strategy matched with a (union of) Kronecker workload(s), each factor's support checked."""
+    """A Kronecker strategy matched with a (union of) Kronecker workload(s), each factor's support checked.
+
+    Attributes
+    ----------
+    profiles : list of ErrorProfile
+        One per strategy factor.
+    parts : list of (float, list of Workload)
+        The weight and the factor workloads of each Kronecker term of the workload.
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import kronecker, prefix
+    >>> s = check_kronecker_support(KroneckerMatrix([np.eye(2), np.eye(3)]), kronecker(prefix(2), prefix(3)))
+    >>> len(s.profiles), [(float(w), [f.spec for f in fs]) for w, fs in s.parts]
+    (2, [(1.0, ['prefix:2', 'prefix:3'])])
+    """
 
     profiles: list  # ErrorProfile of each strategy factor
     parts: list  # (weight, factor workloads) of each Kronecker term of the workload (`_kron_parts`)

@@ -89,6 +89,17 @@ class Release:
     facts : dict
         What a data-dependent release decided (effective options, budget split, ...),
         recorded in the answer sidecar.
+
+    Examples
+    --------
+    Releases come from `run`; the identity strategy answers the identity workload with its own noisy counts:
+
+    >>> from strategy_opt.privacy import PureDP
+    >>> r = run(np.eye(2), np.array([3.0, 4.0]), "identity:2", PureDP(1.0), rng=0)
+    >>> float(r.noise_scale)  # Laplace scale b = sensitivity / epsilon = 1 / 1
+    1.0
+    >>> r.answers.shape, r.lower.shape, bool(np.allclose(r.answers, r.x_hat))
+    ((2,), (2,), True)
     """
 
     answers: np.ndarray
@@ -248,8 +259,24 @@ def resolution_exponent(scale: float) -> int:
 
     Their spacing, ``2^(e - 52)``, exceeds ``scale / NOISE_RESOLUTION`` (the rule of `check_noise_resolution`).
 
+    Parameters
+    ----------
+    scale : float
+        The noise scale (Laplace b or Gaussian sigma), positive.
+
+    Returns
+    -------
+    int
+        ``floor(log2(scale / NOISE_RESOLUTION)) + 53``.
+
+    Examples
+    --------
+    With ``NOISE_RESOLUTION = 16``: from ``2^49`` up float64 values are ``2^-3 = 1/8`` apart, more than ``1/16``:
+
     >>> resolution_exponent(1.0)
     49
+    >>> resolution_exponent(16.0)  # log2(16 / 16) = 0
+    53
     """
     return math.floor(math.log2(scale / NOISE_RESOLUTION)) + 53
 
