@@ -70,7 +70,24 @@ def _check_sensitivity(value) -> float:
 
 @dataclass(frozen=True)
 class Privacy:
-    """Base class of privacy notions. Use `PureDP` or `ApproxDP`."""
+    """Base class of privacy notions. Use `PureDP` or `ApproxDP`.
+
+    Attributes
+    ----------
+    epsilon : float
+        The privacy budget.
+    notion : str
+        ``'pure'`` or ``'approx'`` (class attribute).
+    p : int
+        Column-norm order of the sensitivity, 1 or 2 (class attribute).
+
+    Examples
+    --------
+    >>> [(P.notion, P.p) for P in (PureDP(1.0), ApproxDP(1.0, 1e-6))]
+    [('pure', 1), ('approx', 2)]
+    >>> isinstance(PureDP(1.0), Privacy)
+    True
+    """
 
     epsilon: float
 
@@ -363,6 +380,25 @@ def dissertation_sigma(epsilon: float, delta: float) -> float:
 def check_privacy(privacy) -> Privacy:
     """``privacy`` itself if it is a `Privacy` object (with its budget), else `InputError` (e.g. for the notion's name ``'pure'``).
 
+    Parameters
+    ----------
+    privacy : object
+        The value to check.
+
+    Returns
+    -------
+    Privacy
+        ``privacy``, unchanged.
+
+    Raises
+    ------
+    InputError
+        If ``privacy`` is not a `Privacy` instance.
+
+    Examples
+    --------
+    >>> check_privacy(PureDP(1.0))
+    PureDP(epsilon=1.0)
     >>> check_privacy("pure")
     Traceback (most recent call last):
     ...
