@@ -67,12 +67,48 @@ def marginal_attribute_sets(workload: Workload) -> list[tuple[int, ...]] | None:
 
 
 def superset_sums(a: np.ndarray, d: int) -> np.ndarray:
-    """``out[U] = sum_{S ⊇ U} a[S]`` over bit-mask-indexed arrays (zeta transform, O(d 2^d))."""
+    """``out[U] = sum_{S ⊇ U} a[S]`` over bit-mask-indexed arrays (zeta transform, O(d 2^d)).
+
+    Parameters
+    ----------
+    a : array_like, shape (2^d,)
+        Values indexed by subset bit mask.
+    d : int
+        Number of attributes.
+
+    Returns
+    -------
+    ndarray, shape (2^d,)
+
+    Examples
+    --------
+    With d = 2, masks 0, 1, 2, 3 are {}, {1}, {0}, {0, 1}:
+
+    >>> superset_sums(np.array([1.0, 2.0, 3.0, 4.0]), 2).tolist()  # 1+2+3+4, 2+4, 3+4, 4
+    [10.0, 6.0, 7.0, 4.0]
+    """
     return _zeta(a, d, into=0)
 
 
 def subset_sums(b: np.ndarray, d: int) -> np.ndarray:
-    """``out[S] = sum_{U ⊆ S} b[U]`` (the transpose of `superset_sums`)."""
+    """``out[S] = sum_{U ⊆ S} b[U]`` (the transpose of `superset_sums`).
+
+    Parameters
+    ----------
+    b : array_like, shape (2^d,)
+        Values indexed by subset bit mask.
+    d : int
+        Number of attributes.
+
+    Returns
+    -------
+    ndarray, shape (2^d,)
+
+    Examples
+    --------
+    >>> subset_sums(np.array([1.0, 2.0, 3.0, 4.0]), 2).tolist()  # 1, 1+2, 1+3, 1+2+3+4
+    [1.0, 3.0, 4.0, 10.0]
+    """
     return _zeta(b, d, into=1)
 
 
@@ -88,7 +124,23 @@ def _zeta(a: np.ndarray, d: int, into: int) -> np.ndarray:
 
 
 def subset_bits(d: int) -> np.ndarray:
-    """``bits[mask, i]``: whether attribute i is in the subset ``mask``, shape ``(2^d, d)``."""
+    """``bits[mask, i]``: whether attribute i is in the subset ``mask``, shape ``(2^d, d)``.
+
+    Parameters
+    ----------
+    d : int
+        Number of attributes.
+
+    Returns
+    -------
+    ndarray of int, shape (2^d, d)
+        Row ``mask``: bit ``d - 1 - i`` of ``mask`` in column i.
+
+    Examples
+    --------
+    >>> subset_bits(2).tolist()
+    [[0, 0], [0, 1], [1, 0], [1, 1]]
+    """
     masks = np.arange(2**d)
     return (masks[:, None] >> np.arange(d)[::-1][None, :]) & 1
 
@@ -104,7 +156,20 @@ def _outside_and_multiplicity(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray
 def subset_mask(attributes, k: int) -> int:
     """The bit mask of a set of attributes among k (attribute i on bit ``k - 1 - i``).
 
-    >>> subset_mask((0, 2), 3)
+    Parameters
+    ----------
+    attributes : iterable of int
+        Attribute indices, each in ``range(k)``.
+    k : int
+        Number of attributes.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> subset_mask((0, 2), 3)  # binary 101
     5
     """
     return sum(1 << (k - 1 - i) for i in attributes)
@@ -116,6 +181,28 @@ def marginal_spectrum(W: Workload, part_weights=None) -> tuple[np.ndarray, np.nd
     ``g[U]`` is the eigenvalue of ``W^T W`` on eigenspace U (``workload.log_scale`` excluded);
     with ``part_weights`` (one per marginal of the workload, `marginal_attribute_sets` order),
     of the workload whose t-th marginal's rows are scaled by ``sqrt(part_weights[t])``.
+
+    Parameters
+    ----------
+    W : Workload
+        A marginal workload (`marginal_attribute_sets` is not None).
+    part_weights : array_like, optional
+        One factor per marginal of W (see above).
+
+    Returns
+    -------
+    tuple of ndarray, each shape (2^k,), or None
+        ``mult[U]`` (multiplicity of eigenspace U), ``g[U]`` and ``out[U]``, indexed by bit mask;
+        None when W is not a marginal workload.
+
+    Examples
+    --------
+    The two 1-way marginals of a 2 x 3 table, ``W^T W = I_2 (x) J_3 + J_2 (x) I_3``; masks {}, {1}, {0}, {0, 1}:
+
+    >>> from strategy_opt.spec import parse_spec
+    >>> mult, g, out = marginal_spectrum(parse_spec("marginals:2x3:1"))
+    >>> mult.tolist(), g.tolist(), out.tolist()  # g[{}] = 3 + 2 on the constant vector
+    ([1.0, 2.0, 1.0, 2.0], [5.0, 2.0, 3.0, 0.0], [6.0, 2.0, 3.0, 1.0])
     """
     sets = marginal_attribute_sets(W)
     if sets is None or len(W.domain) < 1:
@@ -178,24 +265,63 @@ class MarginalsMatrix:
         self.shape = (rows, int(np.prod(self.domain)))
 
     def marginals(self) -> list[tuple[tuple[int, ...], float]]:
-        """``[(attribute set, weight)]`` of the marginals with a positive weight, in row order."""
+        """``[(attribute set, weight)]`` of the marginals with a positive weight, in row order.
+
+        Examples
+        --------
+        >>> MarginalsMatrix((2, 3), [0.0, 0.5, 0.25, 0.0]).marginals()  # mask 1 is attribute 1, mask 2 attribute 0
+        [((1,), 0.5), ((0,), 0.25)]
+        """
         bits = subset_bits(len(self.domain))
         return [(tuple(int(i) for i in np.flatnonzero(bits[m])), float(self.theta[m])) for m in np.flatnonzero(self.theta > 0)]
 
     def weights_by_subset(self) -> dict[str, float]:
-        """``{bit string: weight}`` of the positive weights, as recorded in ``meta['marginal_weights']``."""
+        """``{bit string: weight}`` of the positive weights, as recorded in ``meta['marginal_weights']``.
+
+        Examples
+        --------
+        >>> MarginalsMatrix((2, 3), [0.0, 0.5, 0.25, 0.0]).weights_by_subset()
+        {'01': 0.5, '10': 0.25}
+        """
         bits = subset_bits(len(self.domain))
         return {"".join(map(str, bits[m])): float(self.theta[m]) for m in np.flatnonzero(self.theta > 0)}
 
     def sensitivity(self, p: int) -> float:
-        """``sum theta`` (p = 1) or ``sqrt(sum theta^2)`` (p = 2): every cell lies in one row of each marginal."""
+        """``sum theta`` (p = 1) or ``sqrt(sum theta^2)`` (p = 2): every cell lies in one row of each marginal.
+
+        Parameters
+        ----------
+        p : {1, 2}
+            The column norm.
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        InputError
+            For another p.
+
+        Examples
+        --------
+        >>> A = MarginalsMatrix((2, 3), [0.0, 0.5, 0.5, 0.0])
+        >>> A.sensitivity(1), round(A.sensitivity(2), 6)  # 0.5 + 0.5, sqrt(0.25 + 0.25)
+        (1.0, 0.707107)
+        """
         if p not in (1, 2):
             raise InputError(f"sensitivity norm must be 1 or 2, got {p!r}")
         return float(self.theta.sum()) if p == 1 else float(np.sqrt((self.theta**2).sum()))
 
     @property
     def nnz(self) -> int:
-        """Non-zeros of the stacked matrix: every cell lies in one row of each weighted marginal."""
+        """Non-zeros of the stacked matrix: every cell lies in one row of each weighted marginal.
+
+        Examples
+        --------
+        >>> MarginalsMatrix((2, 3), [0.0, 0.5, 0.5, 0.0]).nnz  # 2 marginals x 6 cells
+        12
+        """
         return int(np.count_nonzero(self.theta)) * self.shape[1]
 
     def tocsr(self) -> sp.csr_matrix:
@@ -204,6 +330,12 @@ class MarginalsMatrix:
         Refused (`InputError`) when its `MARGINALS_CSR_BYTES_PER_NONZERO` bytes per
         non-zero exceed the available memory: ``marginals:1000x1000x1000:2``
         (3e9 non-zeros) was killed by the kernel at 22 GB.
+
+        Examples
+        --------
+        >>> A = MarginalsMatrix((2, 3), [0.0, 1.0, 1.0, 0.0]).tocsr().toarray()
+        >>> A.astype(int).tolist()  # the marginal on attribute 1 (3 rows), then on attribute 0 (2 rows)
+        [[1, 0, 0, 1, 0, 0], [0, 1, 0, 0, 1, 0], [0, 0, 1, 0, 0, 1], [1, 1, 1, 0, 0, 0], [0, 0, 0, 1, 1, 1]]
         """
         if self.product is not None:
             return sp.csr_matrix(self.product)
@@ -219,7 +351,20 @@ class MarginalsMatrix:
         return sp.vstack(blocks, format="csr")
 
     def eigenvalues(self) -> np.ndarray:
-        """``x(U)``: the eigenvalue of ``A^T A`` on each eigenspace U."""
+        """``x(U)``: the eigenvalue of ``A^T A`` on each eigenspace U.
+
+        Returns
+        -------
+        ndarray, shape (2^k,)
+            Indexed by bit mask U.
+
+        Examples
+        --------
+        ``A^T A = 0.25 (J_2 (x) I_3) + 0.25 (I_2 (x) J_3)``; on the constant vector (U = {}) ``0.25 * 2 + 0.25 * 3``:
+
+        >>> MarginalsMatrix((2, 3), [0.0, 0.5, 0.5, 0.0]).eigenvalues().tolist()
+        [1.25, 0.5, 0.75, 0.0]
+        """
         out, _ = _outside_and_multiplicity(np.asarray(self.domain, dtype=float))
         return superset_sums(self.theta**2 * out, len(self.domain))
 
@@ -229,6 +374,26 @@ class MarginalsMatrix:
 
         The weights are checked against the stored product (same pattern, entries
         within `PRODUCT_RTOL` of the largest), which is kept as the ``product``.
+
+        Parameters
+        ----------
+        A : matrix or sparse matrix
+            The stored strategy matrix.
+        meta : dict
+            The strategy metadata.
+
+        Returns
+        -------
+        MarginalsMatrix or None
+
+        Examples
+        --------
+        >>> M = MarginalsMatrix((2, 3), [0.0, 0.5, 0.5, 0.0])
+        >>> meta = {"marginal_weights": M.weights_by_subset(), "domain": [2, 3]}
+        >>> MarginalsMatrix.from_meta(M.tocsr(), meta).theta.tolist()
+        [0.0, 0.5, 0.5, 0.0]
+        >>> MarginalsMatrix.from_meta(np.eye(6), meta) is None  # not those marginals
+        True
         """
         weights, domain = meta.get("marginal_weights"), meta.get("domain")
         if not isinstance(weights, dict) or not isinstance(domain, list) or not domain:
