@@ -74,6 +74,19 @@ def gram_factor(G: np.ndarray | None = None, eigh: tuple[np.ndarray, np.ndarray]
     -------
     ndarray, shape (n, r)
         ``L = V_r diag(sqrt(lam_r))`` over the kept eigenpairs.
+
+    Raises
+    ------
+    InputError
+        If neither G nor ``eigh`` is given, or the Gram matrix is zero.
+
+    Examples
+    --------
+    The all-ones Gram J of ``total:3`` has rank 1, eigenvalue 3 on the constant vector:
+
+    >>> L = gram_factor(np.ones((3, 3)))
+    >>> L.shape, np.round(np.abs(L.ravel()), 6).tolist()  # +-sqrt(3) * (1, 1, 1) / sqrt(3)
+    ((3, 1), [1.0, 1.0, 1.0])
     """
     if eigh is None:
         if G is None:
@@ -104,6 +117,24 @@ def nuclear_norm_weighted(L: np.ndarray, u: np.ndarray) -> float:
     not: a rounding-level eigenvalue, ~eps times the largest, adds ~sqrt(eps) =
     1.5e-8 of it, and such a bound came out 2e-8 above the optimum on rows
     scaled over four decades.
+
+    Parameters
+    ----------
+    L : ndarray, shape (n, r)
+        A Gram factor (`gram_factor`).
+    u : ndarray, shape (n,)
+        Non-negative weights over the cells (used as given: not normalised).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    With ``L = I`` (the identity workload) and u = 1/4 on 4 cells the singular values are four halves:
+
+    >>> nuclear_norm_weighted(np.eye(4), np.full(4, 0.25))
+    2.0
     """
     B = np.sqrt(u)[:, None] * L
     with factorization_threads():
@@ -139,6 +170,23 @@ def dual_bound(G: np.ndarray, u, *, factor: np.ndarray | None = None) -> float:
     float
         A lower bound on E_2(A; W) of every strategy A (Li 2013, Program
         3.4.2 dual; uniform u gives the SVD bound of Thm 4.1).
+
+    Raises
+    ------
+    InputError
+        If u has the wrong shape, or is negative, non-finite or all zero.
+
+    Examples
+    --------
+    On the identity workload the uniform weights give ``(4 * sqrt(1/4))^2 = 4``, the identity strategy's E_2: tight.
+
+    >>> dual_bound(np.eye(4), np.ones(4))
+    4.0
+
+    On prefix:2 (``G = [[2, 1], [1, 1]]``, eigenvalues ``(3 +- sqrt 5) / 2`` with square roots summing to ``sqrt 5``): ``5 / 2``.
+
+    >>> round(dual_bound(np.array([[2.0, 1.0], [1.0, 1.0]]), [0.5, 0.5]), 6)
+    2.5
     """
     L = gram_factor(G) if factor is None else factor
     return nuclear_norm_weighted(L, _simplex(u, L.shape[0])) ** 2
@@ -202,6 +250,18 @@ def kkt_weights(G: np.ndarray | None, X: np.ndarray, *, factor: np.ndarray | Non
     -------
     ndarray, shape (n,)
         Weights on the simplex.
+
+    Raises
+    ------
+    InputError
+        If the weights vanish (X does not see the workload).
+
+    Examples
+    --------
+    For ``G = diag(4, 1)`` the optimum is ``X = I`` and ``u ∝ diag(G)``:
+
+    >>> np.round(kkt_weights(np.diag([4.0, 1.0]), np.eye(2)), 6).tolist()
+    [0.8, 0.2]
     """
     return _kkt_candidates(G, X, factor)[0]
 
@@ -212,6 +272,34 @@ def kkt_bound(G: np.ndarray | None, X: np.ndarray, *, factor: np.ndarray | None 
     Every weight vector on the simplex gives a valid bound; when the weights of
     X's inverse are swamped by its near-null directions, both they (clipped)
     and those of its pseudo-inverse are tried.
+
+    Parameters
+    ----------
+    G : ndarray, shape (n, n), or None
+        The Gram matrix; not read when ``factor`` is given.
+    X : ndarray, shape (n, n)
+        ``A^T A`` of the strategy.
+    factor : ndarray, shape (n, r), optional
+        A factor ``L L^T = G`` (`gram_factor`).
+
+    Returns
+    -------
+    float
+        A lower bound on E_2 of every strategy; equal to ``trace(G X^{-1})`` when X is optimal.
+
+    Raises
+    ------
+    InputError
+        If X is not n x n, or its KKT weights vanish.
+
+    Examples
+    --------
+    For ``G = diag(4, 1)`` and ``X = I`` (the optimum, error ``trace(G) = 5``) the weights (0.8, 0.2) give
+    ``(sqrt(0.8 * 4) + sqrt(0.2 * 1))^2 = 5``; the uniform weights give only ``(2 + 1)^2 / 2 = 4.5``:
+
+    >>> G = np.diag([4.0, 1.0])
+    >>> round(kkt_bound(G, np.eye(2)), 6), round(dual_bound(G, [1.0, 1.0]), 6)
+    (5.0, 4.5)
     """
     n = (factor if factor is not None else np.asarray(G)).shape[0]
     if np.shape(X) != (n, n):
@@ -258,7 +346,26 @@ def _kkt_candidates(G, X, factor) -> list[np.ndarray]:
 
 
 def relative_gap(primal: float, lower: float) -> float:
-    """``primal / lower - 1`` (inf when the lower bound is not positive)."""
+    """``primal / lower - 1`` (inf when the lower bound is not positive).
+
+    Parameters
+    ----------
+    primal : float
+        The achieved value (error or objective).
+    lower : float
+        A lower bound on it.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> relative_gap(5.0, 4.0)
+    0.25
+    >>> relative_gap(5.0, 0.0)
+    inf
+    """
     return primal / lower - 1.0 if lower > 0 and math.isfinite(primal) else math.inf
 
 
