@@ -59,6 +59,16 @@ class Objective:
         ``cvx(u, weights=None)`` building the same function of the cvxpy
         variable u (m variances) as a scalar cvxpy expression, convex and
         non-decreasing in u (checked by `check_cvx_form`).
+
+    Examples
+    --------
+    Callers pass the weights positionally, ``value(u, weights)`` (the built-ins name the argument ``w``):
+
+    >>> get_objective("weighted").value(np.array([1.0, 2.0]), np.array([3.0, 1.0]))  # 3 * 1 + 1 * 2
+    5.0
+    >>> sq = Objective("sum-sq", "sum of squared variances", lambda u, w=None: float(np.sum(np.square(u))), None)
+    >>> sq.name, sq.value(np.array([1.0, 2.0]))  # an objective that is only evaluated needs no cvx form
+    ('sum-sq', 5.0)
     """
 
     name: str

@@ -45,6 +45,14 @@ class MethodInfo:
         The objectives the method minimises (None: any registered objective).
     options : frozenset of str or None
         The option names it reads (None: not declared, nothing is checked).
+
+    Examples
+    --------
+    >>> info = get_method("identity")
+    >>> info.name, info.privacy, info.objectives, info.options
+    ('identity', ('pure', 'approx'), ('total',), frozenset())
+    >>> info.summary
+    'ask every cell once (A = I)'
     """
 
     name: str
