@@ -135,28 +135,65 @@ class Minimization:
     every cell of its class and dropped cells get zero columns. A has the same
     column norms (sensitivity), supports W, and ``W A^+ = W' A'^+``, so its error
     on W equals the error of A' on W' (Li 2013, Prop. 5.1).
+
+    Parameters
+    ----------
+    classes : ndarray of int, shape (n,)
+        The minimized cell of each cell, or -1.
+
+    Examples
+    --------
+    ``W = [[1, 1, 0, 1], [0, 0, 0, 1]]``: cells 0 and 1 have the same column, cell 2 none:
+
+    >>> mz = Minimization(np.array([0, 0, -1, 1]))
+    >>> mz.n, mz.n_min, mz.trivial
+    (4, 2, False)
     """
 
     classes: np.ndarray
 
     @property
     def n(self) -> int:
-        """Number of original cells."""
+        """Number of original cells.
+
+        Examples
+        --------
+        >>> Minimization(np.array([0, 0, -1, 1])).n
+        4
+        """
         return len(self.classes)
 
     @property
     def n_min(self) -> int:
-        """Number of cells of the minimized workload."""
+        """Number of cells of the minimized workload.
+
+        Examples
+        --------
+        >>> Minimization(np.array([0, 0, -1, 1])).n_min
+        2
+        """
         return int(self.classes.max()) + 1 if self.classes.size else 0
 
     @property
     def trivial(self) -> bool:
-        """Whether the workload is already minimal (no merge, no drop)."""
+        """Whether the workload is already minimal (no merge, no drop).
+
+        Examples
+        --------
+        >>> Minimization.identity(3).trivial, Minimization(np.array([0, 0, 1])).trivial
+        (True, False)
+        """
         return self.n_min == self.n and bool(np.all(self.classes == np.arange(self.n)))
 
     @property
     def representatives(self) -> np.ndarray:
-        """One original cell per minimized cell (the first of its class)."""
+        """One original cell per minimized cell (the first of its class).
+
+        Examples
+        --------
+        >>> Minimization(np.array([0, 0, -1, 1])).representatives.tolist()
+        [0, 3]
+        """
         first = np.full(self.n_min, -1, dtype=np.int64)
         for j in range(self.n - 1, -1, -1):
             if self.classes[j] >= 0:
@@ -164,19 +201,59 @@ class Minimization:
         return first
 
     def merge_matrix(self) -> sp.csr_matrix:
-        """The n' x n 0/1 matrix M with ``W = W' M``."""
+        """The n' x n 0/1 matrix M with ``W = W' M``.
+
+        Examples
+        --------
+        >>> Minimization(np.array([0, 0, -1, 1])).merge_matrix().toarray().astype(int).tolist()
+        [[1, 1, 0, 0], [0, 0, 0, 1]]
+        """
         keep = np.flatnonzero(self.classes >= 0)
         return sp.csr_matrix((np.ones(len(keep)), (self.classes[keep], keep)), shape=(self.n_min, self.n))
 
     def reduce_gram(self, G: np.ndarray) -> np.ndarray:
-        """Gram matrix of the minimized workload (rows/columns of the representatives)."""
+        """Gram matrix of the minimized workload (rows/columns of the representatives).
+
+        Parameters
+        ----------
+        G : ndarray, shape (n, n)
+            The original workload's Gram matrix.
+
+        Returns
+        -------
+        ndarray, shape (n_min, n_min)
+            G itself when the map is trivial.
+
+        Examples
+        --------
+        >>> from strategy_opt.workload import from_matrix
+        >>> G = from_matrix([[1, 1, 0, 1], [0, 0, 0, 1]]).gram()
+        >>> Minimization(np.array([0, 0, -1, 1])).reduce_gram(G).tolist()  # the Gram of W' = [[1, 1], [0, 1]]
+        [[1.0, 1.0], [1.0, 2.0]]
+        """
         if self.trivial:
             return G
         r = self.representatives
         return G[np.ix_(r, r)]
 
     def expand(self, A_min: np.ndarray) -> np.ndarray:
-        """Strategy ``A' M`` on the original cells (see the class docstring)."""
+        """Strategy ``A' M`` on the original cells (see the class docstring).
+
+        Parameters
+        ----------
+        A_min : ndarray, shape (p, n_min)
+            A strategy for the minimized workload.
+
+        Returns
+        -------
+        ndarray, shape (p, n)
+            ``A_min`` itself when the map is trivial.
+
+        Examples
+        --------
+        >>> Minimization(np.array([0, 0, -1, 1])).expand(np.array([[1.0, 0.0], [0.0, 2.0]])).tolist()
+        [[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 2.0]]
+        """
         if self.trivial:
             return A_min
         A = np.zeros((A_min.shape[0], self.n))
@@ -186,12 +263,36 @@ class Minimization:
 
     @staticmethod
     def identity(n: int) -> "Minimization":
-        """The trivial map of an already minimal n-cell workload."""
+        """The trivial map of an already minimal n-cell workload.
+
+        Examples
+        --------
+        >>> Minimization.identity(3).classes.tolist()
+        [0, 1, 2]
+        """
         return Minimization(np.arange(n, dtype=np.int64))
 
     @staticmethod
     def kron(parts: list["Minimization"]) -> "Minimization":
-        """Per-factor minimizations of a Kronecker workload, combined (row-major cells)."""
+        """Per-factor minimizations of a Kronecker workload, combined (row-major cells).
+
+        Parameters
+        ----------
+        parts : list of Minimization
+            One per factor, in the order of the factors.
+
+        Returns
+        -------
+        Minimization
+            Over the product of the factors' cells; a cell dropped in any factor is dropped.
+
+        Examples
+        --------
+        Merging the two cells of the first factor of a 2 x 2 domain:
+
+        >>> Minimization.kron([Minimization(np.array([0, 0])), Minimization.identity(2)]).classes.tolist()
+        [0, 1, 0, 1]
+        """
         classes = np.zeros(1, dtype=np.int64)
         for p in parts:
             c = np.add.outer(classes * p.n_min, p.classes)
@@ -259,6 +360,22 @@ def normalized_gram(workload: Workload) -> np.ndarray:
     ``exp(workload.log_scale)`` like `Workload.gram`. Structured workloads
     (intervals, all ranges, all predicates, Kronecker products, unions) never
     build W.
+
+    Parameters
+    ----------
+    workload : Workload
+
+    Returns
+    -------
+    ndarray, shape (n, n)
+
+    Examples
+    --------
+    prefix:2 has rows (1, 0) and (1, 1), of squared norms 1 and 2:
+
+    >>> from strategy_opt.workload import prefix
+    >>> normalized_gram(prefix(2)).tolist()  # [[1, 0], [0, 0]] + [[1, 1], [1, 1]] / 2
+    [[1.5, 0.5], [0.5, 0.5]]
     """
     n = workload.n
     if isinstance(workload, Kronecker):
