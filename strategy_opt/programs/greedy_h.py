@@ -87,7 +87,31 @@ _LOG_SECONDS = 5.0
 
 
 def check_branching(branching) -> int:
-    """The branching factor as an int >= 2, else `InputError`."""
+    """The branching factor as an int >= 2, else `InputError`.
+
+    Parameters
+    ----------
+    branching : int
+        The option's value (a bool is refused).
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    OptionError
+        (an `InputError`) if it is not an integer >= 2.
+
+    Examples
+    --------
+    >>> check_branching(3)
+    3
+    >>> check_branching(1)
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.OptionError: branching must be an integer >= 2, got 1
+    """
     if isinstance(branching, bool) or not isinstance(branching, (int, np.integer)) or branching < 2:
         raise OptionError(f"branching must be an integer >= 2, got {branching!r}")
     return int(branching)
@@ -179,6 +203,16 @@ class MappedWorkload:
         Bucket boundaries in that order, ``0 = e_0 < ... < e_k = n``.
     route : {'gram', 'matrix', 'structured'}, optional
         Forces a route; by default the cheapest that applies.
+
+    Examples
+    --------
+    prefix:4 on two buckets of two cells: ``P`` averages each bucket, so ``W_hat`` has rows
+    (1/2, 0), (1, 0), (1, 1/2), (1, 1):
+
+    >>> from strategy_opt.workload import prefix
+    >>> mw = MappedWorkload(prefix(4), np.arange(4), np.array([0, 2, 4]))
+    >>> mw.route, mw.k
+    ('gram', 2)
     """
 
     def __init__(self, workload: Workload, order: np.ndarray, edges: np.ndarray, route: str | None = None):
@@ -223,7 +257,13 @@ class MappedWorkload:
     def check(workload: Workload) -> None:
         """Refuse (`InputError`) a workload whose mapping onto buckets needs a Gram matrix it cannot have,
         before any bucket is known: the structured route forms every factor's Gram (a 1-D interval workload
-        on more than `MAX_DENSE_N` cells has one factor, itself), so DAWA refuses before drawing noise."""
+        on more than `MAX_DENSE_N` cells has one factor, itself), so DAWA refuses before drawing noise.
+
+        Examples
+        --------
+        >>> from strategy_opt.workload import prefix
+        >>> MappedWorkload.check(prefix(4))  # passes silently
+        """
         if MappedWorkload._choose_route(workload) != "structured":
             return
         for part in workload.parts if isinstance(workload, Union) else [workload]:
@@ -245,6 +285,28 @@ class MappedWorkload:
         """``||W_hat v_r||^2`` for each run r, where ``v_r = w`` on buckets ``[lo_r, hi_r)`` and 0 elsewhere.
 
         Runs must be disjoint.
+
+        Parameters
+        ----------
+        lo, hi : array_like of int
+            Bucket bounds of each run, ``[lo_r, hi_r)``.
+        w : ndarray, shape (k,)
+            The values on the buckets.
+
+        Returns
+        -------
+        ndarray, shape (len(lo),)
+
+        Examples
+        --------
+        With ``W_hat`` rows (1/2, 0), (1, 0), (1, 1/2), (1, 1) (prefix:4 on two buckets, see the class):
+
+        >>> from strategy_opt.workload import prefix
+        >>> mw = MappedWorkload(prefix(4), np.arange(4), np.array([0, 2, 4]))
+        >>> mw.norms_sq(np.array([0]), np.array([2]), np.ones(2)).tolist()  # v = (1, 1): 0.5^2 + 1 + 1.5^2 + 2^2
+        [7.5]
+        >>> mw.norms_sq(np.array([0, 1]), np.array([1, 2]), np.ones(2)).tolist()  # the two columns: 0.25 + 3, 0.25 + 1
+        [3.25, 1.25]
         """
         lo = np.asarray(lo, dtype=np.int64)
         hi = np.asarray(hi, dtype=np.int64)
@@ -379,6 +441,12 @@ class Hierarchy:
     unit_error : float
         ``tr(W_hat^T W_hat (A^T A)^-1)`` of the weighted strategy A (sensitivity 1):
         the expected total squared error on the buckets at unit noise variance 1.
+
+    Examples
+    --------
+    >>> h = build_hierarchy(2)  # two leaves (nodes 0, 1) and their root (node 2)
+    >>> h.k, h.lo.tolist(), h.hi.tolist(), h.depth.tolist()
+    (2, [0, 1, 0], [1, 2, 2], [1, 1, 0])
     """
 
     k: int
@@ -395,11 +463,30 @@ class Hierarchy:
 
     @property
     def asked(self) -> np.ndarray:
-        """Ids of the nodes with a positive weight (the strategy rows), in node order."""
+        """Ids of the nodes with a positive weight (the strategy rows), in node order.
+
+        Examples
+        --------
+        On the identity workload the root is useless (lambda 0, weight 0):
+
+        >>> from strategy_opt.workload import identity
+        >>> greedy_hierarchy(MappedWorkload(identity(2), np.arange(2), np.arange(3))).asked.tolist()
+        [0, 1]
+        """
         return np.flatnonzero(self.weight > 0)
 
     def strategy(self) -> sp.csr_matrix:
-        """The weighted strategy over the buckets: row ``c_q 1_[lo_q, hi_q)`` per asked node."""
+        """The weighted strategy over the buckets: row ``c_q 1_[lo_q, hi_q)`` per asked node.
+
+        Examples
+        --------
+        On the total workload the root gets weight ``LAMBDA_MAX = 0.99``, each leaf what is left of its column's unit norm:
+
+        >>> from strategy_opt.workload import total
+        >>> h = greedy_hierarchy(MappedWorkload(total(2), np.arange(2), np.arange(3)))
+        >>> np.round(h.strategy().toarray(), 6).tolist()
+        [[0.01, 0.0], [0.0, 0.01], [0.99, 0.99]]
+        """
         q = self.asked
         lengths = self.hi[q] - self.lo[q]
         indptr = np.concatenate([[0], np.cumsum(lengths)])
@@ -418,6 +505,24 @@ class Hierarchy:
 
         Applies ``M_root^-1`` round by round with the Sherman-Morrison update:
         ``M_q^-1 v = (B^-1 v - beta u (1^T B^-1 v)) / (1-lambda)^2``.
+
+        Parameters
+        ----------
+        y : ndarray, shape (len(asked),)
+            Answers to the strategy rows, in `asked` order.
+
+        Returns
+        -------
+        ndarray, shape (k,)
+
+        Examples
+        --------
+        Exact answers give back the bucket values:
+
+        >>> from strategy_opt.workload import total
+        >>> h = greedy_hierarchy(MappedWorkload(total(2), np.arange(2), np.arange(3)))
+        >>> np.round(h.least_squares(h.strategy() @ np.array([3.0, 5.0])), 6).tolist()
+        [3.0, 5.0]
         """
         q = self.asked
         diff = np.zeros(self.k + 1)
@@ -487,6 +592,28 @@ def best_lambda(e: np.ndarray, A: np.ndarray, d: np.ndarray) -> np.ndarray:
     Candidates: both ends and the stationary points (real roots of the quartic
     ``c d s^4 + 2 c s^2 - A s + e`` in ``s = lambda/(1-lambda)``, and ``e/A``
     for the degenerate ``c = 0``).
+
+    Parameters
+    ----------
+    e : ndarray
+        Per node: the error of the subtree below it without it (its children's errors, summed).
+    A : ndarray
+        Per node: the squared norm of ``W_hat`` on its bucket run weighted by the leaf weights
+        (`greedy_hierarchy` passes a depth-dependent blend with its children's).
+    d : ndarray
+        Per node: the sum of the leaf weights under it.
+
+    Returns
+    -------
+    ndarray
+        lambda per node, in ``[0, LAMBDA_MAX]``.
+
+    Examples
+    --------
+    A node no query needs (A = 0) gets nothing; one the queries all need gets the maximum:
+
+    >>> best_lambda(np.array([2.0, 2.0]), np.array([0.0, 4.0]), np.array([2.0, 2.0])).tolist()
+    [0.0, 0.99]
     """
     e, A, d = (np.asarray(v, dtype=float) for v in (e, A, d))
     s_max = LAMBDA_MAX / (1.0 - LAMBDA_MAX)
@@ -523,6 +650,15 @@ def greedy_hierarchy(mapped: MappedWorkload, branching: int = 2) -> Hierarchy:
     -------
     Hierarchy
         With ``lam``, ``beta``, ``gamma``, ``weight`` and ``unit_error`` set.
+
+    Examples
+    --------
+    For the total of two cells: error ``2 / (2 * 0.99^2 + 0.01^2)`` (the constant direction of ``A^T A``):
+
+    >>> from strategy_opt.workload import total
+    >>> h = greedy_hierarchy(MappedWorkload(total(2), np.arange(2), np.arange(3)))
+    >>> np.round(h.weight, 6).tolist(), round(h.unit_error, 6)
+    ([0.01, 0.01, 0.99], 1.020252)
     """
     tree = build_hierarchy(mapped.k, branching)
     k, nodes = tree.k, tree.lo.size
@@ -560,7 +696,27 @@ def greedy_hierarchy(mapped: MappedWorkload, branching: int = 2) -> Hierarchy:
 
 
 def domain_order(domain) -> np.ndarray:
-    """Cell ids in the order the hierarchy runs over: natural (1-D) or Hilbert (2-D)."""
+    """Cell ids in the order the hierarchy runs over: natural (1-D) or Hilbert (2-D).
+
+    Parameters
+    ----------
+    domain : sequence of int
+        One or two attribute sizes.
+
+    Returns
+    -------
+    ndarray of int, shape (n,)
+
+    Raises
+    ------
+    InputError
+        For three or more attributes.
+
+    Examples
+    --------
+    >>> domain_order((4,)).tolist(), domain_order((2, 2)).tolist()  # Hilbert: (0, 0), (0, 1), (1, 1), (1, 0)
+    ([0, 1, 2, 3], [0, 1, 3, 2])
+    """
     if len(domain) > 2:
         raise InputError(f"greedy-h and DAWA order 1-D or 2-D domains; got {len(domain)} attributes {tuple(domain)}")
     return hilbert_order(domain)
@@ -603,6 +759,21 @@ def greedy_h_bytes(W: Workload) -> tuple[float, str]:
     at most as much on the Gram route, the factor Grams (three copies while
     they are built) and blocks of `_BLOCK_ENTRIES` entries on the structured
     route, the sparse ``W P`` (three copies of its non-zeros) on the matrix route.
+
+    Parameters
+    ----------
+    W : Workload
+
+    Returns
+    -------
+    (float, str)
+        The bytes and a description of the largest term.
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import prefix
+    >>> greedy_h_bytes(prefix(4))  # DENSE_WORK_COPIES = 6 matrices of 4 * 4 * 8 bytes
+    (768.0, '6 dense 4x4 matrices of 128 B')
     """
     n = W.n
     one = 8.0 * n * n
@@ -625,6 +796,11 @@ def check_size(W: Workload) -> None:
     Above ``defaults.MAX_DENSE_N`` cells its strategy cannot be analysed
     (dense n x n matrices); below, when `greedy_h_bytes` exceeds the available
     memory (`strategy_opt.resources.require_memory`).
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import prefix
+    >>> check_size(prefix(4))  # passes silently
     """
     n = W.n
     if n > MAX_DENSE_N:
@@ -644,6 +820,25 @@ def greedy_h_matrix(W: Workload, branching: int = 2) -> tuple[sp.csr_matrix, Hie
     ------
     InputError
         The domain is too large (`check_size`), before any work.
+
+    Parameters
+    ----------
+    W : Workload
+        Over a 1-D or 2-D domain.
+    branching : int, default 2
+
+    Returns
+    -------
+    A : scipy.sparse.csr_matrix, shape (rows, n)
+        The weighted hierarchy over the cells (unit L1 column norms).
+    tree : Hierarchy
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import total
+    >>> A, tree = greedy_h_matrix(total(2))
+    >>> np.round(A.toarray(), 6).tolist(), round(tree.unit_error, 6)
+    ([[0.01, 0.0], [0.0, 0.01], [0.99, 0.99]], 1.020252)
     """
     check_size(W)
     order = domain_order(W.domain)
