@@ -208,6 +208,29 @@ def pidentity_loss_on_support(values: np.ndarray, G: np.ndarray, rows: np.ndarra
     `DENSE_SUPPORT_SHARE` of Theta is multiplied as a dense array: on 256 cells
     SciPy's sparse bookkeeping cost more than the flops it saved (0.74 ms
     against 0.31 ms per evaluation, prefix:256).
+
+    Parameters
+    ----------
+    values : ndarray, shape (nnz,)
+        Theta's entries on the pattern.
+    G : ndarray, shape (n, n)
+        The workload Gram matrix.
+    rows, cols : ndarray of int, shape (nnz,)
+        The pattern.
+    p : int
+        Rows of Theta.
+
+    Returns
+    -------
+    (float, ndarray of shape (nnz,))
+        E_1 and its gradient on the pattern.
+
+    Examples
+    --------
+    >>> G = np.array([[2.0, 1.0], [1.0, 2.0]])
+    >>> f, g = pidentity_loss_on_support(np.zeros(2), G, np.array([0, 0]), np.array([0, 1]), 1)
+    >>> f  # Theta = 0: the identity, E_1 = trace(G)
+    4.0
     """
     n = G.shape[0]
     if rows.size >= DENSE_SUPPORT_SHARE * p * n:
@@ -238,7 +261,27 @@ def pidentity_loss_on_support(values: np.ndarray, G: np.ndarray, rows: np.ndarra
 
 
 def hat_support(T0: np.ndarray, margin: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """Pattern of a Theta start whose rows have contiguous supports, each widened by ``margin`` times its width per side."""
+    """Pattern of a Theta start whose rows have contiguous supports, each widened by ``margin`` times its width per side.
+
+    Parameters
+    ----------
+    T0 : ndarray, shape (p, n)
+        The start; each row has a positive entry.
+    margin : float, default 1.0
+
+    Returns
+    -------
+    (rows, cols) : ndarray of int
+        The pattern, row by row.
+
+    Examples
+    --------
+    A row whose support is cell 1 (width 1), widened by one cell per side:
+
+    >>> rows, cols = hat_support(np.array([[0.0, 1.0, 0.0, 0.0, 0.0]]))
+    >>> rows.tolist(), cols.tolist()
+    ([0, 0, 0], [0, 1, 2])
+    """
     n = T0.shape[1]
     rows, cols = [], []
     for i, row in enumerate(T0):
@@ -251,7 +294,23 @@ def hat_support(T0: np.ndarray, margin: float = 1.0) -> tuple[np.ndarray, np.nda
 
 
 def pidentity_matrix(theta: np.ndarray) -> np.ndarray:
-    """The strategy ``[I; Theta] D`` (every column sums to 1), without the all-zero rows of Theta."""
+    """The strategy ``[I; Theta] D`` (every column sums to 1), without the all-zero rows of Theta.
+
+    Parameters
+    ----------
+    theta : ndarray, shape (p, n)
+        Non-negative.
+
+    Returns
+    -------
+    ndarray, shape (n + p', n)
+        p' the number of non-zero rows of theta; D divides column j by ``1 + sum_i theta_ij``.
+
+    Examples
+    --------
+    >>> pidentity_matrix(np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])).tolist()
+    [[0.5, 0.0, 0.0], [0.0, 0.5, 0.0], [0.0, 0.0, 1.0], [0.5, 0.5, 0.0]]
+    """
     T = np.asarray(theta, dtype=float)
     n = T.shape[1]
     T = T[T.max(axis=1) > 0] if T.size else T
@@ -259,7 +318,26 @@ def pidentity_matrix(theta: np.ndarray) -> np.ndarray:
 
 
 def hat_rows(n: int, spacing: float) -> np.ndarray:
-    """Linear B-splines ("hats") with knots every ~spacing cells: rows summing to 1 on every cell."""
+    """Linear B-splines ("hats") with knots every ~spacing cells: rows summing to 1 on every cell.
+
+    Parameters
+    ----------
+    n : int
+        Number of cells.
+    spacing : float
+        The knot spacing, in cells.
+
+    Returns
+    -------
+    ndarray, shape (rows, n)
+
+    Examples
+    --------
+    Knots at 0, 2 and 4 on cell centres 0.5 .. 3.5:
+
+    >>> hat_rows(4, 2).tolist()
+    [[0.75, 0.25, 0.0, 0.0], [0.25, 0.75, 0.75, 0.25], [0.0, 0.0, 0.25, 0.75]]
+    """
     m = max(1, int(math.ceil(n / spacing)))
     h = n / m
     x = np.arange(n) + 0.5
@@ -269,7 +347,23 @@ def hat_rows(n: int, spacing: float) -> np.ndarray:
 
 
 def hat_templates(n: int) -> list[tuple[float, ...]]:
-    """Candidate level spacings ``(h_1, h_2, ...)``: geometric in a ratio, finest first, coarsest <= n / COARSEST_DIVISOR."""
+    """Candidate level spacings ``(h_1, h_2, ...)``: geometric in a ratio, finest first, coarsest <= n / COARSEST_DIVISOR.
+
+    Parameters
+    ----------
+    n : int
+        Number of cells.
+
+    Returns
+    -------
+    list of tuple of float
+        Sorted; always includes the one level ``(max(1, n / 4),)``.
+
+    Examples
+    --------
+    >>> hat_templates(8)
+    [(2.0,)]
+    """
     out = set()
     for base, ratio in itertools.product(BASE_SPACINGS, LEVEL_RATIOS):
         levels, h = [], float(base)
@@ -287,7 +381,18 @@ def _template_theta(n: int, spacings: tuple[float, ...]) -> np.ndarray:
 
 
 def blas_threads() -> int:
-    """Threads the BLAS libraries currently use (the largest, if several are loaded)."""
+    """Threads the BLAS libraries currently use (the largest, if several are loaded).
+
+    Returns
+    -------
+    int
+        At least 1.
+
+    Examples
+    --------
+    >>> blas_threads() >= 1
+    True
+    """
     return max([int(c.num_threads) for c in _THREADPOOLS.select(user_api="blas").lib_controllers] or [1])
 
 
@@ -318,6 +423,16 @@ def optimise_theta(
     templates: 0.36 vs 13.6 ms at 256 cells, 9.1 vs 20.4 ms at 1024, 239 vs
     250 ms at 4096; auto-pure on prefix:256 took 61 s instead of 2.8 s).
     Larger evaluations use the caller's thread count.
+
+    Examples
+    --------
+    For the total of two cells, ``E_1 = 2 (1 + t)^2 / (1 + 2 t^2)`` along ``Theta = [[t, t]]``: from t = 1 the search runs to the bound
+    ``THETA_MAX = 100``, where ``E_1 = 2 * 101^2 / 20001``:
+
+    >>> from strategy_opt.workload import total
+    >>> T, e1, iterations, stop = optimise_theta(total(2).gram(), np.array([[1.0, 1.0]]), max_iters=100, deadline=time.perf_counter() + 5, ftol=1e-12)
+    >>> np.round(T, 6).tolist(), round(e1, 6)
+    ([[100.0, 100.0]], 1.020049)
     """
     p, n = T0.shape
     state = {"last": time.perf_counter(), "it": 0, "f": math.inf, "stop": "lbfgsb"}
@@ -378,7 +493,25 @@ def optimise_theta(
 
 
 def exact_error(theta: np.ndarray, G: np.ndarray) -> float:
-    """``trace(G (A^T A)^{-1})`` of ``A = [I; Theta] D`` by a Cholesky factorisation (no cancellation)."""
+    """``trace(G (A^T A)^{-1})`` of ``A = [I; Theta] D`` by a Cholesky factorisation (no cancellation).
+
+    Parameters
+    ----------
+    theta : ndarray, shape (p, n)
+    G : ndarray, shape (n, n)
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import prefix, total
+    >>> exact_error(np.zeros((1, 3)), prefix(3).gram())  # the identity: trace(G) = 3 + 2 + 1
+    6.0
+    >>> round(exact_error(np.array([[1.0, 1.0]]), total(2).gram()), 6)  # A^T A = (I + J) / 4: 2 / (3 / 4)
+    2.666667
+    """
     T = np.asarray(theta, dtype=float)
     s = 1.0 + T.sum(axis=0)
     X = (np.eye(T.shape[1]) + T.T @ T) / np.outer(s, s)
@@ -389,7 +522,31 @@ def exact_error(theta: np.ndarray, G: np.ndarray) -> float:
 
 @dataclass
 class PIdentityResult:
-    """Best Theta found for one Gram matrix, and how it was found."""
+    """Best Theta found for one Gram matrix, and how it was found.
+
+    Attributes
+    ----------
+    theta : ndarray, shape (p, n)
+        The best Theta.
+    value : float
+        Its E_1 (in the units of the G given).
+    start : str
+        The start it came from (``'identity'``, ``'warm'``, a hat template, ``'random<i>'``).
+    iterations : int
+        L-BFGS-B iterations of that start.
+    starts : dict
+        Per start: ``unit_error``, ``iterations``, ``seconds``, ``stopped_by``.
+
+    Examples
+    --------
+    On the total of two cells every start ends at a stationary point no better than the identity's ``E_1 = 2``
+    (Theta = 0: see `optimise_theta` for the bound Theta runs to from a larger start):
+
+    >>> from strategy_opt.workload import total
+    >>> r = solve_pidentity(total(2).gram(), p_random=1, random_starts=1, seed=0, max_iters=200, time_limit=5, ftol=1e-12)
+    >>> r.start, r.value, r.theta.tolist(), sorted(r.starts)
+    ('identity', 2.0, [[0.0, 0.0]], ['identity', 'random0'])
+    """
 
     theta: np.ndarray
     value: float
@@ -423,6 +580,13 @@ def solve_pidentity(
     the remaining time. Returns the best; ``starts`` records each start's E_1,
     iterations, seconds and what stopped it (``'race'``: it lost the race, and
     its E_1 is where it stopped).
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import prefix
+    >>> r = solve_pidentity(prefix(4).gram(), p_random=1, random_starts=0, seed=0, max_iters=200, time_limit=5, ftol=1e-10)
+    >>> r.value <= 10.0  # never worse than the identity, trace(G) = 4 + 3 + 2 + 1
+    True
     """
     t0 = time.perf_counter()
     deadline = t0 + time_limit
@@ -547,6 +711,23 @@ def expand_cells(A: np.ndarray, cell_of: np.ndarray) -> np.ndarray:
     ``A = A' P`` (P the 0/1 cell-to-merged-cell matrix, full row rank),
     ``W A^+ = W' A'^+``. Untouched cells (``cell_of = -1``) get zero columns;
     the compiler's column completion measures them.
+
+    Parameters
+    ----------
+    A : ndarray, shape (p, n')
+        The strategy on the merged cells.
+    cell_of : ndarray of int, shape (n,)
+        The merged cell of each original cell, or -1.
+
+    Returns
+    -------
+    ndarray, shape (p, n)
+        A itself when ``cell_of`` is the identity map.
+
+    Examples
+    --------
+    >>> expand_cells(np.eye(2), np.array([0, 0, -1, 1])).tolist()
+    [[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]]
     """
     if np.all(cell_of == np.arange(cell_of.size)):
         return A
@@ -573,7 +754,29 @@ def _kron_parts(W: Workload) -> list[tuple[float, list[Workload]]] | None:
 
 
 def check_options(problem: Problem) -> dict:
-    """p-identity's options ``random_starts``, ``seed`` and ``p``, checked (`OptionError`), with their defaults."""
+    """p-identity's options ``random_starts``, ``seed`` and ``p``, checked (`OptionError`), with their defaults.
+
+    Parameters
+    ----------
+    problem : Problem
+
+    Returns
+    -------
+    dict
+        ``{'random_starts': int, 'seed': int, 'p': int or None}``.
+
+    Raises
+    ------
+    OptionError
+        An option that is not an integer (>= 0; ``p`` >= 1).
+
+    Examples
+    --------
+    >>> from strategy_opt.problem import Problem
+    >>> from strategy_opt.workload import prefix
+    >>> check_options(Problem(prefix(4), privacy="pure", options={"seed": 3}))
+    {'random_starts': 1, 'seed': 3, 'p': None}
+    """
     opts = {}
     for name, default, lo in (("random_starts", 1, 0), ("seed", 0, 0), ("p", None, 1)):
         v = problem.options.get(name, default)
@@ -704,6 +907,29 @@ def pidentity_strategy(problem: Problem, time_limit: float, fallback_random_star
     """The optimised strategy (dense, Kronecker or sparse marginals) and its metadata, without compiling it.
 
     ``fallback_random_starts`` is passed to `solve_pidentity` on 1-D domains.
+
+    Parameters
+    ----------
+    problem : Problem
+        An epsilon-DP problem.
+    time_limit : float
+        Seconds for the search.
+    fallback_random_starts : int, default 0
+
+    Returns
+    -------
+    (strategy, dict)
+        A dense ndarray on 1-D problems, a `KroneckerMatrix` or `MarginalsMatrix` on Kronecker workloads; and the metadata.
+
+    Examples
+    --------
+    The cells of total:4 are merged into one (no query tells them apart), measured once:
+
+    >>> from strategy_opt.problem import Problem
+    >>> from strategy_opt.workload import total
+    >>> A, extra = pidentity_strategy(Problem(total(4), privacy="pure"), 5.0)
+    >>> A.tolist(), extra["merged_cells"], extra["start"]
+    ([[1.0, 1.0, 1.0, 1.0]], 1, 'identity')
     """
     from ..error import unit_error
 
