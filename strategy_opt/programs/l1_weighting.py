@@ -149,6 +149,15 @@ class L1WeightingResult:
     status : {'optimal', 'budget', 'stalled'} or the cvxpy status.
     seconds : float
     backend : str
+
+    Examples
+    --------
+    Two design queries loading one cell each with cost 1: ``u = (1/2, 1/2)``, value ``1/u_1^2 + 1/u_2^2 = 8``, and the dual bound agrees:
+
+    >>> from strategy_opt.solvers import load_profile
+    >>> r = solve_l1_weighting(np.array([1.0, 1.0]), np.ones((1, 2)), load_profile("native"))
+    >>> np.round(r.u, 6).tolist(), round(float(r.value), 6), round(r.dual, 6), r.status
+    ([0.5, 0.5], 8.0, 8.0, 'optimal')
     """
 
     u: np.ndarray
@@ -161,7 +170,15 @@ class L1WeightingResult:
 
     @property
     def gap(self) -> float:
-        """Certified relative gap ``value / dual - 1``."""
+        """Certified relative gap ``value / dual - 1``.
+
+        Examples
+        --------
+        >>> L1WeightingResult(np.ones(1), 1.1, 1.0, 1, "optimal", 0.0, "native").gap  # doctest: +ELLIPSIS
+        0.100000000...
+        >>> L1WeightingResult(np.ones(1), 1.0, 0.0, 1, "optimal", 0.0, "native").gap
+        inf
+        """
         return self.value / self.dual - 1.0 if self.dual > 0 else math.inf
 
 
@@ -174,6 +191,26 @@ def design_basis(workload, basis: str, branching: int = 2, eig: tuple[np.ndarray
 
     Returns a dense array or a CSR matrix with n columns. ``eigen`` needs the
     Gram eigendecomposition ``eig = (lam, V)`` (computed when not given).
+
+    Parameters
+    ----------
+    workload : Workload
+    basis : {'eigen', 'wavelet', 'hierarchical', 'fourier'}
+    branching : int, default 2
+        For the hierarchical basis.
+    eig : (lam, V), optional
+        For the eigen basis.
+
+    Raises
+    ------
+    InputError
+        An unknown basis.
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import prefix
+    >>> design_basis(prefix(3), "hierarchical").toarray().astype(int).tolist()
+    [[1, 1, 1], [1, 0, 0], [0, 1, 1], [0, 1, 0], [0, 0, 1]]
     """
     domain = workload.domain
     if basis == "eigen":
@@ -212,6 +249,37 @@ def weighting_costs(G: np.ndarray, Q, time_limit: float = math.inf) -> tuple[np.
     by dense solves of about ``2 n^2 k`` operations that no deadline interrupts: where
     they would take longer than ``time_limit`` seconds (what is left of the solver's;
     `COST_FLOPS_PER_SECOND`), an `InputError` says so before they start.
+
+    Parameters
+    ----------
+    G : ndarray, shape (n, n)
+        The workload Gram matrix.
+    Q : ndarray or sparse matrix, shape (k, n)
+        The design queries.
+    time_limit : float, default inf
+        Seconds the dense solves may take.
+
+    Returns
+    -------
+    (ndarray of shape (k,), bool)
+        The costs, and whether the objective is exactly E_1.
+
+    Raises
+    ------
+    InputError
+        When the dense solves would take longer than ``time_limit``.
+
+    Examples
+    --------
+    The Haar basis of 2 cells, rows (1, 1) and (1, -1) of squared norm 2: ``c_i = q_i G q_i^T / 4``.
+
+    >>> from strategy_opt.workload import identity, total
+    >>> Q = np.array([[1.0, 1.0], [1.0, -1.0]])
+    >>> c, exact = weighting_costs(total(2).gram(), Q)  # J: 4 / 4, then 0
+    >>> c.tolist(), exact
+    ([1.0, 0.0], True)
+    >>> weighting_costs(identity(2).gram(), Q)[0].tolist()  # I: 2 / 4 each
+    [0.5, 0.5]
     """
     k, n = Q.shape
     norms = _orthogonal_rows(Q)
@@ -239,7 +307,30 @@ def weighting_costs(G: np.ndarray, Q, time_limit: float = math.inf) -> tuple[np.
 
 
 def dual_bound_l1(c: np.ndarray, B, y: np.ndarray) -> float:
-    """Lower bound ``h(z)^3`` on Program 5.1.3 from any ``y >= 0`` (``z = y / sum y``)."""
+    """Lower bound ``h(z)^3`` on Program 5.1.3 from any ``y >= 0`` (``z = y / sum y``).
+
+    Parameters
+    ----------
+    c : ndarray, shape (k,)
+        The costs.
+    B : ndarray or sparse matrix, shape (n, k)
+        The loads ``|Q|^T``.
+    y : ndarray, shape (n,)
+        Dual weights (negative entries are clipped to 0).
+
+    Returns
+    -------
+    float
+        0.0 when y is all zero.
+
+    Examples
+    --------
+    Two queries loading the one cell, cost 1 each: the optimum is ``u = (1/2, 1/2)``, value 8, and uniform y certifies it
+    (``h = 1^(2/3) + 1^(2/3) = 2``):
+
+    >>> dual_bound_l1(np.array([1.0, 1.0]), np.ones((1, 2)), np.ones(1))
+    8.0
+    """
     y = np.clip(np.asarray(y, dtype=float), 0.0, None)
     if y.sum() <= 0:
         return 0.0
@@ -479,6 +570,20 @@ def completion_line_search(u: np.ndarray, Q, B, W) -> tuple[np.ndarray, dict]:
     completed plain basis nor than the completed optimum of the program.
     Nothing is searched when both end points load every column equally
     (completion adds nothing, e.g. Haar wavelets): returns ``(u, {})``.
+
+    Returns
+    -------
+    (ndarray, dict)
+        The chosen weights, and the completed E_1 at each point with the chosen ``t`` (empty when nothing was searched).
+
+    Examples
+    --------
+    The Haar basis loads both cells equally: nothing to search.
+
+    >>> from strategy_opt.workload import identity
+    >>> Q = np.array([[1.0, 1.0], [1.0, -1.0]])
+    >>> completion_line_search(np.array([0.5, 0.5]), Q, np.abs(Q).T, identity(2))
+    (array([0.5, 0.5]), {})
     """
     u0 = np.full(u.size, 1.0 / float(np.asarray(B @ np.ones(u.size)).max()))
     if _equal_loads(np.asarray(B @ u0)) and _equal_loads(np.asarray(B @ u)):
@@ -510,6 +615,17 @@ def scale_search_against_identity(u: np.ndarray, Q, W, G: np.ndarray, error: flo
     log scale, as `reported_error`); ``(None, {})`` when the optimum beats the
     identity (nothing priced beyond it). ``error``: u's compiled ``E_1`` when
     already known (`completion_line_search` priced it).
+
+    Examples
+    --------
+    On the identity workload the Haar strategy ``diag(1/2, 1/2) Q`` has ``A^T A = I / 2``, so ``E_1 = 4``, twice the identity's 2:
+    every scaling is priced and the identity (scale 0) wins.
+
+    >>> from strategy_opt.workload import identity
+    >>> Q = np.array([[1.0, 1.0], [1.0, -1.0]])
+    >>> A, facts = scale_search_against_identity(np.array([0.5, 0.5]), Q, identity(2), identity(2).gram())
+    >>> A.toarray().tolist(), facts["chosen_scale"], facts["points"]["1.0"], facts["points"]["0.0"]
+    ([[1.0, 0.0], [0.0, 1.0]], 0.0, 4.0, 2.0)
     """
     identity_error = float(np.trace(G))
     errors = {1.0: _compiled_error(Q, u, W) if error is None else error}
@@ -564,6 +680,28 @@ def completed_error(u: np.ndarray, Q: np.ndarray, G: np.ndarray) -> tuple[float,
     trace(G M^+)`` with ``M = Q^T diag(u)^2 Q + diag(v)^2``. With every
     ``u_i > 0`` the rows of Q (which span W's rows) lie in M's range, so the
     pseudo-inverse is the right inverse on G's support.
+
+    Parameters
+    ----------
+    u : ndarray, shape (k,)
+        Weights with ``|Q|^T u <= 1``.
+    Q : ndarray, shape (k, n)
+        Design queries (dense).
+    G : ndarray, shape (n, n)
+        The workload Gram matrix.
+
+    Returns
+    -------
+    (float, ndarray of shape (k,))
+
+    Examples
+    --------
+    The Haar basis of 2 cells at weights 1/2 loads every column fully (no completion row): ``M = I / 2``, ``E_1 = trace(I) * 2``:
+
+    >>> Q = np.array([[1.0, 1.0], [1.0, -1.0]])
+    >>> e1, grad = completed_error(np.array([0.5, 0.5]), Q, np.eye(2))
+    >>> e1, grad.tolist()
+    (4.0, [-8.0, -8.0])
     """
     absQ = np.abs(Q)
     v = np.maximum(1.0 - absQ.T @ u, 0.0)
@@ -623,6 +761,15 @@ def refine_completed_weights(u: np.ndarray, Q, W, G: np.ndarray, deadline: float
     weights shrink until the completion rows make an almost-identity strategy.
     The result is returned only if its completed ``E_1``, as the compiler
     computes it, beats the start's.
+
+    Examples
+    --------
+    A start too small for the search's floor is not searched:
+
+    >>> from strategy_opt.workload import identity
+    >>> Q = np.array([[1.0, 1.0], [1.0, -1.0]])
+    >>> refine_completed_weights(np.array([1.0, 1e-9]), Q, identity(2), np.eye(2), time.perf_counter() + 5)
+    (None, {'skipped': 'smallest weight 1e-09 below the search floor 0.0005'})
     """
     Q = Q.toarray() if sp.issparse(Q) else np.asarray(Q)
     absQ = np.abs(Q)
@@ -711,7 +858,32 @@ def _greedy_h_start(W, basis: str, branching: int, Q) -> dict:
 
 
 def weighted_basis(problem: Problem):
-    """``A = diag(u) Q`` with the Program 5.1.3 weights, the solver result and metadata, without compiling."""
+    """``A = diag(u) Q`` with the Program 5.1.3 weights, the solver result and metadata, without compiling.
+
+    Parameters
+    ----------
+    problem : Problem
+        Options ``basis`` (default ``'wavelet'``) and ``branching`` (hierarchical basis only).
+
+    Returns
+    -------
+    (strategy, L1WeightingResult, dict)
+
+    Raises
+    ------
+    OptionError
+        A bad ``branching``, or ``branching`` with another basis.
+
+    Examples
+    --------
+    On total:2 only the Haar row (1, 1) has a cost (1; the other, 0, is dropped): ``u = 1``, ``A = [[1, 1]]``:
+
+    >>> from strategy_opt.problem import Problem
+    >>> from strategy_opt.workload import total
+    >>> A, res, meta = weighted_basis(Problem(total(2), privacy="pure"))
+    >>> A.toarray().tolist(), round(float(res.value), 6), meta["design_queries"]
+    ([[1.0, 1.0]], 1.0, 1)
+    """
     t0 = time.perf_counter()
     W = problem.workload
     basis = problem.options.get("basis", "wavelet")
