@@ -142,6 +142,8 @@ def _parse_bins(text: str) -> tuple[np.ndarray, float]:
 def bins_count(text: str) -> int:
     """The number of bins of ``--bins LO:HI[:WIDTH]``.
 
+    Examples
+    --------
     >>> bins_count("0:95:10")
     10
     """
@@ -151,6 +153,8 @@ def bins_count(text: str) -> int:
 def narrow_last_bin(text: str) -> str | None:
     """A note when ``--bins LO:HI:WIDTH`` ends in a bin narrower than the others (WIDTH not dividing HI - LO); else None.
 
+    Examples
+    --------
     >>> narrow_last_bin("0:95:10")
     "--bins '0:95:10': the last bin [90, 95) is narrower than the others (HI - LO is not a multiple of WIDTH)"
     """

@@ -179,6 +179,8 @@ def bucket_deviations(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, _tree: _Ran
 def candidate_lengths(n: int, all_intervals: bool = False) -> np.ndarray:
     """The candidate bucket lengths: powers of two ``1, 2, 4, ... <= n`` (default), or every length ``1..n``.
 
+    Examples
+    --------
     >>> candidate_lengths(6).tolist(), candidate_lengths(3, all_intervals=True).tolist()
     ([1, 2, 4], [1, 2, 3])
     """

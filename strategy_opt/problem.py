@@ -106,6 +106,8 @@ class Problem:
 def is_number(value) -> bool:
     """Whether an option value is a real number (Python or NumPy; not a bool), for `Problem.option` checks.
 
+    Examples
+    --------
     >>> is_number(2), is_number(np.float32(0.5)), is_number(True), is_number("1")
     (True, True, False, False)
     """
@@ -115,6 +117,8 @@ def is_number(value) -> bool:
 def is_integer(value, least: int = 0) -> bool:
     """Whether a method option is an integer >= ``least`` (Python or NumPy; not a bool or a float).
 
+    Examples
+    --------
     >>> is_integer(3, 1), is_integer(0, 1), is_integer(2.0)
     (True, False, False)
     """
@@ -124,6 +128,8 @@ def is_integer(value, least: int = 0) -> bool:
 def is_seed(value) -> bool:
     """Whether a method option is a valid random seed: an integer >= 0 (Python or NumPy; not a bool or a float).
 
+    Examples
+    --------
     >>> is_seed(0), is_seed(np.int64(7)), is_seed(1.0), is_seed(1e20), is_seed(-1), is_seed(True)
     (True, True, False, False, False, False)
     """

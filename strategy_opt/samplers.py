@@ -155,6 +155,8 @@ def noisy_max_scale(sensitivity: float, epsilon: float) -> float:
     """Scale ``2 sensitivity / epsilon`` of report-noisy-max's exponential noise, eps-DP for scores that
     one record moves by at most ``sensitivity`` in either direction (not monotone in the data).
 
+    Examples
+    --------
     >>> noisy_max_scale(1.0, 0.5)
     4.0
     """

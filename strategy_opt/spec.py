@@ -310,6 +310,8 @@ def canonical_spec(spec: str, file_name: Callable[[str], str] | None = None) -> 
     what stands for it in the result (for instance the file's content hash, so
     that SPECs reading the same bytes under different paths compare equal).
 
+    Examples
+    --------
     >>> canonical_spec("( prefix:4 ) + file:w.npy", file_name=str.upper)
     'prefix:4+file:W.NPY'
     """
@@ -319,6 +321,8 @@ def canonical_spec(spec: str, file_name: Callable[[str], str] | None = None) -> 
 def file_paths(spec: str) -> list[str]:
     """The paths of the SPEC's ``file:`` atoms, in order (nothing is read).
 
+    Examples
+    --------
     >>> file_paths("file:'a+b.npz'*prefix:4 + file:c.npy")
     ['a+b.npz', 'c.npy']
     """
