@@ -104,6 +104,12 @@ class Part:
         ``Delta W_k``, the largest column L1 norm of the sub-workload.
     depth : int
         Number of divisions above the leaf (its budget is ``eps / 2^depth`` under ``split="equal"``).
+
+    Examples
+    --------
+    >>> p = Part(np.array([0, 2]), 1.0, 1)
+    >>> p.rows.tolist(), p.sensitivity, p.depth
+    ([0, 2], 1.0, 1)
     """
 
     rows: np.ndarray
@@ -199,6 +205,26 @@ def budget_shares(parts: list[Part], *, split: str = "optimal", metric: str = "l
 
     ``optimal``: ``∝ a_k^(1/(q+1))`` with ``a_k = |W_k| Delta W_k^q`` (q = 1 for
     L1, 2 for L2); ``equal``: ``2^-depth``.
+
+    Parameters
+    ----------
+    parts : list of Part
+    split : {'optimal', 'equal'}
+    metric : {'l1', 'l2'}
+
+    Returns
+    -------
+    ndarray, shape (len(parts),)
+
+    Examples
+    --------
+    3 queries with Delta 3 and 5 with Delta 1: ``a = 9`` and ``5``, shares ``∝ sqrt(a)``, i.e. 3 and ``sqrt 5``:
+
+    >>> parts = [Part(np.arange(3), 3.0, 1), Part(np.arange(3, 8), 1.0, 1)]
+    >>> np.round(budget_shares(parts), 4).tolist()
+    [0.5729, 0.4271]
+    >>> budget_shares(parts, split="equal").tolist()
+    [0.5, 0.5]
     """
     if split == "equal":
         return np.array([0.5**p.depth for p in parts])
@@ -224,7 +250,27 @@ def average_l1_error(parts: list[Part], shares, epsilon: float = 1.0) -> float:
 
 
 def division_strategy(W: sp.csr_matrix, parts: list[Part], shares) -> sp.csr_matrix:
-    """The reweighted strategy ``stack_k(share_k / Delta W_k * W_k)`` (rows in leaf order)."""
+    """The reweighted strategy ``stack_k(share_k / Delta W_k * W_k)`` (rows in leaf order).
+
+    Parameters
+    ----------
+    W : sparse matrix, shape (m, n)
+    parts : list of Part
+        From `divide_workload`.
+    shares : array_like
+        Budget fractions, one per part (`budget_shares`).
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+
+    Examples
+    --------
+    >>> W = sp.csr_matrix(np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]]))
+    >>> parts = [Part(np.array([0]), 1.0, 1), Part(np.array([1, 2]), 1.0, 1)]
+    >>> division_strategy(W, parts, [0.5, 0.5]).toarray().tolist()  # every part at half the budget
+    [[0.5, 0.5], [0.5, 0.0], [0.0, 0.5]]
+    """
     blocks = [W[p.rows] * (s / p.sensitivity) for p, s in zip(parts, shares)]
     return sp.csr_matrix(sp.vstack(blocks, format="csr"))
 
