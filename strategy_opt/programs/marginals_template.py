@@ -59,6 +59,17 @@ class TemplateObjective:
 
     ``kind`` is ``"linear"`` (``sum_t c_t m_t v_t``: per-query weights ``c_t``, equal within a
     marginal) or ``"max"`` (``max_t v_t``), with ``v_t`` the variance of each query of marginal t.
+
+    Attributes
+    ----------
+    kind : {'linear', 'max'}
+    part_weights : ndarray or None
+        ``c_t`` per workload marginal (None: 1 for every query).
+
+    Examples
+    --------
+    >>> TemplateObjective("linear")
+    TemplateObjective(kind='linear', part_weights=None)
     """
 
     kind: str
@@ -72,6 +83,33 @@ def template_objective(problem: Problem) -> tuple[TemplateObjective, np.ndarray 
     from each marginal's size (no workload matrix); ``weighted``: the ``weights``
     option, which must be equal within each marginal (the template treats a marginal's
     queries alike); ``max``: the largest variance.
+
+    Parameters
+    ----------
+    problem : Problem
+        Over a marginal workload.
+
+    Returns
+    -------
+    (TemplateObjective, ndarray or None)
+
+    Raises
+    ------
+    InputError
+        Weights that differ within a marginal, or bad weights for the objective.
+
+    Examples
+    --------
+    The 1-way marginals of a 2 x 3 table: the marginal on attribute 0 sums 3 cells per query, the other 2:
+
+    >>> from strategy_opt.problem import Problem
+    >>> from strategy_opt.spec import parse_spec
+    >>> W = parse_spec("marginals:2x3:1")
+    >>> template_objective(Problem(W, privacy="pure"))
+    (TemplateObjective(kind='linear', part_weights=None), None)
+    >>> obj, _ = template_objective(Problem(W, privacy="pure", objective="relative"))
+    >>> np.round(obj.part_weights, 6).tolist()  # 1 / ||w_i||^2
+    [0.333333, 0.5]
     """
     W = problem.workload
     check_weights_objective(problem)
@@ -138,6 +176,33 @@ def marginals_strategy(W: Workload, p: int = 1, *, max_iters: int, ftol: float, 
     maximum's weights at the optimum), since ``max_i u_i >= sum_i pi_i u_i``. A is a
     `KroneckerMatrix` when one marginal carries all the weight, else a sparse stack, or past
     `MAX_DENSE_N` cells a `MarginalsMatrix` (its analysis needs no n x n matrix).
+
+    Parameters
+    ----------
+    W : Workload
+    p : {1, 2}
+    max_iters : int
+        L-BFGS-B iterations per start.
+    ftol : float
+        L-BFGS-B's ``ftol``.
+    objective : TemplateObjective, optional
+        Default: the total.
+
+    Examples
+    --------
+    A single marginal (attribute 0 of a 2 x 3 table) is best answered by itself: E_1 = its rank, 2.
+
+    >>> from strategy_opt.spec import parse_spec
+    >>> A, value, theta, facts = marginals_strategy(parse_spec("identity:2*total:3"), 1, max_iters=200, ftol=1e-12)
+    >>> type(A).__name__, round(value, 6), theta
+    ('KroneckerMatrix', 2.0, {'10': 1.0})
+
+    For both 1-way marginals the full table (mask ``11``) wins: the identity, ``E_1 = ||W||_F^2 = 6 * 2``.
+
+    >>> round(marginals_strategy(parse_spec("marginals:2x3:1"), 1, max_iters=200, ftol=1e-12)[1], 6)
+    12.0
+    >>> marginals_strategy(parse_spec("prefix:4"), 1, max_iters=10, ftol=1e-9) is None
+    True
     """
     domain = W.domain
     d = len(domain)
