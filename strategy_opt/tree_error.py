@@ -76,6 +76,15 @@ def hierarchy_unit_error(n: int, branching: int, gram: np.ndarray, p: int) -> fl
     -------
     float
         ``||A||_p^2 trace(G (A^T A)^{-1})``.
+
+    Examples
+    --------
+    H_2 on 2 cells is ``[[1, 1], [1, 0], [0, 1]]``: ``A^T A = I + J``, column norms 2 (L1) and ``sqrt 2`` (L2).
+    For the total query ``[1, 1]`` (eigenvalue 3 of ``I + J``) ``trace(G (A^T A)^{-1}) = 2 / 3``:
+
+    >>> from strategy_opt.workload import total
+    >>> round(hierarchy_unit_error(2, 2, total(2).gram(), 1), 6), round(hierarchy_unit_error(2, 2, total(2).gram(), 2), 6)  # 4 * 2/3, 2 * 2/3
+    (2.666667, 1.333333)
     """
     intervals = hierarchy_intervals(n, branching)
     _require_dense(n, "tree error of a hierarchical strategy", copies=3.0)

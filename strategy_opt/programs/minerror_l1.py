@@ -103,6 +103,27 @@ def l1_error(A: np.ndarray, G: np.ndarray) -> float:
 
     The error analysis of `strategy_opt.error.ErrorProfile` (its rank cutoff and support test,
     and its QR route for ill-conditioned strategies), on the Gram matrix alone.
+
+    Parameters
+    ----------
+    A : array_like, shape (p, n)
+        The strategy (any scale: it is divided by its L1 sensitivity).
+    G : ndarray, shape (n, n)
+        The workload Gram matrix.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import total
+    >>> l1_error(np.eye(2), total(2).gram())  # trace(J)
+    2.0
+    >>> l1_error(np.array([[1.0, 1.0]]), np.eye(2))  # the total alone cannot answer the cells
+    inf
+    >>> l1_error(np.array([[2.0, 0.0]]), np.diag([1.0, 0.0]))  # cell 1 completed by a row (0, 2): A / 2 = I
+    1.0
     """
     A, _ = complete_columns_l1(np.asarray(A, dtype=float))
     s = np.abs(A).sum(axis=0).max()

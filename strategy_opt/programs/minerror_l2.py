@@ -385,6 +385,22 @@ def generic_sdp_profile(workload: Workload, objective: str) -> str:
     more accurate (40 ranges over 32 cells with rows scaled 1e-2 ... 1e3: 2.9 s against SCS's
     80 s, 1.0003 against 1.0012 of a reference SDP; all ranges over 16 cells: 7.5 s against
     25 s); its memory grows with the blocks (8.4 GB on all ranges over 32 cells), where SCS is used.
+
+    Parameters
+    ----------
+    workload : Workload
+    objective : str
+        The objective's name.
+
+    Returns
+    -------
+    {'clarabel', 'scs'}
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import prefix
+    >>> generic_sdp_profile(prefix(4), "max"), generic_sdp_profile(prefix(4), "relative")
+    ('clarabel', 'scs')
     """
     if objective == "max" and max_program_block_entries(workload.m, workload.n) <= CLARABEL_MAX_BLOCK_ENTRIES:
         return "clarabel"
@@ -397,6 +413,24 @@ def max_program_block_entries(k: int, n: int) -> int:
     Clarabel's memory follows it at about 50 bytes an entry: 8.4 GB for all
     ranges over 32 cells (528 Schur cones, 1.7e8 entries), 0.13 GB for 40
     ranges over 32 cells (one 72-cone, 6.9e6 entries).
+
+    Parameters
+    ----------
+    k : int
+        Number of queries.
+    n : int
+        Number of cells.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    Four queries on four cells use the Schur form: 4 blocks of ``(5 * 6 / 2)^2`` entries.
+
+    >>> max_program_block_entries(4, 4)
+    900
     """
     return _scaling_block(k + n) if _max_form(k, n) == "factorization" else k * _scaling_block(n + 1)
 
