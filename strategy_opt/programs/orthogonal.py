@@ -105,6 +105,14 @@ def independent_rows(W: sp.csr_matrix, rng: np.random.Generator) -> np.ndarray:
     -------
     ndarray of int
         Row indices, in the order they were kept.
+
+    Examples
+    --------
+    Rows 0 and 1 are parallel, so two of the three rows are kept (which of the pair depends on the order):
+
+    >>> W = sp.csr_matrix(np.array([[1.0, 0.0, 0.0], [2.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
+    >>> len(independent_rows(W, np.random.default_rng(0)))
+    2
     """
     m, n = W.shape
     order = rng.permutation(m)
@@ -163,6 +171,13 @@ def om_blocks(W: sp.csr_matrix, rng: np.random.Generator) -> tuple[list[tuple[np
         order (decreasing pattern size, then first cell).
     r : int
         Number of independent queries selected (rank of W).
+
+    Examples
+    --------
+    >>> W = sp.csr_matrix(np.array([[1.0, 0.0, 0.0], [2.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
+    >>> blocks, r = om_blocks(W, np.random.default_rng(0))
+    >>> r, [(cells.tolist(), rows.tolist()) for cells, rows in blocks]  # cell 2 is never queried
+    (2, [([0], [[1.0]]), ([1], [[1.0]])])
     """
     sel = independent_rows(W, rng)
     Wh = sp.csr_matrix(W[sel])
@@ -269,7 +284,36 @@ def orthogonal(problem: Problem):
 
 
 def om_strategy(workload, seed: int = 0) -> tuple[sp.csr_matrix, dict]:
-    """The OM strategy matrix (before column completion) and its facts, for `orthogonal` and ``auto-pure``."""
+    """The OM strategy matrix (before column completion) and its facts, for `orthogonal` and ``auto-pure``.
+
+    Parameters
+    ----------
+    workload : Workload
+        Its explicit matrix is formed.
+    seed : int, default 0
+        Order in which independent queries are picked.
+
+    Returns
+    -------
+    (scipy.sparse.csr_matrix, dict)
+        The strategy and its facts (``om_blocks``, ``om_reduces_to``, ...).
+
+    Raises
+    ------
+    InputError
+        An all-zero workload, or one whose matrix is too large.
+    SolverError
+        When the decomposition ``W = B W~`` fails numerically.
+
+    Examples
+    --------
+    Two queries on disjoint cells: each is its own block, the identity on the coarsened cells {0, 1} and {2}:
+
+    >>> from strategy_opt.workload import from_matrix
+    >>> A, facts = om_strategy(from_matrix([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
+    >>> A.toarray().tolist(), facts["om_blocks"], facts["om_reduces_to"]
+    ([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]], 2, 'identity on coarsened cells')
+    """
     t0 = time.perf_counter()
     W = _workload_matrix(workload)
     if W.nnz == 0:

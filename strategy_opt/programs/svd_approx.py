@@ -101,6 +101,17 @@ def svd_factor(G: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         The kept (positive) eigenvalues of G.
     V : ndarray, shape (n, r)
         The matching eigenvectors.
+
+    Parameters
+    ----------
+    G : ndarray, shape (n, n)
+        The workload Gram matrix.
+
+    Examples
+    --------
+    >>> A, lam, V = svd_factor(np.diag([16.0, 1.0, 0.0]))  # the zero eigenvalue is dropped; 16^(1/4) = 2
+    >>> np.abs(A).tolist(), lam.tolist()
+    ([[0.0, 1.0, 0.0], [2.0, 0.0, 0.0]], [1.0, 16.0])
     """
     lam, V = np.linalg.eigh(G)
     keep = lam > EIG_RTOL * max(lam.max(), 0.0)
@@ -192,6 +203,15 @@ def min_l1_factor(A: np.ndarray, rows: int, V: np.ndarray | None = None, time_li
     facts : dict
         ``start`` (which start won), ``steps``, ``sensitivity_before``/``after``,
         ``time_limit_reached`` (the time limit stopped a start before its stages converged).
+
+    Examples
+    --------
+    A Haar rotation of the identity has L1 sensitivity ``sqrt 2``; its symmetric-root start (``V A = I``) brings it to 1:
+
+    >>> A = np.array([[1.0, 1.0], [1.0, -1.0]]) / np.sqrt(2)
+    >>> B, facts = min_l1_factor(A, 2, V=A.T)
+    >>> (np.round(B, 6) + 0.0).tolist(), facts["start"], round(facts["sensitivity_before"], 6), round(facts["sensitivity_after"], 6)
+    ([[1.0, 0.0], [0.0, 1.0]], 'symmetric-root', 1.414214, 1.0)
     """
     r = A.shape[0]
     deadline = time.perf_counter() + time_limit
