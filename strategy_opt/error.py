@@ -997,7 +997,7 @@ def unit_error(A, workload: Workload, p: int, profile: ErrorProfile | None = Non
     >>> unit_error(np.eye(4), all_predicate(4), 1)  # 16 predicates, each cell in 8 of them
     32.0
     """
-    E = scaled_unit_error(A, workload, p, profile)
+    E = float(scaled_unit_error(A, workload, p, profile))
     if workload.log_scale == 0 or E == 0:
         return E
     if math.log(E) + workload.log_scale >= 709:

@@ -154,22 +154,22 @@ def _cvxpy():
 
 
 def _builtin():
-    _add_builtin(Objective("total", "sum of per-query variances (total squared error)", lambda u, w=None: float(np.sum(u)), lambda u, w=None: _cvxpy().sum(u)))
-    _add_builtin(Objective("max", "largest per-query variance (min-max strategy)", lambda u, w=None: float(np.max(u)), lambda u, w=None: _cvxpy().max(u)))
+    _add_builtin(Objective("total", "sum of per-query variances (total squared error)", lambda u, weights=None: float(np.sum(u)), lambda u, weights=None: _cvxpy().sum(u)))
+    _add_builtin(Objective("max", "largest per-query variance (min-max strategy)", lambda u, weights=None: float(np.max(u)), lambda u, weights=None: _cvxpy().max(u)))
     _add_builtin(
         Objective(
             "weighted",
             "weighted sum of per-query variances (option weights: one positive weight per query, as 1,2,0.5 or [1, 2, 0.5] or a .npy file)",
-            lambda u, w=None: float(_weights(u, w) @ np.asarray(u)),
-            lambda u, w=None: _weights(u, w) @ u,
+            lambda u, weights=None: float(_weights(u, weights) @ np.asarray(u)),
+            lambda u, weights=None: _weights(u, weights) @ u,
         )
     )
     _add_builtin(
         Objective(
             "relative",
             "total squared error of the row-normalised workload (Li 2013 Sec. 5.1.4): weights 1/||w_i||^2",
-            lambda u, w=None: float(_relative_weights(u, w) @ np.asarray(u)),
-            lambda u, w=None: _relative_weights(u, w) @ u,
+            lambda u, weights=None: float(_relative_weights(u, weights) @ np.asarray(u)),
+            lambda u, weights=None: _relative_weights(u, weights) @ u,
         )
     )
 

@@ -3,6 +3,7 @@
 import importlib
 import textwrap
 
+import cvxpy as cp
 import numpy as np
 import pytest
 
@@ -45,6 +46,10 @@ def test_builtins():
     assert get_objective("total").value(u) == 6.0
     assert get_objective("max").value(u) == 3.0
     assert get_objective("weighted").value(u, [1.0, 0.0, 2.0]) == 5.0
+    # the keyword the Objective contract documents: value(u, weights=None), cvx(u, weights=None)
+    assert get_objective("weighted").value(u, weights=[1.0, 0.0, 2.0]) == 5.0
+    assert get_objective("relative").value(u, weights=[1.0, 4.0, 2.0]) == 1.0 * 1 + 4.0 * 3 + 2.0 * 2  # weights are the 1/||w_i||^2
+    assert get_objective("weighted").cvx(cp.Constant(u), weights=[1.0, 0.0, 2.0]).value == 5.0
 
 
 def test_unknown_and_malformed_objectives_are_refused(clean_registry):

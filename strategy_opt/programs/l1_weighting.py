@@ -412,7 +412,7 @@ def _solve_native(c: np.ndarray, B, profile: SolverProfile) -> L1WeightingResult
             status = "stalled"
             break
         mu *= _MU_FACTOR
-    return L1WeightingResult(best_u, best_val, best_dual, iters, status, time.perf_counter() - t0, "native")
+    return L1WeightingResult(best_u, float(best_val), float(best_dual), iters, status, time.perf_counter() - t0, "native")
 
 
 def _solve_cvxpy(c: np.ndarray, B, profile: SolverProfile) -> L1WeightingResult:
@@ -442,7 +442,7 @@ def _solve_cvxpy(c: np.ndarray, B, profile: SolverProfile) -> L1WeightingResult:
     if float((c / v**2).sum()) < value:
         uv, value = v, float((c / v**2).sum())
     iters = int(prob.solver_stats.num_iters or 0) if prob.solver_stats is not None else 0
-    return L1WeightingResult(uv, value, dual, iters, str(prob.status), time.perf_counter() - t0, f"cvxpy/{name}")
+    return L1WeightingResult(uv, value, float(dual), iters, str(prob.status), time.perf_counter() - t0, f"cvxpy/{name}")
 
 
 def solve_l1_weighting(c, B, profile: SolverProfile) -> L1WeightingResult:
