@@ -40,3 +40,14 @@ def package_log(caplog):
     log.handlers[:], log.propagate = [caplog.handler], False  # one record per message
     yield caplog
     log.handlers[:], log.level, log.propagate = saved[0], saved[1], saved[2]
+
+
+@pytest.fixture(autouse=True)
+def fresh_bound_cache():
+    """Each test starts without the (eps, delta) bounds earlier tests left in `strategy_opt.pure_bound`'s cache
+    (a test may patch the solver or ask for a stopped solve on a workload another test solved to optimality)."""
+    from strategy_opt import pure_bound
+
+    saved, pure_bound._bound_cache = pure_bound._bound_cache, {}
+    yield
+    pure_bound._bound_cache = saved

@@ -157,7 +157,6 @@ def test_lower_bound_falls_back_to_the_svd_bound_above_its_size_limit(monkeypatc
     import strategy_opt.pure_bound as pure_bound
 
     monkeypatch.setattr(pure_bound, "LOWER_BOUND_MAX_N", 8)
-    monkeypatch.setattr(pure_bound, "_compile_cache", {})  # bounds the compiler kept from earlier tests
     s = solve("prefix:16", privacy="pure", method="p-identity")
     assert s.meta["lower_bound_kind"] == "svd-bound"
     assert s.meta["lower_bound_note"] == "n > 8: SVD bound only"
