@@ -438,3 +438,20 @@ def test_the_svd_bound_is_skipped_past_the_eigenvalue_size_limit():
     bound, why = log_svd_bound_or_reason(W)
     assert bound == -math.inf and "9000x9000" in why
     assert parse_spec("random-range:65536:100:1").gram_eigvals().size == 65536  # few queries: from W W^T, as before
+
+
+def test_svd_bound_counts_singular_values_above_the_rank_cutoff_only():
+    """An outside audit: rows scaled from 1e-3 to 1e2 give an SVD bound 2.4e-5 below the formula; the singular values
+    under 1e-5 of the largest (Gram eigenvalues under EIG_RTOL) count as zero, as the docstring says."""
+    from strategy_opt.defaults import EIG_RTOL
+    from strategy_opt.error import svd_bound
+    from strategy_opt.workload import from_matrix
+
+    M = np.diag(10.0 ** np.linspace(-3, 2, 16)) @ np.tril(np.ones((16, 16)))
+    s = np.linalg.svd(M, compute_uv=False)
+    kept = s[s**2 > EIG_RTOL * s[0] ** 2]
+    assert kept.size < s.size  # the case: some singular values fall under the cutoff
+    assert svd_bound(from_matrix(M)) == pytest.approx(kept.sum() ** 2 / 16, rel=1e-9)
+    assert svd_bound(from_matrix(M)) < s.sum() ** 2 / 16
+    P = np.tril(np.ones((16, 16)))  # a well-conditioned workload: the formula exactly
+    assert svd_bound(from_matrix(P)) == pytest.approx(np.linalg.svd(P, compute_uv=False).sum() ** 2 / 16, rel=1e-12)
