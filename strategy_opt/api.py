@@ -182,10 +182,10 @@ def solve(
     if solver is not None and not isinstance(solver, (str, os.PathLike, SolverProfile)):
         raise InputError(f"solver must be a profile name (scs, clarabel, native), a profile file path or a SolverProfile, got {solver!r}")
     if solver is None and method == "minerror-l2":
-        from .programs.minerror_l2 import LINEAR_OBJECTIVES, generic_sdp_profile
+        from .programs.minerror_l2 import LINEAR_OBJECTIVES, default_profile
 
-        if objective not in LINEAR_OBJECTIVES:  # the default (native) profile takes linear objectives only
-            solver = generic_sdp_profile(workload, objective)
+        if objective not in LINEAR_OBJECTIVES:  # the native profile takes the linear objectives and max only
+            solver = default_profile(workload, objective)
             log.info("minerror-l2: objective %r runs on the %s profile (no solver named)", objective, solver)
     profile = solver if isinstance(solver, SolverProfile) else load_profile(solver)
     if _is_all_zero(workload):  # once here, for every method (some would fail on it with an internal error)

@@ -306,6 +306,7 @@ def solve_total_l2(
     time_limit: float = 600.0,
     tol: float = 1e-8,
     log_every: float = 2.0,
+    start: np.ndarray | None = None,
 ) -> NativeL2Result:
     """Minimise ``trace(G X^{-1})`` s.t. ``diag(X) <= 1`` with a certified gap.
 
@@ -317,7 +318,11 @@ def solve_total_l2(
         A `certificates.gram_factor` of G (e.g. from a closed-form eigendecomposition).
     max_iters, time_limit, tol : budget and target relative gap (solver profile).
     log_every : float
-        Seconds between INFO progress lines on the ``strategy_opt`` logger.
+        Seconds between INFO progress lines on the ``strategy_opt`` logger
+        (``math.inf``: none, and the first and last lines at DEBUG level).
+    start : ndarray, shape (n,), optional
+        Dual weights to start from (for instance ``u`` of an earlier result on a
+        nearby Gram matrix); the uniform weights by default.
 
     Returns
     -------
@@ -340,7 +345,8 @@ def solve_total_l2(
         raise InputError("the workload's Gram matrix is zero: no query has a non-zero coefficient")
     # the first progress line comes before the first expensive step (at thousands of cells one
     # iteration, an eigendecomposition and a Cholesky factorisation of n x n matrices, takes minutes)
-    log.info("minerror-l2 native: %d cells, target gap %.1e, time limit %.4g s, at most %d iterations; starting", n, tol, time_limit, max_iters)
+    say = log.info if math.isfinite(log_every) else log.debug  # an inner solve of another program: its caller reports
+    say("minerror-l2 native: %d cells, target gap %.1e, time limit %.4g s, at most %d iterations; starting", n, tol, time_limit, max_iters)
     reps, cls = cell_classes(G)
     if factor is None:
         with factorization_threads():
@@ -351,6 +357,12 @@ def solve_total_l2(
     nc = L.shape[0]
     xmin = math.log(WEIGHT_FLOOR / nc)
     x = np.full(nc, -math.log(nc))
+    if start is not None:  # a warm start: each merged cell gets its cells' weights
+        if np.shape(start) != (n,):
+            raise InputError(f"start must hold one weight per cell ({n}), got shape {np.shape(start)}")
+        w = np.bincount(cls[cls >= 0], weights=np.clip(np.asarray(start, dtype=float)[cls >= 0], 0.0, None), minlength=nc)
+        if w.sum() > 0 and np.all(np.isfinite(w)):
+            x = np.maximum(np.log(np.maximum(w / w.sum(), math.exp(xmin))), xmin)
     r_cols = L.shape[1]
 
     best_p, best_Q, best_r = math.inf, None, None
@@ -396,7 +408,7 @@ def solve_total_l2(
             gap = best_p / best_d - 1.0
         now = time.perf_counter()
         if now - last_log >= log_every or k == 1:
-            log.info("minerror-l2 native: iteration %d primal %.10g dual %.10g gap %.3e (%.1f s)", k, best_p, best_d, gap, now - t0)
+            say("minerror-l2 native: iteration %d primal %.10g dual %.10g gap %.3e (%.1f s)", k, best_p, best_d, gap, now - t0)
             last_log = now
         if gap <= tol:
             status = "optimal"
@@ -449,7 +461,7 @@ def solve_total_l2(
         x = np.maximum(x, xmin)
 
     if status == "time_limit":
-        log.info("minerror-l2 native: time limit of %.4g s reached after %d iterations; assembling the best strategy so far", time_limit, k)
+        say("minerror-l2 native: time limit of %.4g s reached after %d iterations; assembling the best strategy so far", time_limit, k)
     A, best_p = _strategy(best_Q, best_r, L, cls)
     if not certified:  # an optimal stop has it already (one SVD of the factor: ~1 s at 2048 cells)
         best_d = _certified_dual(L, best_u)
@@ -457,7 +469,7 @@ def solve_total_l2(
     counts = np.bincount(cls[cls >= 0], minlength=nc)
     uf[cls >= 0] = (best_u / best_u.sum() / counts)[cls[cls >= 0]]
     seconds = time.perf_counter() - t0
-    log.info("minerror-l2 native: %s after %d iterations, primal %.10g dual %.10g gap %.3e (%.1f s)", status, k, best_p, best_d, best_p / best_d - 1, seconds)
+    say("minerror-l2 native: %s after %d iterations, primal %.10g dual %.10g gap %.3e (%.1f s)", status, k, best_p, best_d, best_p / best_d - 1, seconds)
     return NativeL2Result(A, best_p, best_d, uf, k, status, seconds, nc)
 
 

@@ -439,6 +439,8 @@ def weighted_gram(workload: "Workload", weights: np.ndarray) -> np.ndarray:
     >>> weighted_gram(prefix(2), [1.0, 4.0]).tolist()  # 1 * [1, 0]^T [1, 0] + 4 * [1, 1]^T [1, 1]
     [[5.0, 4.0], [4.0, 4.0]]
     """
+    if isinstance(workload, IntervalWorkload):
+        return workload.weighted_gram(weights)
     W = sp.csr_matrix(workload.matrix(), dtype=float)
     return _cross_product(sp.csr_matrix(sp.diags(np.sqrt(np.asarray(weights, dtype=float))) @ W))
 
@@ -871,6 +873,30 @@ class IntervalWorkload(Workload):
         G = np.ascontiguousarray(D.cumsum(axis=0).cumsum(axis=1)[:n, :n])
         G.setflags(write=False)
         self._gram_cache = G
+        return G
+
+    def weighted_gram(self, weights) -> np.ndarray:
+        """``W^T diag(weights) W`` in O(n^2 + m), by sums of non-negative terms only (no cancellation).
+
+        Entry (j, k), j <= k, is the weight of the intervals with ``lo <= j`` and ``hi >= k``:
+        the weights placed at (lo, hi) summed down the rows and then back along the columns.
+
+        Examples
+        --------
+        >>> IntervalWorkload(3, [0, 1], [1, 2]).weighted_gram([1.0, 10.0]).tolist()
+        [[1.0, 1.0, 0.0], [1.0, 11.0, 10.0], [0.0, 10.0, 10.0]]
+        """
+        n = self.n
+        _require_dense(n, "the weighted Gram matrix", 3, self.spec)
+        c = np.asarray(weights, dtype=float)
+        if c.shape != (self.m,) or not np.all(np.isfinite(c)) or np.any(c < 0):
+            raise InputError(f"weights must be {self.m} finite non-negative numbers, one per interval")
+        lo, hi = self.intervals
+        C = np.zeros((n, n))
+        np.add.at(C, (lo, hi), c)
+        S = C.cumsum(axis=0)[:, ::-1].cumsum(axis=1)[:, ::-1]  # S[j, k] = sum of c over lo <= j, hi >= k
+        G = np.triu(S)
+        G += np.triu(S, 1).T
         return G
 
     def _row_gram(self) -> np.ndarray:

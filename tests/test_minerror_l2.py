@@ -258,9 +258,17 @@ def test_weights_as_a_separated_string_equal_the_list():
     assert b.meta["objective_value"] == pytest.approx(c.meta["objective_value"], rel=1e-12)
 
 
-def test_native_refuses_nonlinear_objectives():
-    with pytest.raises(InputError, match="cvxpy solver profile"):
-        solve("all-range:8", method="minerror-l2", solver="native", objective="max")
+def test_native_refuses_user_objectives(monkeypatch):
+    import cvxpy as cp
+
+    from strategy_opt import objectives as objectives_module
+    from strategy_opt.objectives import Objective, register_objective
+
+    objectives_module.objectives()  # the built-ins, before the copy
+    monkeypatch.setattr(objectives_module, "_OBJECTIVES", dict(objectives_module._OBJECTIVES))
+    register_objective(Objective("sqsum-native", "sum of squared variances", lambda u, weights=None: float(np.sum(np.square(u))), lambda u, weights=None: cp.sum_squares(u)))
+    with pytest.raises(InputError, match="cvxpy solver profile.*the native solver handles total, weighted, relative and max"):
+        solve("all-range:8", method="minerror-l2", solver="native", objective="sqsum-native")
 
 
 def test_schur_form_refuses_large_workloads():
@@ -571,36 +579,42 @@ def test_a_weights_file_that_is_not_a_plain_npy_is_refused_by_name(tmp_path):
     assert solve("prefix:8", method="minerror-l2", objective="weighted", weights=str(tmp_path / "w.npy")).meta["objective"] == "weighted"
 
 
-def test_auto_gives_small_min_max_programs_to_clarabel_and_large_ones_to_scs():
+def test_auto_gives_small_min_max_programs_to_clarabel_and_the_others_to_the_native_solver():
     """Clarabel's memory follows the scaling blocks (8.4 GB on all ranges over 32 cells): auto takes it up to
-    CLARABEL_MAX_BLOCK_ENTRIES, SCS beyond; other objectives keep SCS. solve without a solver does the same."""
+    CLARABEL_MAX_BLOCK_ENTRIES; beyond, the native min-max solver (SCS took minutes there, and refused past
+    2*10^6 Schur entries), with auto's time share. solve without a solver does the same."""
     import strategy_opt.programs.auto as auto
     from strategy_opt.problem import Problem
     from strategy_opt.programs.minerror_l2 import max_program_block_entries
 
     def profile(W, objective="max"):
         problem = Problem(W, "approx", objective, load_profile("native"), {})
-        return auto._candidate_problem(problem, "minerror-l2").solver.name
+        return auto._candidate_problem(problem, "minerror-l2").solver
 
     assert max_program_block_entries(40, 32) == (72 * 73 / 2) ** 2  # one 72-cone
     assert max_program_block_entries(136, 16) == 136 * (17 * 18 / 2) ** 2  # 136 Schur cones
-    assert profile(all_range(16)) == "clarabel" and profile(from_matrix(random_range(32, 40, seed=1).matrix())) == "clarabel"
-    assert profile(all_range(32)) == "scs"  # 528 cones of 33: 1.7e8 entries
-    problem = Problem(all_range(16), "approx", "max", load_profile("native"), {})
-    assert "auto runs up to 64 cells (this workload has 65)" in auto._candidate_problem(replace(problem, workload=all_range(65)), "minerror-l2")
+    assert profile(all_range(16)).name == "clarabel" and profile(from_matrix(random_range(32, 40, seed=1).matrix())).name == "clarabel"
+    for W in (all_range(32), all_range(65)):  # 528 cones of 33: 1.7e8 entries
+        chosen = profile(W)
+        assert chosen.name == "native" and chosen.time_limit == min(load_profile("native").time_limit, auto.NATIVE_MAX_SECONDS)
     s = solve(prefix(5), method="minerror-l2", objective="max")  # no solver named: not the native default
     assert s.meta["solver"] == "clarabel" and s.meta["objective_value"] == pytest.approx(_minmax_sdp(np.tril(np.ones((5, 5)))), rel=1e-5)
-    with pytest.raises(InputError, match="needs a cvxpy solver profile"):
-        solve(prefix(5), method="minerror-l2", objective="max", solver="native")
+    s = solve(all_range(32), method="minerror-l2", objective="max")
+    assert s.meta["solver"] == "native" and s.meta["solver_status"] == "optimal"
 
 
 def test_max_on_all_predicate_beyond_float64_is_refused_in_one_line(tmp_path, capsys):
     """2^1100 queries: the block-size estimate overflowed a float (OverflowError traceback) when no solver was named."""
     out = tmp_path / "s.npz"
-    assert main(["-q", "solve", "--workload", "all-predicate:1100", "--method", "minerror-l2", "--objective", "max", "--out", str(out)]) == 2
+    assert main(["-q", "solve", "--workload", "all-predicate:1100", "--method", "minerror-l2", "--objective", "max", "--solver", "scs", "--out", str(out)]) == 2
     assert not out.exists()
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "m=~10^331 queries give ~10^337 entries" in err[0], err
+    # no solver named: the native min-max solver, refused up front by its per-query memory
+    assert main(["-q", "solve", "--workload", "all-predicate:1100", "--method", "minerror-l2", "--objective", "max", "--out", str(out)]) == 2
+    assert not out.exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the min-max solver's weights and variances for the ~10^331 queries needs about" in err[0], err
 
 
 def test_auto_reports_the_best_bound_any_candidate_certified():

@@ -334,8 +334,9 @@ def _no_baselines(monkeypatch, reason=InputError):
 
 
 def test_auto_says_why_no_optimiser_ran_and_falls_back_to_the_baselines(monkeypatch, capsys):
-    # the only optimiser for 'max' refuses: the baselines answer, evaluated under max, with the reason kept
-    s = solve("all-range:64", privacy="approx", method="auto", objective="max")
+    # the only optimiser for 'max' refuses (SCS named: its Schur form is too large): the baselines answer,
+    # evaluated under max, with the reason kept
+    s = solve("all-range:64", privacy="approx", method="auto", objective="max", solver="scs")
     m = s.meta
     assert m["auto_choice"] in ("identity", "wavelet", "hierarchical") and m["objective"] == "max"
     assert m["auto_skipped"]["minerror-l2"].startswith("objective 'max' needs one (64+1)x(64+1) Schur complement per query")
@@ -343,25 +344,41 @@ def test_auto_says_why_no_optimiser_ran_and_falls_back_to_the_baselines(monkeypa
     # with no baseline either: one line naming each reason, a user error (before: SolverError, exit 1)
     _no_baselines(monkeypatch)
     with pytest.raises(InputError) as info:
-        solve("all-range:64", privacy="approx", method="auto", objective="max")
+        solve("all-range:64", privacy="approx", method="auto", objective="max", solver="scs")
     msg = str(info.value)
     assert msg.startswith("auto: no candidate method can take this problem: minerror-l2: objective 'max' needs one (64+1)x(64+1) Schur complement per query")
     assert "8,788,000 entries (limit 2,000,000)" in msg and "\n" not in msg
-    assert main(["-q", "solve", "--workload", "all-range:64", "--privacy", "approx", "--method", "auto", "--objective", "max"]) == 2
+    assert main(["-q", "solve", "--workload", "all-range:64", "--privacy", "approx", "--method", "auto", "--objective", "max", "--solver", "scs"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("strategy-opt: error: auto: no candidate method can take this problem: minerror-l2: ") and "Schur complement" in err[0]
 
 
-def test_auto_names_a_candidate_skipped_for_its_solver(monkeypatch):
-    # a non-linear objective with the native profile on > 64 cells: auto does not hand it to a generic SDP solver
+def test_auto_solves_max_past_the_generic_sdp_limit_with_the_native_solver():
+    """all-range:64 under max: the Schur form is refused (2,080 cones), the baselines answered (wavelet/hierarchical);
+    the native min-max solver now runs, certified, and beats them."""
+    W = parse_spec("all-range:64")
+    s = solve("all-range:64", privacy="approx", method="auto", objective="max")
+    m = s.meta
+    assert m["auto_choice"] == "minerror-l2" and m["solver"] == "native" and m["objective"] == "max"
+    assert m["objective_value"] == pytest.approx(per_query_variances(s.matrix, W, 2).max(), rel=1e-10)
+    assert m["objective_lower_bound_kind"] == "simplex-weighted-dual" and m["objective_relative_gap"] <= 1e-5
+    baselines = [solve("all-range:64", privacy="approx", method=k) for k in ("identity", "wavelet", "hierarchical")]
+    assert m["objective_value"] < min(per_query_variances(b.matrix, W, 2).max() for b in baselines)
+
+
+def test_auto_names_a_candidate_skipped_for_its_solver(monkeypatch, clean_registry):
+    # a user objective with the native profile on > 64 cells: auto does not hand it to a generic SDP solver
     # (prefixes: not a marginal workload, which the marginals template would take)
-    s = solve("prefix:65", privacy="approx", method="auto", objective="max", solver="native")
-    assert s.meta["auto_skipped"]["minerror-l2"].startswith("objective 'max' needs a generic SDP solver, which auto runs up to 64 cells (this workload has 65)")
+    import cvxpy as cp
+
+    register_objective(Objective("sqsum", "sum of squared variances", lambda u, weights=None: float(np.sum(np.square(u))), lambda u, weights=None: cp.sum_squares(u)))
+    s = solve("prefix:65", privacy="approx", method="auto", objective="sqsum", solver="native")
+    assert s.meta["auto_skipped"]["minerror-l2"].startswith("objective 'sqsum' needs a generic SDP solver, which auto runs up to 64 cells (this workload has 65)")
     _no_baselines(monkeypatch)
     with pytest.raises(
-        InputError, match=r"^auto: no candidate method can take this problem: minerror-l2: objective 'max' needs a generic SDP solver, which auto runs up to 64 cells \(this workload has 65\)"
+        InputError, match=r"^auto: no candidate method can take this problem: minerror-l2: objective 'sqsum' needs a generic SDP solver, which auto runs up to 64 cells \(this workload has 65\)"
     ):
-        solve("prefix:65", privacy="approx", method="auto", objective="max", solver="native")
+        solve("prefix:65", privacy="approx", method="auto", objective="sqsum", solver="native")
 
 
 def _failing(exc):
@@ -525,11 +542,11 @@ def test_an_inaccurate_solve_of_a_builtin_objective_is_called_inaccurate(monkeyp
 
 def test_auto_answers_with_a_baseline_when_every_optimiser_refuses():
     """all-range:48 has 1176 queries: one 49x49 Schur complement each is over SCHUR_MAX_ENTRIES, so
-    minerror-l2 refuses the max objective; the baselines still answer under it (was: exit 2 'no candidate
+    minerror-l2 on SCS refuses the max objective; the baselines still answer under it (was: exit 2 'no candidate
     method can take this problem')."""
     n = 48
     W = np.array([[1.0 if i <= k <= j else 0.0 for k in range(n)] for i in range(n) for j in range(i, n)])
-    s = solve("all-range:48", privacy="approx", method="auto", objective="max")
+    s = solve("all-range:48", privacy="approx", method="auto", objective="max", solver="scs")
     m = s.meta
     assert "minerror-l2" not in m["auto_candidates"] and m["auto_choice"] in ("identity", "wavelet", "hierarchical")
     assert "Schur complement" in m["auto_skipped"]["minerror-l2"]

@@ -18,8 +18,13 @@ Forms used here:
   with a rank-revealing factor ``L L^T = G_c`` (notes, Sec. 2.4). Backends: the
   cvxpy profiles (``scs``, ``clarabel``) or the native certified dual-ascent
   solver (`strategy_opt.native_l2`), which scales to thousands of cells.
-* ``max`` and user objectives: one (n+1) x (n+1) Schur complement per query,
-  through cvxpy only; refused when m (n+1)^2 exceeds `SCHUR_MAX_ENTRIES`.
+* ``max`` on the ``native`` profile: `strategy_opt.native_max`, the saddle point
+  ``max_c min_X sum_i c_i u_i`` by exponentiated updates of the query weights c,
+  each round a certified native total-error solve (target gap
+  ``max(tol, NATIVE_MAX_TOL)``; ``meta.native_max``). With no solver named, ``max``
+  runs there unless Clarabel's blocks fit (`default_profile`).
+* ``max`` and user objectives on a cvxpy profile: one (n+1) x (n+1) Schur complement
+  per query; refused when m (n+1)^2 exceeds `SCHUR_MAX_ENTRIES`.
   ``max`` writes them on the unit rows ``w_i / ||w_i||`` and adds the queries
   by constraint generation (`_max_active_set`: those of negligible scale enter
   only if they bind; ``meta.max_active_set`` has the rounds). The native
@@ -85,6 +90,7 @@ from ..defaults import EIG_RTOL
 from ..error import ErrorProfile, per_query_variances
 from ..exceptions import InputError, SolverError, SupportError, setting
 from ..native_l2 import solve_total_l2
+from ..native_max import solve_max_l2
 from ..threads import factorization_threads
 from ..objectives import BUILTIN_OBJECTIVES, check_cvx_form, check_monotone, get_objective
 from ..problem import Problem
@@ -126,6 +132,11 @@ MAX_UNIFORM_SHARE = 1e-6
 
 #: Time budget of the native solve that certifies the ``max`` objective (its Schur form keeps n small).
 MAX_BOUND_SECONDS = 60.0
+
+#: Target gap of the native ``max`` solver when the profile's is tighter (`strategy_opt.native_max`: its
+#: weight updates gain about a factor of 5 per 10-20 rounds; all ranges over 64 cells: 1e-4 in 71 rounds,
+#: 4e-6 after 1000).
+NATIVE_MAX_TOL = 1e-5
 
 #: Relative difference between the solver's optimal value and the objective's value at the strategy
 #: tolerated on top of the profile's accuracy before ``meta.objective_mismatch`` is recorded.
@@ -407,6 +418,23 @@ def generic_sdp_profile(workload: Workload, objective: str) -> str:
     return "scs"
 
 
+def default_profile(workload: Workload, objective: str) -> str:
+    """The profile minerror-l2 runs on when no solver is named: ``native`` for the linear objectives and
+    for ``max`` where Clarabel's blocks do not fit (`strategy_opt.native_max`: a certified gap of 1e-5
+    in seconds, where SCS took minutes), else `generic_sdp_profile`.
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import all_range, prefix
+    >>> default_profile(prefix(4), "total"), default_profile(prefix(4), "max"), default_profile(all_range(64), "max")
+    ('native', 'clarabel', 'native')
+    """
+    if objective in LINEAR_OBJECTIVES:
+        return "native"
+    profile = generic_sdp_profile(workload, objective)
+    return "native" if objective == "max" and profile != "clarabel" else profile
+
+
 def max_program_block_entries(k: int, n: int) -> int:
     """Scaling-block entries of the min-max program's form for k queries on n cells (the form `_max_form` picks).
 
@@ -656,7 +684,7 @@ def minerror_l2(problem: Problem):
     problem : Problem
         ``privacy='approx'``; objective ``total`` (default), ``weighted``
         (option ``weights``), ``max`` or any registered objective; solver
-        profile ``native`` (total/weighted/relative) or a cvxpy profile.
+        profile ``native`` (total/weighted/relative/max) or a cvxpy profile.
 
     Returns
     -------
@@ -679,8 +707,9 @@ def minerror_l2(problem: Problem):
     weights = query_weights(problem)
     profile = problem.solver
     linear = problem.objective in LINEAR_OBJECTIVES
-    if profile.backend == "native" and not linear:
-        raise InputError(f"objective {problem.objective!r} needs a cvxpy solver profile, scs or clarabel (--solver on the command line, solver= in Python); the native solver handles {', '.join(LINEAR_OBJECTIVES)}")
+    native_max = profile.backend == "native" and problem.objective == "max"
+    if profile.backend == "native" and not linear and not native_max:
+        raise InputError(f"objective {problem.objective!r} needs a cvxpy solver profile, scs or clarabel (--solver on the command line, solver= in Python); the native solver handles {', '.join(LINEAR_OBJECTIVES)} and max")
     if problem.objective not in BUILTIN_OBJECTIVES:
         check_monotone(objective, W.m, weights)
     extra: dict = weights_meta(problem, weights)
@@ -705,6 +734,14 @@ def minerror_l2(problem: Problem):
         extra["iterations"] = iters
         if reweighted:
             obj_lower, obj_kind, lower = lower, "dual-certificate", None
+    elif native_max:
+        res = solve_max_l2(W, max_rounds=profile.max_iters, time_limit=profile.time_limit, tol=max(profile.tol, NATIVE_MAX_TOL))
+        A, status = res.A, res.status
+        extra.update(iterations=res.rounds, solver_objective_value=res.primal, native_max={"rounds": res.rounds, "largest_variance": res.primal, "bound": res.dual, "gap": res.gap})
+        obj_lower, obj_kind = res.dual, "simplex-weighted-dual"
+        floor = _floor_bound(W, objective, weights)
+        if floor > obj_lower:
+            obj_lower, obj_kind = floor, "per-query-floor"
     else:
         if problem.objective == "max":
             Xv, status, iters, solver_value, mult, facts = _max_active_set(W, problem)

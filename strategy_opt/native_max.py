@@ -1,0 +1,202 @@
+"""Native solver for the ``max`` objective under (epsilon, delta)-DP: the least largest per-query variance.
+
+The program is ``min_X max_i u_i(X)`` over ``X ⪰ 0`` with ``diag(X) <= 1``, where
+``u_i(X) = w_i X^+ w_i^T``. Each ``u_i`` is convex in X and ``max_i u_i = max_c sum_i
+c_i u_i`` over the simplex, so by the minimax theorem
+
+    min_X max_i u_i(X) = max_c d(c),   d(c) = min_X sum_i c_i u_i(X) = min_X trace(G_c X^{-1}),
+
+with ``G_c = W^T diag(c) W``: the inner problem is the total error of the reweighted
+workload, which `strategy_opt.native_l2.solve_total_l2` solves with a certified dual
+bound. Every round therefore certifies both sides:
+
+* its dual value is at most ``d(c)``, hence a lower bound on the optimum (kind
+  ``simplex-weighted-dual``, as the SDP route's bound);
+* its strategy is feasible, and its largest variance is an upper bound.
+
+d is concave and, where the inner optimum X(c) is unique, differentiable with gradient
+``u(X(c))``; the weights climb it by exponentiated steps ``c_i <- c_i (u_i / max_j u_j)^eta``
+(renormalised; a floor of `WEIGHT_FLOOR` / m keeps every query's weight positive, and
+`MIX_IDENTITY` of the identity mixed into each X makes every strategy support W), with eta raised by `ETA_GROWTH` after a round whose largest variance
+fell and halved after one where it rose. Each inner solve starts from the previous round's
+dual weights. The run stops when the best strategy's largest variance is within ``tol`` of
+the best bound, after ``max_rounds`` rounds, at the time limit, or when the gap has not
+shrunk by 1% in `STALL_ROUNDS` rounds.
+
+Measured (one BLAS thread, gap 1e-4): prefix:100 in 13 rounds (0.4 s; the SDP route took more
+than 200 s through SCS), all ranges over 64 cells in 71 rounds (0.5 s; the SDP route refuses its
+2,080 Schur complements), all ranges over 256 cells in 102 rounds (7 s).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as la
+
+from .exceptions import InputError
+from .native_l2 import solve_total_l2
+from .resources import require_memory
+from .threads import factorization_threads
+from .workload import Workload, weighted_gram
+
+log = logging.getLogger("strategy_opt")
+
+#: Every query keeps at least this share of the uniform weight 1/m (its direction stays in G_c).
+WEIGHT_FLOOR = 1e-9
+#: First step size of the exponentiated weight update ...
+ETA_START = 4.0
+#: ... raised by this factor after a round whose largest variance fell, halved after one where it rose, ...
+ETA_GROWTH = 1.2
+#: ... and kept within these limits.
+ETA_MIN, ETA_MAX = 0.5, 32.0
+#: The run stops as stalled when the gap has not shrunk by 1% in this many rounds.
+STALL_ROUNDS = 500
+#: Each inner total-error solve aims at this fraction of the outer target gap.
+INNER_TOL_SHARE = 1e-2
+#: Bytes per query the solver holds (weights, variances and their updates), checked before it starts.
+BYTES_PER_QUERY = 64.0
+#: Weight of the identity mixed into each round's X (every query's variance rises by at most this, relative).
+MIX_IDENTITY = 1e-7
+
+
+def _supporting(A: np.ndarray, W: Workload) -> tuple[np.ndarray, np.ndarray]:
+    """A full-rank strategy near A at unit L2 sensitivity, and the workload's variances through it.
+
+    ``X = (1 - MIX_IDENTITY) A^T A + MIX_IDENTITY I``, rescaled to ``max diag X = 1``: the
+    inner optimum may be singular on directions that only queries of negligible weight need,
+    while through X every query has a finite variance, at most ``1 / (1 - MIX_IDENTITY)``
+    times its variance through A. Returns the Cholesky factor ``R`` (``R^T R = X``) and
+    ``w_i X^{-1} w_i^T`` for every query.
+    """
+    n = A.shape[1]
+    X = A.T @ A
+    X = (1.0 - MIX_IDENTITY) * 0.5 * (X + X.T) + MIX_IDENTITY * np.eye(n)
+    X /= np.diag(X).max()
+    with factorization_threads():
+        R = la.cholesky(X, lower=False)
+        Xinv = la.cho_solve((R, False), np.eye(n))
+    return R, W.query_variances(0.5 * (Xinv + Xinv.T))
+
+
+@dataclass
+class NativeMaxResult:
+    """Outcome of `solve_max_l2`.
+
+    Attributes
+    ----------
+    A : ndarray, shape (p, n)
+        Strategy at unit L2 sensitivity with the smallest largest variance found.
+    primal : float
+        Its largest per-query variance ``max_i u_i``.
+    dual : float
+        Best certified lower bound on the optimum.
+    weights : ndarray, shape (m,)
+        The query weights c (simplex) whose inner solve gave ``dual``.
+    rounds : int
+    status : {'optimal', 'budget', 'time_limit', 'stalled'}
+    seconds : float
+    """
+
+    A: np.ndarray
+    primal: float
+    dual: float
+    weights: np.ndarray
+    rounds: int
+    status: str
+    seconds: float
+
+    @property
+    def gap(self) -> float:
+        """``primal / dual - 1``."""
+        return self.primal / self.dual - 1.0 if self.dual > 0 else math.inf
+
+
+def solve_max_l2(W: Workload, *, max_rounds: int = 10_000, time_limit: float = 600.0, tol: float = 1e-5, log_every: float = 2.0) -> NativeMaxResult:
+    """Minimise the largest per-query variance ``max_i w_i X^+ w_i^T`` s.t. ``diag(X) <= 1``, with a certified gap.
+
+    Parameters
+    ----------
+    W : Workload
+        Its dense Gram matrices ``W^T diag(c) W`` are formed (n x n).
+    max_rounds : int
+        Rounds of the weight update (one total-error solve each).
+    time_limit : float
+        Seconds; the round running at the deadline finishes.
+    tol : float
+        Target relative gap between the best strategy's largest variance and the best bound.
+    log_every : float
+        Seconds between INFO progress lines on the ``strategy_opt`` logger.
+
+    Returns
+    -------
+    NativeMaxResult
+
+    Examples
+    --------
+    Two cells and the three queries x_0, x_1 and x_0 + x_1: the identity gives variances
+    (1, 1, 2); the optimum 4/3 answers the sum as well as each cell, and the bound meets it:
+
+    >>> from strategy_opt.workload import from_matrix
+    >>> res = solve_max_l2(from_matrix([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), tol=1e-8)
+    >>> res.status, round(res.primal, 6), round(res.dual, 6)
+    ('optimal', 1.333333, 1.333333)
+    """
+    if not (isinstance(max_rounds, (int, np.integer)) and max_rounds >= 1):
+        raise InputError(f"max_rounds must be an integer >= 1, got {max_rounds!r}")
+    if not (tol > 0 and time_limit >= 0):
+        raise InputError(f"tol must be > 0 and time_limit >= 0, got {tol!r} and {time_limit!r}")
+    m = W.m
+    digits = len(str(m))
+    require_memory(  # one weight and one variance per query, and their updates (all-predicate:1100 has 2^1100)
+        BYTES_PER_QUERY * float(min(m, 10**300)),
+        f"the min-max solver's weights and variances for the {m:,} queries" if digits <= 15 else f"the min-max solver's weights and variances for the ~10^{digits - 1} queries",
+        "the total objective needs only W^T W (--objective total)",
+    )
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit
+    log.info("minerror-l2 native max: %d queries over %d cells, target gap %.1e, time limit %.4g s; each round solves the total error of the queries weighted", m, W.n, tol, time_limit)
+    floor = WEIGHT_FLOOR / m
+    c = np.full(m, 1.0 / m)
+    start = None
+    best_p, best_A, best_d, best_c = math.inf, None, 0.0, c
+    eta, last_p = ETA_START, math.inf
+    gap_mark, mark = math.inf, 0
+    status, k, last_log = "budget", 0, t0
+    while k < max_rounds:
+        inner = solve_total_l2(weighted_gram(W, c), time_limit=max(0.0, deadline - time.perf_counter()), tol=max(tol * INNER_TOL_SHARE, 1e-12), log_every=math.inf, start=start)
+        start = inner.u
+        A, u = _supporting(inner.A, W)
+        p = float(u.max())
+        k += 1
+        if p < best_p:
+            best_p, best_A = p, A
+        if inner.dual > best_d:
+            best_d, best_c = float(inner.dual), c
+        gap = best_p / best_d - 1.0 if best_d > 0 else math.inf
+        now = time.perf_counter()
+        if now - last_log >= log_every or k == 1:
+            log.info("minerror-l2 native max: round %d largest variance %.10g bound %.10g gap %.3e (%.1f s)", k, best_p, best_d, gap, now - t0)
+            last_log = now
+        if gap <= tol:
+            status = "optimal"
+            break
+        if gap < gap_mark * (1 - 1e-2):
+            gap_mark, mark = gap, k
+        elif k - mark >= STALL_ROUNDS:
+            status = "stalled"
+            break
+        if now >= deadline:
+            status = "time_limit"
+            break
+        eta = max(eta / 2, ETA_MIN) if p > last_p else min(eta * ETA_GROWTH, ETA_MAX)
+        last_p = p
+        c = np.maximum(c * (u / p) ** eta, floor)
+        c /= c.sum()
+    seconds = time.perf_counter() - t0
+    log.info("minerror-l2 native max: %s after %d rounds, largest variance %.10g bound %.10g gap %.3e (%.1f s)", status, k, best_p, best_d, best_p / best_d - 1.0, seconds)
+    return NativeMaxResult(best_A, best_p, best_d, best_c, k, status, seconds)
