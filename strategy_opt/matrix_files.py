@@ -55,7 +55,28 @@ READ_ERRORS = (
 
 
 def unreadable(path: Path, exc: BaseException) -> InputError:
-    """The one-line error for a file whose parser failed (never an object repr such as NumPy's header ``<ast.Name ...>``)."""
+    """The one-line error for a file whose parser failed (never an object repr such as NumPy's header ``<ast.Name ...>``).
+
+    Parameters
+    ----------
+    path : Path
+        The file being read (named in the message).
+    exc : BaseException
+        What the parser raised; its text is kept (whitespace collapsed, at most 200 characters) unless it is empty
+        or holds an object repr (``" at 0x"``), which becomes "damaged array header (<exception type>)".
+
+    Returns
+    -------
+    InputError
+        The error to raise (it is returned, not raised).
+
+    Examples
+    --------
+    >>> print(unreadable(Path("w.npz"), KeyError("W")))
+    cannot read w.npz: 'W' (corrupted or truncated file)
+    >>> print(unreadable(Path("w.npz"), ValueError("<ast.Name object at 0x7f00>")))
+    cannot read w.npz: damaged array header (ValueError) (corrupted or truncated file)
+    """
     text = " ".join(str(exc).split())
     if not text or " at 0x" in text:
         text = f"damaged array header ({type(exc).__name__})"
@@ -74,14 +95,68 @@ _NUMERIC_KINDS = "biuf"
 
 
 def require_array_memory(shape, itemsize: int, path: Path, what: str) -> None:
-    """Refuse an array whose header promises more bytes than are available (before loading it)."""
+    """Refuse an array whose header promises more bytes than are available (before loading it).
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The array's shape, as read from its header.
+    itemsize : int
+        Bytes per entry of its stored dtype; the estimate is ``entries * (itemsize + 16)`` bytes (the array,
+        its float64 copy and one working copy).
+    path : Path
+        The file (named in the message).
+    what : str
+        What the file holds, e.g. ``"workload matrix"``.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    InputError
+        When the estimate exceeds the available memory (`strategy_opt.resources.require_memory`).
+
+    Examples
+    --------
+    >>> require_array_memory((4, 4), 8, Path("w.npy"), "workload matrix")  # 384 bytes: fine
+    >>> require_array_memory((10**9, 10**9), 8, Path("w.npy"), "workload matrix")
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: workload matrix w.npy (shape (1000000000, 1000000000)) needs about 24 EB of memory but only ... is available; it is too large to load
+    """
     entries = math.prod(int(s) for s in shape)
     # the array itself, its float64 copy, and one sparse/working copy
     require_memory(float(entries) * (itemsize + 16), f"{what} {path} (shape {tuple(shape)})", "it is too large to load")
 
 
 def npy_header(fh) -> tuple[tuple, np.dtype]:
-    """``(shape, dtype)`` from the header of the ``.npy`` stream ``fh`` (format 1.0 or 2.0), read without its data."""
+    """``(shape, dtype)`` from the header of the ``.npy`` stream ``fh`` (format 1.0 or 2.0), read without its data.
+
+    Parameters
+    ----------
+    fh : binary file object
+        Positioned at the start of a ``.npy`` stream (a file, or a member of a ``.npz`` archive); it is left just
+        after the header.
+
+    Returns
+    -------
+    (tuple of int, numpy.dtype)
+
+    Raises
+    ------
+    ValueError
+        When the stream is not a ``.npy`` file (NumPy's error; callers turn it into `InputError`).
+
+    Examples
+    --------
+    >>> buf = _io.BytesIO()
+    >>> np.save(buf, np.eye(3, dtype=np.int32))
+    >>> _ = buf.seek(0)
+    >>> npy_header(buf)
+    ((3, 3), dtype('int32'))
+    """
     version = np.lib.format.read_magic(fh)
     if version == (1, 0):
         shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
@@ -91,7 +166,26 @@ def npy_header(fh) -> tuple[tuple, np.dtype]:
 
 
 def npy_shape(path: str | os.PathLike) -> tuple[int, ...] | None:
-    """The array shape a ``.npy`` file's header records; None for another format or an unreadable header."""
+    """The array shape a ``.npy`` file's header records; None for another format or an unreadable header.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Any file; only a ``.npy`` suffix (any case) is opened.
+
+    Returns
+    -------
+    tuple of int or None
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> np.save(Path(tmp.name) / "w.npy", np.ones((2, 5)))
+    >>> npy_shape(Path(tmp.name) / "w.npy"), npy_shape(Path(tmp.name) / "w.csv"), npy_shape(Path(tmp.name) / "gone.npy")
+    ((2, 5), None, None)
+    >>> tmp.cleanup()
+    """
     path = Path(path)
     if path.suffix.lower() != ".npy":
         return None
@@ -105,7 +199,38 @@ def npy_shape(path: str | os.PathLike) -> tuple[int, ...] | None:
 def read_npy(path: Path, what: str) -> np.ndarray:
     """A plain numeric .npy array, its header checked (dtype, size) before loading; never unpickled.
 
-    Raises `InputError` naming the file and ``what`` it was meant to hold.
+    Parameters
+    ----------
+    path : Path
+        The ``.npy`` file.
+    what : str
+        What it should hold (``"workload matrix"``, ``"histogram"``, ...), named in errors.
+
+    Returns
+    -------
+    ndarray
+        The array as stored (its dtype and shape are not changed; see `validate_matrix`).
+
+    Raises
+    ------
+    InputError
+        Naming the file and ``what`` it was meant to hold: a missing file, a bad header, an object, string,
+        complex or date dtype, too little memory, or corrupted data.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> np.save(Path(tmp.name) / "w.npy", np.eye(2, dtype=np.int64))
+    >>> read_npy(Path(tmp.name) / "w.npy", "workload matrix")
+    array([[1, 0],
+           [0, 1]])
+    >>> np.save(Path(tmp.name) / "s.npy", np.array([["a", "b"]]))
+    >>> read_npy(Path(tmp.name) / "s.npy", "workload matrix")
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: .../s.npy: workload matrix must hold real numbers (bool, int or float), got dtype <U1
+    >>> tmp.cleanup()
     """
     try:
         with open(path, "rb") as fh:
@@ -123,7 +248,27 @@ def read_npy(path: Path, what: str) -> np.ndarray:
 
 
 def missing_file(path: Path, what: str) -> InputError:
-    """The error for a ``what`` file (workload, data, ...) that is not a regular file: missing, or a directory."""
+    """The error for a ``what`` file (workload, data, ...) that is not a regular file: missing, or a directory.
+
+    Parameters
+    ----------
+    path : Path
+        The path that is not a regular file.
+    what : str
+        The kind of file, e.g. ``"workload"``.
+
+    Returns
+    -------
+    InputError
+        The error to raise (it is returned, not raised).
+
+    Examples
+    --------
+    >>> print(missing_file(Path("no/such/w.npy"), "workload"))
+    workload file not found: no/such/w.npy
+    >>> print(missing_file(Path("."), "data"))
+    . is a directory, not a data file
+    """
     if path.is_dir():
         return InputError(f"{path} is a directory, not a {what} file")
     return InputError(f"{what} file not found: {path}")
@@ -131,7 +276,38 @@ def missing_file(path: Path, what: str) -> InputError:
 
 def open_npz(path: Path):
     """``np.load`` of a ``.npz`` archive with pickles off; an `InputError` naming what the file is instead
-    (a ``.npy`` array, a pickle, a missing or unreadable file) where it is not a zip archive."""
+    (a ``.npy`` array, a pickle, a missing or unreadable file) where it is not a zip archive.
+
+    Parameters
+    ----------
+    path : Path
+        The ``.npz`` file.
+
+    Returns
+    -------
+    numpy.lib.npyio.NpzFile
+        The open archive (use it as a context manager).
+
+    Raises
+    ------
+    InputError
+        For a missing or unreadable file, a file that is not a zip archive, or a corrupted archive.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> np.savez(Path(tmp.name) / "w.npz", W=np.eye(2))
+    >>> with open_npz(Path(tmp.name) / "w.npz") as z:
+    ...     z.files
+    ['W']
+    >>> np.save(Path(tmp.name) / "w.npy", np.eye(2))
+    >>> open_npz(Path(tmp.name) / "w.npy")
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: cannot read .../w.npy: a .npy array saved under a .npz name; rename it to .npy
+    >>> tmp.cleanup()
+    """
     try:
         is_zip = zipfile.is_zipfile(path)
         if not is_zip:  # np.load would take any other file for a pickle and say so: look at its first bytes
@@ -158,7 +334,40 @@ def open_npz(path: Path):
 
 
 def npz_array(z, key: str, path: Path, what: str) -> np.ndarray:
-    """Member ``key`` of an open .npz, its header checked for dtype and size before loading."""
+    """Member ``key`` of an open .npz, its header checked for dtype and size before loading.
+
+    Parameters
+    ----------
+    z : numpy.lib.npyio.NpzFile
+        An archive opened with `open_npz`.
+    key : str
+        The member's name, with or without its ``.npy`` suffix in the archive.
+    path : Path
+        The archive's file (named in errors).
+    what : str
+        What the member holds, named in errors.
+
+    Returns
+    -------
+    ndarray
+
+    Raises
+    ------
+    InputError
+        For a non-numeric dtype or too little memory.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = Path(tmp.name) / "w.npz"
+    >>> np.savez(path, W=[[1, 1], [0, 1]])
+    >>> with open_npz(path) as z:
+    ...     npz_array(z, "W", path, "workload matrix")
+    array([[1, 1],
+           [0, 1]])
+    >>> tmp.cleanup()
+    """
     name = key + ".npy" if key + ".npy" in z.zip.namelist() else key
     with z.zip.open(name) as fh:
         shape, dtype = npy_header(fh)
@@ -169,7 +378,35 @@ def npz_array(z, key: str, path: Path, what: str) -> np.ndarray:
 
 def sparse_from_npz(z, path: Path, what: str) -> sp.csr_matrix:
     """The CSR matrix stored in the open archive ``z`` in `scipy.sparse.save_npz`'s layout (csr, csc or coo),
-    its shape, format and index arrays checked (`InputError` naming ``path`` and ``what``)."""
+    its shape, format and index arrays checked (`InputError` naming ``path`` and ``what``).
+
+    Parameters
+    ----------
+    z : numpy.lib.npyio.NpzFile
+        An archive opened with `open_npz`, with members ``format``, ``shape``, ``data`` and either
+        ``indices``/``indptr`` (csr, csc) or ``row``/``col`` (coo).
+    path : Path
+        The archive's file (named in errors).
+    what : str
+        What the matrix holds, named in errors.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        With the stored dtype (`validate_matrix` converts it to float).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = Path(tmp.name) / "w.npz"
+    >>> sp.save_npz(path, sp.csc_matrix(np.array([[1.0, 0.0], [0.0, 2.0]])))
+    >>> with open_npz(path) as z:
+    ...     sparse_from_npz(z, path, "workload matrix").toarray()
+    array([[1., 0.],
+           [0., 2.]])
+    >>> tmp.cleanup()
+    """
     fmt = z["format"].item()
     fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
     shape = tuple(int(s) for s in np.asarray(z["shape"]).ravel())
@@ -222,7 +459,32 @@ def _check_dtype(dtype: np.dtype, path: Path, what: str) -> None:
 
 def validate_matrix(M, path: Path, what: str):
     """``M`` (dense or sparse) checked as a matrix read from ``path``: real numeric entries, 2-D,
-    non-empty and finite; `InputError` naming the file and ``what`` otherwise."""
+    non-empty and finite; `InputError` naming the file and ``what`` otherwise.
+
+    Parameters
+    ----------
+    M : array_like or scipy.sparse matrix
+        The matrix as read.
+    path : Path
+        The file it came from (named in errors; a ``.csv`` suffix gives a clearer message for an empty file).
+    what : str
+        What it holds, named in errors.
+
+    Returns
+    -------
+    ndarray or scipy.sparse.csr_matrix
+        ``M`` as float64: a dense array for dense input, a CSR matrix for sparse input.
+
+    Examples
+    --------
+    >>> validate_matrix([[1, 2], [3, 4]], Path("w.csv"), "workload matrix")
+    array([[1., 2.],
+           [3., 4.]])
+    >>> validate_matrix([[1.0, np.nan]], Path("w.csv"), "workload matrix")
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: w.csv: workload matrix contains NaN or infinite values
+    """
     if sp.issparse(M):
         _check_dtype(M.dtype, path, what)
         data = M.data
@@ -296,13 +558,43 @@ def _mtx_array(vals: np.ndarray, shape, symmetry: str, path: Path) -> np.ndarray
 
 
 def read_mtx(path: Path, what: str):
-    """Parse a Matrix Market file with NumPy (not SciPy's C++ reader).
+    r"""Parse a Matrix Market file with NumPy (not SciPy's C++ reader).
 
     SciPy's reader crashes the whole process (segmentation fault) on some
     corrupted files, e.g. one whose final newline is replaced by a space, so
     strategy_opt parses the format itself: banner, comments, size line, then
     the entries with `numpy.loadtxt`, validating counts and index ranges.
     Sizes are checked against the available memory before the entries are read.
+
+    Parameters
+    ----------
+    path : Path
+        The ``.mtx`` file: ``coordinate`` or ``array`` layout; ``real``, ``integer`` or ``pattern`` field
+        (pattern entries are 1); ``general``, ``symmetric`` or ``skew-symmetric`` symmetry (the lower triangle
+        is stored and mirrored).
+    what : str
+        What it holds, named in errors.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix or ndarray
+        A CSR matrix for the coordinate layout, a dense float array for the array layout.
+
+    Raises
+    ------
+    InputError
+        For any malformed, unsupported or oversized file.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = Path(tmp.name) / "w.mtx"
+    >>> _ = path.write_text("%%MatrixMarket matrix coordinate real symmetric\n% a comment\n2 2 2\n1 1 1.5\n2 1 3\n")
+    >>> read_mtx(path, "workload matrix").toarray()  # entry (2, 1) is mirrored to (1, 2)
+    array([[1.5, 3. ],
+           [3. , 0. ]])
+    >>> tmp.cleanup()
     """
     require_memory(4.0 * path.stat().st_size, f"{what} {path}", "it is too large to load")
     try:
@@ -346,8 +638,38 @@ def read_mtx(path: Path, what: str):
 
 
 def read_csv_matrix(path: Path, what: str, ndmin: int = 2) -> np.ndarray:
-    """The numbers of a comma-separated file (no header; a byte-order mark allowed), after a memory check;
-    `InputError` for ragged or non-numeric lines."""
+    r"""The numbers of a comma-separated file (no header; a byte-order mark allowed), after a memory check;
+    `InputError` for ragged or non-numeric lines.
+
+    Parameters
+    ----------
+    path : Path
+        The ``.csv`` file.
+    what : str
+        What it holds, named in the memory error.
+    ndmin : int, default 2
+        Passed to `numpy.loadtxt`: the minimum number of dimensions of the result.
+
+    Returns
+    -------
+    ndarray of float
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = Path(tmp.name) / "w.csv"
+    >>> _ = path.write_text("1,1,0\n0,1,1\n")
+    >>> read_csv_matrix(path, "workload matrix")
+    array([[1., 1., 0.],
+           [0., 1., 1.]])
+    >>> _ = path.write_text("1,1,0\n0,1\n")
+    >>> read_csv_matrix(path, "workload matrix")
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: cannot read .../w.csv: malformed CSV (the number of columns changed from 3 to 2 at row 2); every line needs the same number of comma-separated numbers
+    >>> tmp.cleanup()
+    """
     # loadtxt holds at most one float64 per two bytes of text, plus a copy
     require_memory(8.0 * path.stat().st_size, f"{what} {path}", "it is too large to load")
     try:
@@ -360,9 +682,42 @@ def read_csv_matrix(path: Path, what: str, ndmin: int = 2) -> np.ndarray:
 
 
 def read_workload_file(path: str | os.PathLike):
-    """Read a workload matrix: ``.npy``, ``.npz`` (dense ``W`` or scipy sparse), ``.mtx``, ``.csv``.
+    r"""Read a workload matrix: ``.npy``, ``.npz`` (dense ``W`` or scipy sparse), ``.mtx``, ``.csv``.
 
     All-zero columns are allowed (cells no query touches); an all-zero matrix is refused.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file; ``~`` is expanded. Its suffix (any case) chooses the format; a ``.npz`` holds either a dense
+        array under key ``W`` or a `scipy.sparse.save_npz` matrix.
+
+    Returns
+    -------
+    ExplicitWorkload
+        With float64 entries and the spec ``file:<path>``.
+
+    Raises
+    ------
+    InputError
+        For a missing file, an unknown suffix, a malformed, non-numeric, non-finite, empty or all-zero matrix,
+        or one too large for the available memory.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = Path(tmp.name) / "w.csv"
+    >>> _ = path.write_text("1,1,0\n0,1,1\n")
+    >>> W = read_workload_file(path)
+    >>> W.shape, W.spec == f"file:{path}"
+    ((2, 3), True)
+    >>> _ = path.write_text("0,0\n0,0\n")
+    >>> read_workload_file(path)
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: .../w.csv: the workload matrix is all zeros (no query counts anything)
+    >>> tmp.cleanup()
     """
     from .workload import ExplicitWorkload
 
