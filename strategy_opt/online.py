@@ -230,7 +230,25 @@ class LaplaceSum:
         self.half_width_error = 0.0 if self.single else _LAW_HALF_WIDTH_ERROR * self.sd
 
     def logpdf(self, z: np.ndarray) -> np.ndarray:
-        """Log density at z (vectorised)."""
+        """Log density at z (vectorised).
+
+        Parameters
+        ----------
+        z : array_like
+            Points (any shape); the density is symmetric, so only ``|z|`` matters.
+
+        Returns
+        -------
+        ndarray
+            ``log f(z)``, same shape as ``z``.
+
+        Examples
+        --------
+        One term of scale 2: ``f(z) = exp(-|z|/2) / 4``, so ``log f(0) = -ln 4`` and ``log f(2) = -1 - ln 4``:
+
+        >>> np.round(LaplaceSum([2.0]).logpdf([0.0, -2.0]), 6)
+        array([-1.386294, -2.386294])
+        """
         a = np.abs(np.asarray(z, dtype=float))
         if self.single:
             return -a / self.s_max - math.log(2.0 * self.s_max)
@@ -239,7 +257,31 @@ class LaplaceSum:
         return np.where(a <= self._z[-1], inside, beyond)
 
     def half_width(self, level: float) -> float:
-        """Smallest t with ``P(|Z| <= t) >= level`` (beyond the grid: exact Laplace-tail extrapolation)."""
+        """Smallest t with ``P(|Z| <= t) >= level`` (beyond the grid: exact Laplace-tail extrapolation).
+
+        Parameters
+        ----------
+        level : float
+            Probability in (0, 1).
+
+        Returns
+        -------
+        float
+            Exact for a single term (``s ln(1/(1 - level))``); otherwise from the gridded density, at most
+            `half_width_error` above the exact value.
+
+        Examples
+        --------
+        One term of scale 2 at level 0.8: ``2 ln 5``:
+
+        >>> round(LaplaceSum([2.0]).half_width(0.8), 6), round(2 * math.log(5), 6)
+        (3.218876, 3.218876)
+
+        Two i.i.d. Laplace(1) terms: ``P(|Z| > t) = (t + 2) e^{-t} / 2``, which is ``2 e^{-2}`` at ``t = 2``:
+
+        >>> round(LaplaceSum([1.0, 1.0]).half_width(1 - 2 * math.exp(-2)), 4)
+        2.0
+        """
         if self.single:  # P(|Lap(s)| <= t) = 1 - exp(-t/s)
             return float(self.s_max * -math.log1p(-level))
         mass = self._cdf_abs
@@ -413,6 +455,27 @@ def hpd_interval(theta: np.ndarray, pmf: np.ndarray, level: float) -> tuple[floa
     own size, so levels near 1 resolve (summed from the largest, the running
     total's rounding, about 1e-13 over 4097 points, swallowed 1 - 1e-15, and
     the interval became the whole grid: 818 wide instead of 472).
+
+    Parameters
+    ----------
+    theta : ndarray
+        Uniform, increasing grid of parameter values (at least two points).
+    pmf : ndarray
+        Posterior probabilities on the grid (summing to 1).
+    level : float
+        Credibility level in (0, 1).
+
+    Returns
+    -------
+    (float, float)
+        The lowest kept point minus half a grid step, and the highest kept point plus half a step.
+
+    Examples
+    --------
+    Dropping the two end points (mass 0.1 <= 1 - 0.8) keeps 1, 2, 3, whose cells span [0.5, 3.5]:
+
+    >>> hpd_interval(np.arange(5.0), np.array([0.05, 0.2, 0.5, 0.2, 0.05]), 0.8)
+    (0.5, 3.5)
     """
     order = np.argsort(pmf)
     dropped = int(np.searchsorted(np.cumsum(pmf[order]), 1.0 - level, side="right"))
@@ -457,6 +520,17 @@ class Estimate:
         Allowance for the computed width ``upper - lower`` in `OnlineAnswerer.answer`'s
         decision: round-off for closed forms and gridded posteriors (whose width is
         never below the exact one), plus the Laplace-sum error for WLS laws.
+
+    Examples
+    --------
+    One recorded answer 10 of ``x0 + x1`` at budget 0.5 carries Laplace noise of scale 1/0.5 = 2, so the
+    80% interval is ``10 +- 2 ln 5`` and the s.d. is ``2 sqrt 2``:
+
+    >>> ans = OnlineAnswerer(np.array([4.0, 6.0, 5.0]), budget=1.0, rng=0)
+    >>> ans.record([1, 1, 0], 10.0, alpha=0.5)
+    >>> est = ans.estimate([1, 1, 0], confidence=0.8)
+    >>> round(est.value, 6), round(est.lower, 6), round(est.upper, 6), round(est.std, 6), est.observations, est.method
+    (10.0, 6.781124, 13.218876, 2.828427, 1, 'bayes')
     """
 
     value: float
@@ -481,6 +555,15 @@ class OnlineAnswer:
         Budget of the fresh measurement (0 from history; for a refusal, the budget it would have needed).
     spent : float
         Total privacy cost ``max_j B_j`` after this query.
+
+    Examples
+    --------
+    A refusal reports the budget Theorem 3.7 would need: ``S_Q ln(1/(1 - 0.8)) / half_width = ln 5``:
+
+    >>> ans = OnlineAnswerer(np.array([4.0, 6.0]), budget=1.0, rng=0)
+    >>> r = ans.answer([1, 0], half_width=1.0, confidence=0.8)
+    >>> r.source, round(r.alpha, 6), r.spent, math.isnan(r.value)
+    ('refused', 1.609438, 0.0, True)
     """
 
     value: float
@@ -590,17 +673,45 @@ class OnlineAnswerer:
     # ------------------------------------------------------------------ state
     @property
     def spent(self) -> float:
-        """Total privacy cost so far: ``max_j B_j`` (the L1 sensitivity of ``diag(alpha./S) H``)."""
+        """Total privacy cost so far: ``max_j B_j`` (the L1 sensitivity of ``diag(alpha./S) H``).
+
+        Examples
+        --------
+        Budgets 0.5 on ``x0 + x1`` and 0.25 on ``x1 + x2`` cost cell 1 0.75, the most of any cell:
+
+        >>> ans = OnlineAnswerer(np.array([4.0, 6.0, 5.0]), budget=1.0, rng=0)
+        >>> ans.record([1, 1, 0], 10.0, alpha=0.5)
+        >>> ans.record([0, 1, 1], 11.0, alpha=0.25)
+        >>> ans.cell_costs.tolist(), ans.spent
+        ([0.5, 0.75, 0.25], 0.75)
+        """
         return float(self.cell_costs.max())
 
     @property
     def remaining(self) -> float:
-        """Budget left."""
+        """Budget left: ``budget - spent``.
+
+        Examples
+        --------
+        >>> ans = OnlineAnswerer(np.array([4.0, 6.0]), budget=1.0, rng=0)
+        >>> ans.record([1, 1], 10.0, alpha=0.25)
+        >>> ans.remaining
+        0.75
+        """
         return self.budget - self.spent
 
     @property
     def history(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(H, y, alpha)``: history rows, noisy answers and their budgets (copies)."""
+        """``(H, y, alpha)``: history rows, noisy answers and their budgets (copies).
+
+        Examples
+        --------
+        >>> ans = OnlineAnswerer(np.array([4.0, 6.0, 5.0]), budget=1.0, rng=0)
+        >>> ans.record([1, 1, 0], 10.0, alpha=0.5)
+        >>> H, y, alpha = ans.history
+        >>> H.tolist(), y.tolist(), alpha.tolist()
+        ([[1.0, 1.0, 0.0]], [10.0], [0.5])
+        """
         return self._H.copy(), self._y.copy(), self._alpha.copy()
 
     def _query(self, query) -> np.ndarray:
@@ -643,10 +754,34 @@ class OnlineAnswerer:
     def record(self, query, answer: float, alpha: float) -> None:
         """Add an answer released elsewhere: ``query x + Lap(S_Q / alpha)`` (counted against the budget).
 
+        Parameters
+        ----------
+        query : array_like (n,)
+            The query's coefficients (or an array in the data's shape).
+        answer : float
+            Its released noisy answer (a finite real number).
+        alpha : float
+            The budget it was released at (> 0); cell j's cost grows by ``alpha |Q_j| / max_k |Q_k|``.
+
+        Returns
+        -------
+        None
+
         Raises
         ------
         InputError
-            If recording it would exceed the budget.
+            If recording it would exceed the budget, or for a malformed query, answer or alpha.
+
+        Examples
+        --------
+        >>> ans = OnlineAnswerer(np.array([4.0, 6.0, 5.0]), budget=1.0, rng=0)
+        >>> ans.record([2, 1, 0], 14.0, alpha=0.5)  # cell 1 is half the sensitivity, so it costs half as much
+        >>> ans.cell_costs.tolist()
+        [0.5, 0.25, 0.0]
+        >>> ans.record([1, 0, 0], 4.0, alpha=0.6)
+        Traceback (most recent call last):
+        ...
+        strategy_opt.exceptions.InputError: recording this answer would spend 1.1 > budget 1
         """
         q = self._query(query)
         alpha = _check_positive(alpha, "alpha")
@@ -663,6 +798,36 @@ class OnlineAnswerer:
         Row k gets ``alpha_k = epsilon * S_k / ||A||_1``; the cost grows by at
         most epsilon (the paper's Sec. 5.3 starts from a hierarchical tree
         released this way).
+
+        Parameters
+        ----------
+        A : array_like or scipy.sparse matrix (m, n)
+            The strategy; all-zero rows are dropped.
+        epsilon : float
+            Its budget (> 0).
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        InputError
+            If the release would exceed the budget, or for a malformed strategy.
+
+        Examples
+        --------
+        The identity on two cells has ``||A||_1 = 1``, so each row gets budget 0.5 and each cell costs 0.5:
+
+        >>> ans = OnlineAnswerer(np.array([4.0, 6.0]), budget=1.0, inference="wls", rng=0)
+        >>> ans.release_strategy(np.eye(2), epsilon=0.5)
+        >>> ans.history[2].tolist(), ans.cell_costs.tolist(), ans.spent
+        ([0.5, 0.5], [0.5, 0.5], 0.5)
+
+        The total ``x0 + x1`` is now answered from history; its error is the sum of two Laplace(2) noises (s.d. 4):
+
+        >>> ans.estimate([1, 1], confidence=0.8).std
+        4.0
         """
         import scipy.sparse as sp
 
@@ -742,6 +907,23 @@ class OnlineAnswerer:
             Level of the interval, in (0, 1).
         inference : {'bayes', 'wls'}, optional
             Defaults to the answerer's own (``none`` always gives None).
+
+        Returns
+        -------
+        Estimate or None
+
+        Examples
+        --------
+        A recorded answer 10 of ``x0 + x1`` at budget 0.5 (noise Laplace(2)); twice that query is estimated as 20,
+        with an 80% interval of half-width ``2 * 2 ln 5``:
+
+        >>> ans = OnlineAnswerer(np.array([4.0, 6.0, 5.0]), budget=1.0, rng=0)
+        >>> ans.record([1, 1, 0], 10.0, alpha=0.5)
+        >>> est = ans.estimate([2, 2, 0], confidence=0.8, inference="wls")
+        >>> round(est.value, 6), round(est.upper - est.value, 6), round(4 * math.log(5), 6)
+        (20.0, 6.437752, 6.437752)
+        >>> ans.estimate([1, 0, 0], confidence=0.8) is None  # x0 alone is not a combination of the history
+        True
         """
         q = self._query(query)
         level = _check_level(confidence)
@@ -777,6 +959,24 @@ class OnlineAnswerer:
         Returns
         -------
         OnlineAnswer
+
+        Examples
+        --------
+        After a recorded answer 10 of ``x0 + x1`` at budget 0.5, its 80% interval ``10 +- 2 ln 5`` (half-width 3.22)
+        meets a requirement of 4 for free; ``x2`` at half-width 5 costs ``ln 5 / 5``; ``x0`` at half-width 1 would cost
+        ``ln 5 > 1 - 0.5`` and is refused:
+
+        >>> ans = OnlineAnswerer(np.array([4.0, 6.0, 5.0]), budget=1.0, rng=0)
+        >>> ans.record([1, 1, 0], 10.0, alpha=0.5)
+        >>> a = ans.answer([1, 1, 0], half_width=4, confidence=0.8)
+        >>> a.source, round(a.value, 6), a.alpha
+        ('history', 10.0, 0.0)
+        >>> b = ans.answer([0, 0, 1], half_width=5, confidence=0.8)
+        >>> b.source, round(b.alpha, 6), round(b.upper - b.lower, 6), b.spent
+        ('fresh', 0.321888, 10.0, 0.5)
+        >>> c = ans.answer([1, 0, 0], half_width=1, confidence=0.8)
+        >>> c.source, round(c.alpha, 6), ans.counts
+        ('refused', 1.609438, {'history': 1, 'fresh': 1, 'refused': 1})
         """
         q = self._query(query)
         half_width = _check_positive(half_width, "half_width")
