@@ -63,8 +63,26 @@ class Problem:
     objective : str
         Name of a registered objective (``'total'`` by default).
     solver : SolverProfile
+        Default: the ``native`` profile (`strategy_opt.solvers.load_profile` of None).
     options : dict
         Method-specific options (``branching``, ``basis``, ``group_size``, ...).
+
+    Raises
+    ------
+    InputError
+        For a privacy other than ``'pure'`` or ``'approx'``, or a solver profile whose cones or options the
+        problem cannot use.
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import prefix
+    >>> pr = Problem(prefix(4), privacy="pure", options={"branching": 2})
+    >>> pr.workload.spec, pr.privacy, pr.objective, pr.solver.name, pr.options
+    ('prefix:4', 'pure', 'total', 'native', {'branching': 2})
+    >>> Problem(prefix(4), privacy="renyi")
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: privacy must be 'pure' or 'approx', got 'renyi'
     """
 
     workload: Workload
@@ -81,11 +99,36 @@ class Problem:
 
     @property
     def p(self) -> int:
-        """Sensitivity norm order: 1 (pure) or 2 (approx)."""
+        """Sensitivity norm order: 1 (pure) or 2 (approx).
+
+        Examples
+        --------
+        >>> from strategy_opt.workload import prefix
+        >>> Problem(prefix(4), privacy="pure").p, Problem(prefix(4), privacy="approx").p
+        (1, 2)
+        """
         return 1 if self.privacy == "pure" else 2
 
     def with_options(self, **options) -> "Problem":
-        """A copy with extra method options."""
+        """A copy with extra method options.
+
+        Parameters
+        ----------
+        **options
+            Method options; they replace options of the same name.
+
+        Returns
+        -------
+        Problem
+            A new problem (this one is frozen and unchanged).
+
+        Examples
+        --------
+        >>> from strategy_opt.workload import prefix
+        >>> pr = Problem(prefix(4), options={"branching": 2, "seed": 0})
+        >>> pr.with_options(branching=4).options, pr.options
+        ({'branching': 4, 'seed': 0}, {'branching': 2, 'seed': 0})
+        """
         return replace(self, options={**self.options, **options})
 
     def option(self, name: str, default, check, what: str, method: str | None = None):
@@ -137,12 +180,35 @@ def is_seed(value) -> bool:
 
 
 def problem_dir() -> Path:
-    """The ``problems/`` folder of the installation."""
+    """The ``problems/`` folder of the installation.
+
+    Returns
+    -------
+    Path
+        ``problems`` beside the ``strategy_opt`` package (it need not exist in an installed copy).
+
+    Examples
+    --------
+    >>> problem_dir().name, problem_dir().parent == Path(__file__).resolve().parent.parent
+    ('problems', True)
+    """
     return _ROOT / "problems"
 
 
 def list_problems() -> dict[str, Path]:
-    """Map of problem name to file for the bundled problems."""
+    """Map of problem name to file for the bundled problems.
+
+    Returns
+    -------
+    dict of str to Path
+        ``{stem: path}`` of every ``*.toml`` in `problem_dir`, sorted by file name; empty when that folder is absent.
+
+    Examples
+    --------
+    >>> problems = list_problems()
+    >>> problems["quickstart"].name if problems else "quickstart.toml"
+    'quickstart.toml'
+    """
     d = problem_dir()
     return {f.stem: f for f in sorted(d.glob("*.toml"))} if d.is_dir() else {}
 
@@ -202,6 +268,22 @@ def absolute_file_paths(spec: str) -> str:
 
     A strategy records the SPEC it was computed for; with absolute paths the
     record names the same files from any directory.
+
+    Parameters
+    ----------
+    spec : str
+        A workload SPEC; a malformed one is returned as is for the parser to report.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> absolute_file_paths("file:w.npy*prefix:4") == file_spec(str(Path.cwd() / "w.npy")) + "*prefix:4"
+    True
+    >>> absolute_file_paths("prefix:4"), absolute_file_paths("file:/data/w.npy")
+    ('prefix:4', 'file:/data/w.npy')
     """
     return _rebase_spec(spec, Path.cwd())
 
@@ -222,11 +304,38 @@ def _rebase_paths(data: dict, base: Path) -> dict:
 
 
 def read_problem_file(path: str | Path) -> dict:
-    """Read and validate a problem TOML file (path or bundled problem name) into a dict.
+    r"""Read and validate a problem TOML file (path or bundled problem name) into a dict.
 
     Relative paths in it (workload ``file:`` atoms, a solver profile path, a
     ``weights`` ``.npy`` option, ``data``) are returned relative to the file's
     directory, so a problem file works from any current directory.
+
+    Parameters
+    ----------
+    path : str or Path
+        A TOML file, or the name of a bundled problem (`list_problems`).
+
+    Returns
+    -------
+    dict
+        The file's keys; ``branching`` and ``basis`` given beside ``method`` are moved into ``options``.
+
+    Raises
+    ------
+    InputError
+        For a missing file, malformed TOML, unknown keys, values of the wrong type or range, conflicting options,
+        or ``delta`` with ``privacy = 'pure'``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = Path(tmp.name) / "p.toml"
+    >>> _ = path.write_text('workload = "file:w.npy"\nmethod = "eigen-design"\nbranching = 4\n')
+    >>> data = read_problem_file(path)
+    >>> data["workload"] == f"file:{Path(tmp.name) / 'w.npy'}", data["method"], data["options"]
+    (True, 'eigen-design', {'branching': 4})
+    >>> tmp.cleanup()
     """
     p = Path(path)
     if not p.exists() or p.is_dir():  # a pipe or /dev/stdin is read as a file
@@ -283,7 +392,40 @@ def _is_spec(text: str) -> bool:
 
 
 def load_problem(path: str | Path, **overrides) -> tuple[Problem, str]:
-    """Build a `Problem` (and its method name) from a problem file; keyword overrides win."""
+    r"""Build a `Problem` (and its method name) from a problem file; keyword overrides win.
+
+    Parameters
+    ----------
+    path : str or Path
+        A TOML problem file or a bundled problem name (see `read_problem_file`).
+    **overrides
+        File keys to replace (``workload``, ``privacy``, ``method``, ``objective``, ``solver``, ``options``, ...);
+        None values are ignored.
+
+    Returns
+    -------
+    (Problem, str)
+        The problem (privacy ``'approx'``, objective ``'total'`` and the native solver unless given) and the
+        method name (``'auto'`` unless given).
+
+    Raises
+    ------
+    InputError
+        For an invalid file, a missing workload, or a bad SPEC, privacy or solver.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = Path(tmp.name) / "p.toml"
+    >>> _ = path.write_text('workload = "prefix:8"\nprivacy = "pure"\nmethod = "greedy-h"\n[options]\nbranching = 2\n')
+    >>> pr, method = load_problem(path)
+    >>> pr.workload.spec, pr.privacy, pr.options, method
+    ('prefix:8', 'pure', {'branching': 2}, 'greedy-h')
+    >>> load_problem(path, privacy="approx", method=None)[0].privacy
+    'approx'
+    >>> tmp.cleanup()
+    """
     data = {**read_problem_file(path), **{k: v for k, v in overrides.items() if v is not None}}
     if "workload" not in data:
         raise InputError(f"problem {path} gives no workload")
