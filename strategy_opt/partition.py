@@ -194,9 +194,23 @@ def candidate_buckets(n: int, all_intervals: bool = False) -> tuple[np.ndarray, 
     Power-of-two lengths ``1, 2, 4, ... <= n`` at every start (default), or
     every length ``1..n`` at every start.
 
+    Parameters
+    ----------
+    n : int
+        Number of cells (>= 1).
+    all_intervals : bool, default False
+        Every length ``1..n`` instead of the powers of two.
+
     Returns
     -------
     lo, length : ndarray of int
+        Start and length of each candidate, by increasing length, then start.
+
+    Examples
+    --------
+    >>> lo, length = candidate_buckets(4)
+    >>> lo.tolist(), length.tolist()
+    ([0, 1, 2, 3, 0, 1, 2, 0], [1, 1, 1, 1, 2, 2, 2, 4])
     """
     lengths = candidate_lengths(n, all_intervals)
     counts = n - lengths + 1
@@ -207,7 +221,23 @@ def candidate_buckets(n: int, all_intervals: bool = False) -> tuple[np.ndarray, 
 
 
 def bucket_sensitivity(length) -> np.ndarray:
-    """Largest change of ``dev(x, b)`` when one record is added or removed: ``2 - 2/|b|``."""
+    """Largest change of ``dev(x, b)`` when one record is added or removed: ``2 - 2/|b|``.
+
+    Parameters
+    ----------
+    length : int or array_like of int
+        Bucket lengths (>= 1).
+
+    Returns
+    -------
+    ndarray of float
+        Same shape as ``length`` (a 0-d array for a scalar).
+
+    Examples
+    --------
+    >>> bucket_sensitivity([1, 2, 4]).tolist()  # a unit bucket's deviation is always 0
+    [0.0, 1.0, 1.5]
+    """
     return 2.0 - 2.0 / np.asarray(length, dtype=float)
 
 
@@ -222,6 +252,25 @@ def cost_noise_scales(length: np.ndarray, eps1: float, rule: str = "bucket") -> 
         Stage-1 budget.
     rule : {'bucket', 'uniform'}
         ``(Delta + Delta_b)/eps1`` per bucket, or ``2 Delta/eps1`` for all.
+
+    Returns
+    -------
+    ndarray of float
+        One scale per entry of ``length``.
+
+    Raises
+    ------
+    InputError
+        For an unknown rule.
+
+    Examples
+    --------
+    The longest candidate (4 cells) has ``Delta = 2 - 2/4 = 1.5``:
+
+    >>> cost_noise_scales(np.array([1, 2, 4]), eps1=1.0).tolist()
+    [1.5, 2.5, 3.0]
+    >>> cost_noise_scales(np.array([1, 2, 4]), eps1=0.5, rule="uniform").tolist()
+    [6.0, 6.0, 6.0]
     """
     delta_max = float(bucket_sensitivity(length.max()))
     if rule == "bucket":
@@ -275,6 +324,20 @@ def least_cost_partition(n: int, lo: np.ndarray, length: np.ndarray, cost: np.nd
     -------
     edges : ndarray of int, shape (k + 1,)
         Bucket boundaries ``0 = e_0 < e_1 < ... < e_k = n``.
+
+    Raises
+    ------
+    InputError
+        When the candidates are not laid out as `candidate_buckets` returns them.
+
+    Examples
+    --------
+    Unit buckets cost 1 each, ``[0, 2)`` and ``[2, 4)`` cost 0.5, the rest 5: two pairs (total 1) win:
+
+    >>> lo, length = candidate_buckets(4)
+    >>> cost = np.array([1, 1, 1, 1, 0.5, 5, 0.5, 5])
+    >>> least_cost_partition(4, lo, length, cost).tolist()
+    [0, 2, 4]
     """
     lo, length, cost = np.asarray(lo), np.asarray(length), np.asarray(cost)
     lengths, first = np.unique(length, return_index=True)
@@ -399,6 +462,28 @@ def optimal_partition(x, eps2: float, *, all_intervals: bool = False) -> np.ndar
     For analysis only (the "optimal partition" of Li 2013, Table 6.1 and
     Fig. 6.4): the same candidates and dynamic program as `private_partition`
     on the exact costs.
+
+    Parameters
+    ----------
+    x : array_like (n,)
+        Non-negative counts in domain order.
+    eps2 : float
+        Stage-2 budget; each bucket costs ``dev + 1/eps2``.
+    all_intervals : bool, default False
+        All intervals as candidates (n <= `MAX_ALL_INTERVALS_N`) instead of the power-of-two lengths.
+
+    Returns
+    -------
+    edges : ndarray of int
+        Bucket boundaries ``0 = e_0 < ... < e_k = n``.
+
+    Examples
+    --------
+    Two flat halves: the pairs cost ``0 + 1`` each (total 2); four unit buckets cost 4; one bucket costs
+    ``dev = 4 * 2.5`` plus 1:
+
+    >>> optimal_partition([0, 0, 5, 5], eps2=1.0).tolist()
+    [0, 2, 4]
     """
     x = check_histogram(x)
     if all_intervals and x.size > MAX_ALL_INTERVALS_N:
@@ -408,18 +493,75 @@ def optimal_partition(x, eps2: float, *, all_intervals: bool = False) -> np.ndar
 
 
 def partition_cost(x, edges: np.ndarray, eps2: float) -> float:
-    """``pcost(x, B) = sum_b dev(x, b) + k/eps2`` (Def. 6.2), without noise."""
+    """``pcost(x, B) = sum_b dev(x, b) + k/eps2`` (Def. 6.2), without noise.
+
+    Parameters
+    ----------
+    x : array_like (n,)
+        The histogram.
+    edges : ndarray of int
+        Bucket boundaries ``0 = e_0 < ... < e_k = n``.
+    eps2 : float
+        Stage-2 budget.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    Buckets ``{1, 3}`` and ``{5, 7}`` each deviate by 2 from their means; two buckets add ``2/eps2``:
+
+    >>> partition_cost([1, 3, 5, 7], np.array([0, 2, 4]), eps2=1.0)
+    6.0
+    >>> partition_cost([1, 3, 5, 7], np.array([0, 4]), eps2=1.0)  # |1-4| + |3-4| + |5-4| + |7-4| + 1
+    9.0
+    """
     x = np.asarray(x, dtype=float).ravel()
     return float(bucket_deviations(x, edges[:-1], edges[1:]).sum() + (edges.size - 1) / eps2)
 
 
 def bucket_counts(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Bucket totals ``b_i(x)``."""
+    """Bucket totals ``b_i(x)``.
+
+    Parameters
+    ----------
+    x : ndarray (n,)
+        The histogram.
+    edges : ndarray of int
+        Bucket boundaries ``0 = e_0 < ... < e_k = n``.
+
+    Returns
+    -------
+    ndarray of float, shape (k,)
+
+    Examples
+    --------
+    >>> bucket_counts(np.array([1, 3, 5, 7]), np.array([0, 2, 4])).tolist()
+    [4.0, 12.0]
+    """
     return np.add.reduceat(np.asarray(x, dtype=float), edges[:-1])
 
 
 def expand(s: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Uniform expansion (Def. 6.1): cell j of bucket i gets ``s_i / |b_i|``."""
+    """Uniform expansion (Def. 6.1): cell j of bucket i gets ``s_i / |b_i|``.
+
+    Parameters
+    ----------
+    s : ndarray (k,)
+        One (estimated) total per bucket.
+    edges : ndarray of int
+        Bucket boundaries ``0 = e_0 < ... < e_k = n``.
+
+    Returns
+    -------
+    ndarray of float, shape (n,)
+
+    Examples
+    --------
+    >>> expand(np.array([4.0, 12.0]), np.array([0, 2, 4])).tolist()
+    [2.0, 2.0, 6.0, 6.0]
+    """
     sizes = np.diff(edges)
     return np.repeat(np.asarray(s, dtype=float) / sizes, sizes)
 
