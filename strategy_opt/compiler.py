@@ -58,7 +58,22 @@ BOUND_TIE_RTOL = 1e-9
 
 
 def finite_or_none(v: float | None) -> float | None:
-    """``v`` as a float, or None when it is None, infinite or NaN (JSON has no inf)."""
+    """``v`` as a float, or None when it is None, infinite or NaN (JSON has no inf).
+
+    Parameters
+    ----------
+    v : float or None
+        Any value ``float()`` accepts (a NumPy scalar, an int, ...).
+
+    Returns
+    -------
+    float or None
+
+    Examples
+    --------
+    >>> finite_or_none(np.float32(2.5)), finite_or_none(3), finite_or_none(math.inf), finite_or_none(math.nan), finite_or_none(None)
+    (2.5, 3.0, None, None, None)
+    """
     if v is None:
         return None
     v = float(v)
@@ -70,6 +85,32 @@ def strategy_from_gram(X: np.ndarray, rtol: float = EIG_RTOL) -> np.ndarray:
 
     Eigen-directions with eigenvalue ``<= rtol * max`` are dropped; A is
     rescaled to unit L2 sensitivity (largest column L2 norm 1).
+
+    Parameters
+    ----------
+    X : ndarray (n, n)
+        A positive semidefinite Gram matrix (it is symmetrised first).
+    rtol : float, default `EIG_RTOL`
+        Relative eigenvalue cut-off.
+
+    Returns
+    -------
+    ndarray (r, n)
+        One row per kept eigenvalue, in increasing order of eigenvalue; ``A^T A = X / c`` (up to the dropped
+        directions) where ``c`` is the largest diagonal entry of X. Row signs are those of `numpy.linalg.eigh`'s eigenvectors.
+
+    Examples
+    --------
+    ``X = diag(4, 1)``: rows ``1 * e_2`` and ``2 * e_1``, divided by the largest column norm 2:
+
+    >>> A = strategy_from_gram(np.diag([4.0, 1.0]))
+    >>> np.abs(A).tolist(), (A.T @ A).tolist()
+    ([[0.0, 0.5], [1.0, 0.0]], [[1.0, 0.0], [0.0, 0.25]])
+
+    A rank-one X keeps one row:
+
+    >>> np.abs(strategy_from_gram(np.ones((2, 2)))).round(12).tolist()
+    [[1.0, 1.0]]
     """
     X = 0.5 * (X + X.T)
     lam, V = np.linalg.eigh(X)
@@ -121,7 +162,37 @@ def _completed_l1(A, workload) -> tuple[object, int]:
 def final_strategy(A, p: int, workload=None) -> tuple[object, dict | None, ErrorProfile | None]:
     """A with columns completed under epsilon-DP (Li 2013, Sec. 3.4.3; never raises E_1; `_completed_l1`
     with the workload) and its numerical null space removed; with the completion facts and the error
-    profile (None for a Kronecker strategy, which is analysed per factor)."""
+    profile (None for a Kronecker strategy, which is analysed per factor).
+
+    Parameters
+    ----------
+    A : ndarray, scipy.sparse matrix or KroneckerMatrix
+        The strategy a method produced.
+    p : int
+        1 (epsilon-DP: columns are completed) or 2 (no completion).
+    workload : Workload, optional
+        Lets a Kronecker strategy on at most `FLAT_COMPLETION_MAX_N` cells also try completing its product.
+
+    Returns
+    -------
+    A : ndarray, scipy.sparse matrix or KroneckerMatrix
+        The final strategy.
+    completed : int or None
+        Rows appended by the completion (None when ``p == 2``).
+    profile : ErrorProfile or None
+        Its error profile (None for structured strategies).
+
+    Examples
+    --------
+    Column 0 sums to 1 and column 1 to 2, so under epsilon-DP the row ``(1, 0)`` is appended:
+
+    >>> A, completed, profile = final_strategy(np.array([[1.0, 1.0], [0.0, 1.0]]), 1)
+    >>> A.tolist(), completed
+    ([[1.0, 1.0], [0.0, 1.0], [1.0, 0.0]], 1)
+    >>> A, completed, profile = final_strategy(np.array([[1.0, 1.0], [0.0, 1.0]]), 2)
+    >>> A.tolist(), completed
+    ([[1.0, 1.0], [0.0, 1.0]], None)
+    """
     completed = None
     if p == 1:
         A, completed = _completed_l1(A, workload)
@@ -160,10 +231,53 @@ def supported_strategy(
     of ``sum_i c_i ||w_i||^2`` (c: the objective's query weights, which ``weights``
     returns when called, only if A misses a direction; else 1) are repaired; any
     other is refused as it stands.
-    Returns the strategy, its profile and the repair facts (None when A supports W
-    as it is, or is a Kronecker strategy, whose support is checked per factor).
-    Raises the support check's `SupportError` (naming ``what``) when A misses more, or
-    no share helps.
+
+    Parameters
+    ----------
+    A : ndarray, scipy.sparse matrix or KroneckerMatrix
+        The strategy (as `final_strategy` returns it).
+    workload : Workload
+    p : int
+        Sensitivity norm order (1 or 2).
+    profile : ErrorProfile or None
+        A's error profile; None (a structured strategy) skips the check.
+    what : str, default "strategy"
+        How the support error names A.
+    weights : callable, optional
+        Returns the objective's query weights (or None); called only when A misses a direction.
+
+    Returns
+    -------
+    A : ndarray, scipy.sparse matrix or KroneckerMatrix
+        The strategy, repaired or as given.
+    profile : ErrorProfile or None
+        Its error profile.
+    repair : dict or None
+        ``{"identity_share", "rows_added", "reason"}``; None when A supports W as it is, or is a
+        Kronecker strategy, whose support is checked per factor.
+
+    Raises
+    ------
+    SupportError
+        The support check's error (naming ``what``) when A misses more, or no share helps.
+
+    Examples
+    --------
+    A strategy that measures only ``x0 + x1`` cannot answer the identity (half of ``||W||_F^2`` is missing):
+
+    >>> from strategy_opt.error import ErrorProfile
+    >>> from strategy_opt.workload import from_matrix, identity
+    >>> A = np.array([[1.0, 1.0, 0.0]])
+    >>> supported_strategy(A, identity(3), 2, ErrorProfile(A))
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.SupportError: strategy does not support the workload (W A+ A != W: 0.667 of ||W||_F^2 lies outside ...
+
+    With a second query ``1e-5 x2`` only 5e-11 of ``||W||_F^2`` is missing, and the identity is mixed in:
+
+    >>> A2, profile, repair = supported_strategy(A, from_matrix([[1.0, 1.0, 0.0], [0.0, 0.0, 1e-5]]), 2, ErrorProfile(A))
+    >>> A2.shape, repair["identity_share"], repair["rows_added"]
+    ((4, 3), 1e-05, 3)
     """
     if profile is None or profile.full_rank:  # a full-column-rank strategy supports every workload
         return A, profile, None
@@ -202,6 +316,35 @@ def reported_error(A, workload, p: int) -> tuple[object, float]:
     E_p is that of the strategy after `supported_strategy`; the matrix returned is the one
     before it, so that `compile_strategy` repeats the repair and records it in ``meta``.
     Like the programs' ``total`` objective, E_p excludes ``workload.log_scale``.
+
+    Parameters
+    ----------
+    A : ndarray, scipy.sparse matrix or KroneckerMatrix
+        A candidate strategy.
+    workload : Workload
+    p : int
+        Sensitivity norm order (1 or 2).
+
+    Returns
+    -------
+    (strategy, float)
+
+    Raises
+    ------
+    SupportError
+        When A does not support the workload and cannot be repaired.
+
+    Examples
+    --------
+    The identity on ``prefix:4``: ``E_2 = trace(W^T W) = 1 + 2 + 3 + 4``; the identity plus the total under
+    epsilon-DP: ``E_1 = 16``:
+
+    >>> from strategy_opt.workload import prefix
+    >>> A, E = reported_error(np.eye(4), prefix(4), 2)
+    >>> A.shape, round(E, 6)
+    ((4, 4), 10.0)
+    >>> round(reported_error(np.vstack([np.eye(4), np.ones((1, 4))]), prefix(4), 1)[1], 6)
+    16.0
     """
     A, _, profile = final_strategy(A, p, workload)
     A_supported, profile, _ = supported_strategy(A, workload, p, profile)
@@ -369,6 +512,28 @@ def ratio_to_identity(A, W, p: int, E: float) -> float | None:
     unions: marginals over 1e9 cells summed a vector of 1e9 squared norms, killed at 22 GB), for a
     Kronecker strategy per factor; the workload's Gram matrix is never formed. None when the
     identity's error is 0 or not finite.
+
+    Parameters
+    ----------
+    A : ndarray, scipy.sparse matrix or KroneckerMatrix
+        The strategy (only its form matters: a Kronecker strategy is compared with the identity per factor).
+    W : Workload
+    p : int
+        Sensitivity norm order (1 or 2).
+    E : float
+        The strategy's unit error ``E_p(A)``.
+
+    Returns
+    -------
+    float or None
+
+    Examples
+    --------
+    On ``prefix:4`` the identity's error is ``1 + 2 + 3 + 4 = 10``; the identity plus the total has ``E_1 = 16``:
+
+    >>> from strategy_opt.workload import prefix
+    >>> ratio_to_identity(np.vstack([np.eye(4), np.ones((1, 4))]), prefix(4), 1, 16.0)
+    1.6
     """
     if not isinstance(A, KroneckerMatrix):  # the identity's E_p is trace(W^T W) whatever the strategy's form
         ident = W.frobenius_sq()
