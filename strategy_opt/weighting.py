@@ -92,6 +92,14 @@ class WeightingResult:
     seconds : float
     backend : str
         ``native`` or ``cvxpy:<SOLVER>``.
+
+    Examples
+    --------
+    Two queries on one cell with costs 4 and 1: ``u ∝ sqrt(c)`` with ``u_1 + u_2 = 1``, value ``(2 + 1)^2``:
+
+    >>> r = solve_weighting(np.array([4.0, 1.0]), np.array([[1.0, 1.0]]))
+    >>> np.round(r.u, 6).tolist(), round(r.value, 6), round(r.dual_value, 6), r.y.tolist(), r.status, r.backend
+    ([0.666667, 0.333333], 9.0, 9.0, [1.0], 'optimal', 'native')
     """
 
     u: np.ndarray
@@ -105,11 +113,32 @@ class WeightingResult:
 
     @property
     def gap(self) -> float:
-        """Relative duality gap ``value / dual_value - 1`` (inf without a positive bound)."""
+        """Relative duality gap ``value / dual_value - 1`` (inf without a positive bound).
+
+        Examples
+        --------
+        >>> WeightingResult(np.ones(2), 10.0, 8.0, np.ones(1), 3, "max_iters", 0.0, "native").gap
+        0.25
+        >>> WeightingResult(np.ones(2), 10.0, 0.0, np.ones(1), 3, "stalled", 0.0, "native").gap  # no positive bound
+        inf
+        """
         return self.value / self.dual_value - 1.0 if self.dual_value > 0 else float("inf")
 
     def summary(self) -> dict:
-        """JSON-ready facts for strategy metadata."""
+        """JSON-ready facts for strategy metadata.
+
+        Returns
+        -------
+        dict
+            ``value``, ``dual_value``, ``relative_gap`` (`gap`), ``iterations``, ``status``, ``seconds`` and
+            ``backend``, as Python floats, ints and strings (the weights and the dual point are left out).
+
+        Examples
+        --------
+        >>> r = WeightingResult(np.ones(2), 10.0, 8.0, np.ones(1), 3, "max_iters", 0.5, "native")
+        >>> r.summary()
+        {'value': 10.0, 'dual_value': 8.0, 'relative_gap': 0.25, 'iterations': 3, 'status': 'max_iters', 'seconds': 0.5, 'backend': 'native'}
+        """
         return {
             "value": float(self.value),
             "dual_value": float(self.dual_value),
@@ -122,7 +151,31 @@ class WeightingResult:
 
 
 def dual_value(c: np.ndarray, B: np.ndarray, y: np.ndarray) -> float:
-    """Lower bound ``(sum_i sqrt(c_i (B^T y)_i))^2 / sum(y)`` on Program 5.1.1 for any ``y >= 0``."""
+    """Lower bound ``(sum_i sqrt(c_i (B^T y)_i))^2 / sum(y)`` on Program 5.1.1 for any ``y >= 0``.
+
+    Parameters
+    ----------
+    c : ndarray, shape (k,)
+        Positive costs.
+    B : ndarray, shape (n, k)
+        Non-negative loads.
+    y : array_like, shape (n,)
+        Dual point; negative entries are clipped to 0.
+
+    Returns
+    -------
+    float
+        The bound; 0 when ``y`` sums to 0.
+
+    Examples
+    --------
+    With ``B = I`` and ``c = (4, 1)`` the optimum is 5 (``u = (1, 1)``): ``y = (1, 1)`` bounds it by
+    ``(2 + 1)^2 / 2``, and the optimal dual point ``y = c`` by ``(4 + 1)^2 / 5``:
+
+    >>> c = np.array([4.0, 1.0])
+    >>> dual_value(c, np.eye(2), np.array([1.0, 1.0])), dual_value(c, np.eye(2), np.array([4.0, 1.0]))
+    (4.5, 5.0)
+    """
     y = np.clip(np.asarray(y, dtype=float), 0.0, None)
     total = y.sum()
     if total <= 0:
@@ -131,7 +184,29 @@ def dual_value(c: np.ndarray, B: np.ndarray, y: np.ndarray) -> float:
 
 
 def weights_from_dual(c: np.ndarray, B: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Primal recovery ``u_i ∝ sqrt(c_i / (B^T y)_i)``, scaled to ``max(B u) = 1``."""
+    """Primal recovery ``u_i ∝ sqrt(c_i / (B^T y)_i)``, scaled to ``max(B u) = 1``.
+
+    Parameters
+    ----------
+    c : ndarray, shape (k,)
+        Positive costs.
+    B : ndarray, shape (n, k)
+        Non-negative loads.
+    y : ndarray, shape (n,)
+        Dual point (``>= 0``); entries of ``B^T y`` at 0 are replaced by a tiny positive number.
+
+    Returns
+    -------
+    ndarray, shape (k,)
+        Feasible weights.
+
+    Examples
+    --------
+    Two queries on one cell, costs 4 and 1: ``u ∝ (2, 1)``, scaled to sum 1:
+
+    >>> np.round(weights_from_dual(np.array([4.0, 1.0]), np.array([[1.0, 1.0]]), np.array([1.0])), 6).tolist()
+    [0.666667, 0.333333]
+    """
     By = np.asarray(B.T @ y, dtype=float)
     tiny = np.finfo(float).tiny
     u = np.sqrt(c / np.maximum(By, tiny * max(By.max(), 1.0)))
@@ -177,6 +252,15 @@ def solve_weighting(c, B, profile: SolverProfile | None = None) -> WeightingResu
         On malformed c or B.
     SolverError
         If the backend produces no usable solution.
+
+    Examples
+    --------
+    Queries ``x0 + x1`` (cost 4) and ``x1`` (cost 1): cell 0 limits ``u_1 <= 1`` and cell 1 ``u_1 + u_2 <= 1``;
+    the optimum ``u = (2/3, 1/3)`` costs ``4 * 3/2 + 3 = 9``:
+
+    >>> r = solve_weighting([4.0, 1.0], [[1.0, 0.0], [1.0, 1.0]])
+    >>> np.round(r.u, 6).tolist(), round(r.value, 6), r.gap <= 1e-8
+    ([0.666667, 0.333333], 9.0, True)
     """
     c, B = _validate(c, B)
     profile = profile or load_profile(None)
