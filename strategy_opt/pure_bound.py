@@ -58,6 +58,28 @@ def pure_lower_bound(W: Workload, time_limit: float, G: np.ndarray | None = None
         Seconds for the native L2 solver (it stops with its best certified dual bound).
     G : ndarray, optional
         ``W.gram()``, when the caller has it.
+
+    Returns
+    -------
+    bound : float or None
+        A lower bound on the unit error ``E_1`` of every epsilon-DP strategy for W; None above
+        `LOWER_BOUND_MAX_N` cells.
+    kind : str
+        ``'l2-optimum'`` or ``'l2-dual'`` (see the module docstring), or why there is no bound.
+
+    Examples
+    --------
+    For the identity workload on n cells the L2 optimum is the identity strategy, with error ``n``; for the
+    total, the single query itself, with error 1:
+
+    >>> from strategy_opt.workload import identity, total
+    >>> bound, kind = pure_lower_bound(identity(4), time_limit=5.0)
+    >>> round(bound, 6), kind
+    (4.0, 'l2-optimum')
+    >>> round(pure_lower_bound(total(8), time_limit=5.0)[0], 6)
+    1.0
+    >>> pure_lower_bound(identity(4096), time_limit=5.0)
+    (None, 'n > 2048: SVD bound only')
     """
     if W.n > LOWER_BOUND_MAX_N:
         return None, f"n > {LOWER_BOUND_MAX_N}: SVD bound only"
@@ -84,6 +106,31 @@ def certified_l2_optimum(W: Workload, G: np.ndarray, time_limit: float, tol: flo
     the SDP too, as minerror-l2 does, and the larger certified bound and the
     better strategy are kept. The kind is ``l2-optimum`` when the best primal
     value is within ``tol`` of the bound, else ``l2-dual``.
+
+    Parameters
+    ----------
+    W : Workload
+        Passed to the SDP fallback.
+    G : ndarray (n, n)
+        ``W.gram()``.
+    time_limit : float
+        Seconds for the native solver.
+    tol : float, default `LOWER_BOUND_TOL`
+        Target relative gap.
+
+    Returns
+    -------
+    bound : float
+    kind : {'l2-optimum', 'l2-dual'}
+    A : ndarray
+        The best L2 strategy found.
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import identity
+    >>> bound, kind, A = certified_l2_optimum(identity(3), np.eye(3), time_limit=5.0)
+    >>> round(bound, 6), kind, np.round(A.T @ A, 6).tolist()  # the optimum: the identity strategy, error 3
+    (3.0, 'l2-optimum', [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
     """
     from .native_l2 import solve_total_l2
 
@@ -107,7 +154,29 @@ def certified_l2_optimum(W: Workload, G: np.ndarray, time_limit: float, tol: flo
 
 
 def lower_bound_facts(W: Workload, seconds_spent: float) -> dict:
-    """Keyword arguments for `compile_strategy`: the bound in a share of the time a method spent."""
+    """Keyword arguments for `compile_strategy`: the bound in a share of the time a method spent.
+
+    Parameters
+    ----------
+    W : Workload
+    seconds_spent : float
+        The method's time; the solve gets ``max(MIN_LOWER_BOUND_SECONDS, LOWER_BOUND_SHARE * seconds_spent)``.
+
+    Returns
+    -------
+    dict
+        ``lower_bound``, ``lower_bound_kind`` and an empty ``extra``; or, without a bound, only
+        ``extra = {"lower_bound_note": <why>}``.
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import identity
+    >>> facts = lower_bound_facts(identity(4), seconds_spent=0.0)
+    >>> round(facts["lower_bound"], 6), facts["lower_bound_kind"], facts["extra"]
+    (4.0, 'l2-optimum', {})
+    >>> lower_bound_facts(identity(4096), seconds_spent=10.0)
+    {'extra': {'lower_bound_note': 'n > 2048: SVD bound only'}}
+    """
     bound, kind = pure_lower_bound(W, max(MIN_LOWER_BOUND_SECONDS, LOWER_BOUND_SHARE * seconds_spent))
     if bound is None:
         return {"extra": {"lower_bound_note": kind}}
@@ -120,6 +189,26 @@ def compile_lower_bound(W: Workload, G: np.ndarray | None = None) -> tuple[float
     Computed in `MIN_LOWER_BOUND_SECONDS`; `pure_lower_bound` remembers it per
     Gram matrix, so the candidates ``auto`` compiles for one workload share one
     solve. ``G`` is ``W.gram()`` when the caller has it.
+
+    Parameters
+    ----------
+    W : Workload
+    G : ndarray, optional
+        ``W.gram()``.
+
+    Returns
+    -------
+    (float or None, str or None)
+        As `pure_lower_bound`; ``(None, None)`` above `COMPILE_BOUND_MAX_N` cells.
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import identity
+    >>> bound, kind = compile_lower_bound(identity(4))
+    >>> round(bound, 6), kind
+    (4.0, 'l2-optimum')
+    >>> compile_lower_bound(identity(512))
+    (None, None)
     """
     if W.n > COMPILE_BOUND_MAX_N:
         return None, None
