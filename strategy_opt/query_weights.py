@@ -36,7 +36,30 @@ WEIGHTS_MAX = 1e150
 
 
 def check_weights_objective(problem: Problem) -> None:
-    """Refuse option ``weights`` with a built-in objective that takes none (total, max, relative)."""
+    """Refuse option ``weights`` with a built-in objective that takes none (total, max, relative).
+
+    Parameters
+    ----------
+    problem : Problem
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    OptionError
+        When ``weights`` is given and the objective is one of `UNWEIGHTED_OBJECTIVES`.
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import prefix
+    >>> check_weights_objective(Problem(prefix(3), objective="weighted", options={"weights": [1, 1, 2]}))
+    >>> check_weights_objective(Problem(prefix(3), objective="total", options={"weights": [1, 1, 2]}))
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.OptionError: option weights applies to objective 'weighted' (or a user objective), not 'total'
+    """
     if "weights" in problem.options and problem.objective in UNWEIGHTED_OBJECTIVES:
         raise OptionError(f"option weights applies to objective 'weighted' (or a user objective), not {problem.objective!r}")
 
@@ -72,6 +95,33 @@ def query_weights(problem: Problem) -> np.ndarray | None:
     queries). Refused: weights for ``total``/``max``/``relative`` (they would be
     ignored or change the objective), ``weighted`` without weights, and zero
     weights (the strategy must still answer that query; give it a small weight).
+
+    Parameters
+    ----------
+    problem : Problem
+        Its ``objective``, ``workload`` and option ``weights``.
+
+    Returns
+    -------
+    ndarray of float, shape (m,), or None
+
+    Raises
+    ------
+    OptionError
+        For any refused or malformed ``weights``.
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import prefix
+    >>> query_weights(Problem(prefix(3), objective="weighted", options={"weights": "1, 2, 0.5"})).tolist()
+    [1.0, 2.0, 0.5]
+
+    Prefix query i sums i + 1 cells, so ``relative`` weighs it ``1 / (i + 1)``:
+
+    >>> np.round(query_weights(Problem(prefix(3), objective="relative")), 6).tolist()
+    [1.0, 0.5, 0.333333]
+    >>> query_weights(Problem(prefix(3))) is None
+    True
     """
     W = problem.workload
     raw = problem.options.get("weights")
