@@ -146,6 +146,28 @@ def mwem_estimate(
         Number of rounds T.
     sweeps : int
         Passes of the update over all past measurements after each round.
+
+    Returns
+    -------
+    x_hat : ndarray (n,)
+        The estimated (non-negative) histogram.
+    scale : float
+        The Laplace scale of the query measurements.
+
+    Raises
+    ------
+    InputError
+        For a bad histogram, budget, ``rounds`` or ``sweeps``, or more cell updates than MWEM is allowed.
+
+    Examples
+    --------
+    Three rounds spend ``2 * 3 + 1 = 7`` equal shares of epsilon = 0.7 (the total count, then one selection and
+    one measurement per round), so each counting query is measured with Laplace scale ``1 / 0.1``:
+
+    >>> from strategy_opt.workload import prefix
+    >>> x_hat, scale = mwem_estimate(np.array([10.0, 0.0, 0.0, 30.0]), prefix(4), 0.7, rng=0, rounds=3)
+    >>> scale, x_hat.shape, bool((x_hat >= 0).all())
+    (10.0, (4,), True)
     """
     x, rounds, sweeps = _validated(x, workload, epsilon, rounds, sweeps)
     A, scales = _mwem(x, workload, epsilon, rng, sampler, rounds, sweeps)
