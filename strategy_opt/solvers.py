@@ -82,7 +82,32 @@ RESERVED_OPTIONS = ("solver", "verbose")
 
 @dataclass(frozen=True)
 class SolverProfile:
-    """Settings of one backend, read from a solver profile."""
+    """Settings of one backend, read from a solver profile.
+
+    Attributes
+    ----------
+    name : str
+        The profile's name (a file's stem).
+    backend : {'native', 'cvxpy'}
+    solver : str or None
+        The cvxpy solver (``SCS``, ``CLARABEL``, ...); None for the native backend.
+    max_iters : int
+    time_limit : float
+        Seconds.
+    tol : float
+        Target relative gap (native) or tolerance the programs read.
+    verbose : bool
+    options : dict
+        Extra keyword arguments for ``cvxpy.Problem.solve`` (``[options]`` of the file).
+    description : str
+    source : str
+        The absolute path of the file it was read from ("" for built-in defaults and API-made profiles).
+
+    Examples
+    --------
+    >>> SolverProfile("mine", time_limit=30.0)
+    SolverProfile(name='mine', backend='native', solver=None, max_iters=10000, time_limit=30.0, tol=1e-08, verbose=False, options={}, description='', source='')
+    """
 
     name: str
     backend: str = "native"
@@ -166,7 +191,20 @@ def cvxpy_solver(name: str | None):
 
 
 def profile_dirs() -> list[Path]:
-    """Directories searched for ``NAME.toml`` profiles, in order."""
+    """Directories searched for ``NAME.toml`` profiles, in order.
+
+    ``$STRATEGY_OPT_SOLVERS`` (when set), ``./solvers``, then the installation's ``solvers/``; only existing
+    directories, resolved, each once.
+
+    Returns
+    -------
+    list of Path
+
+    Examples
+    --------
+    >>> profile_dirs()[-1] == (_ROOT / "solvers").resolve()  # the bundled profiles come last
+    True
+    """
     dirs = []
     if os.environ.get("STRATEGY_OPT_SOLVERS"):
         dirs.append(Path(os.environ["STRATEGY_OPT_SOLVERS"]))
@@ -226,12 +264,45 @@ def _read(path: Path, name: str) -> SolverProfile:
 
 
 def load_profile(name_or_path: str | os.PathLike | None) -> SolverProfile:
-    """Load a solver profile by name (``scs``, ``clarabel``, ``native``) or path.
+    r"""Load a solver profile by name (``scs``, ``clarabel``, ``native``) or path.
 
     ``None`` (no profile named) gives the installation's own ``native``
     profile, or built-in native defaults if it has none: a ``./solvers`` or
     ``$STRATEGY_OPT_SOLVERS`` folder is searched only for a profile named,
     so that an unnamed default cannot change with the working directory.
+
+    Parameters
+    ----------
+    name_or_path : str, os.PathLike or None
+        A profile name (looked up in `profile_dirs`), a ``.toml`` file, or None.
+
+    Returns
+    -------
+    SolverProfile
+
+    Raises
+    ------
+    InputError
+        For an unknown name, a missing file, malformed TOML, unknown keys or bad values, or a cvxpy solver that
+        is not installed or cannot solve second-order cone programs.
+
+    Examples
+    --------
+    >>> load_profile(None).backend
+    'native'
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = Path(tmp.name) / "quick.toml"
+    >>> _ = path.write_text('backend = "native"\ntime_limit = 10\ntol = 1e-6\n')
+    >>> p = load_profile(path)
+    >>> p.name, p.backend, p.time_limit, p.tol, p.max_iters, p.source == str(path.resolve())
+    ('quick', 'native', 10.0, 1e-06, 10000, True)
+    >>> _ = path.write_text('backend = "native"\ntimelimit = 10\n')
+    >>> load_profile(path)
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: solver profile .../quick.toml: unknown keys ['timelimit']; allowed: [...]
+    >>> tmp.cleanup()
     """
     if name_or_path is None:
         bundled = _ROOT / "solvers" / "native.toml"
@@ -255,7 +326,19 @@ def load_profile(name_or_path: str | os.PathLike | None) -> SolverProfile:
 
 
 def list_profiles() -> dict[str, Path]:
-    """Map of profile name to file for every profile found."""
+    """Map of profile name to file for every profile found.
+
+    Returns
+    -------
+    dict of str to Path
+        The first file of each name in `profile_dirs` order.
+
+    Examples
+    --------
+    >>> profiles = list_profiles()
+    >>> {"clarabel", "native", "scs"} <= set(profiles), profiles["scs"].name
+    (True, 'scs.toml')
+    """
     out: dict[str, Path] = {}
     for d in profile_dirs():
         for f in sorted(d.glob("*.toml")):
@@ -363,7 +446,28 @@ def _one_line(exc: Exception, limit: int = 200) -> str:
 
 
 def rejected_option(profile: SolverProfile, name, exc: Exception) -> InputError:
-    """The one-line input error for option ``name`` of the profile's ``[options]``, refused by its solver with ``exc``."""
+    r"""The one-line input error for option ``name`` of the profile's ``[options]``, refused by its solver with ``exc``.
+
+    Parameters
+    ----------
+    profile : SolverProfile
+        A cvxpy profile (its ``solver`` is named in the message).
+    name : str
+        The refused key of ``profile.options``.
+    exc : Exception
+        What the solver raised; its text is collapsed to one line of at most 200 characters.
+
+    Returns
+    -------
+    InputError
+        The error to raise (it is returned, not raised).
+
+    Examples
+    --------
+    >>> p = SolverProfile("p", backend="cvxpy", solver="scs", options={"eps_abs": "x"})
+    >>> print(rejected_option(p, "eps_abs", TypeError("must be real number,\n not str")))
+    solver profile 'p': [options] eps_abs = 'x' is not accepted by SCS (must be real number, not str); fix or remove it
+    """
     where = f"solver profile {profile.source or repr(profile.name)}"
     return InputError(f"{where}: [options] {name} = {profile.options[name]!r} is not accepted by {profile.solver.upper()} ({_one_line(exc)}); fix or remove it")
 
