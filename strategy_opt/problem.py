@@ -205,8 +205,7 @@ def list_problems() -> dict[str, Path]:
 
     Examples
     --------
-    >>> problems = list_problems()
-    >>> problems["quickstart"].name if problems else "quickstart.toml"
+    >>> list_problems()["quickstart"].name
     'quickstart.toml'
     """
     d = problem_dir()
