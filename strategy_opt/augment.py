@@ -65,10 +65,22 @@ def complete_columns_l1(A):
     A_completed : same kind as A
         A with one extra row per deficient column (each a multiple of a unit
         vector); dense stays dense, sparse stays sparse (CSR), Kronecker
-        strategies are completed factor by factor.
+        strategies are completed factor by factor. A stack of marginals is
+        returned unchanged (its columns are equal).
     added : int
         Number of rows appended (for a Kronecker strategy: the increase of the
         product's row count).
+
+    Examples
+    --------
+    The prefix strategy on 3 cells has column sums 3, 2, 1: cells 1 and 2 get rows of 1 and 2:
+
+    >>> A, added = complete_columns_l1(np.tril(np.ones((3, 3))))
+    >>> added, A[3:].tolist()
+    (2, [[0.0, 1.0, 0.0], [0.0, 0.0, 2.0]])
+    >>> A, added = complete_columns_l1(sp.csr_matrix(np.eye(2)))  # already complete
+    >>> added, A.format
+    (0, 'csr')
     """
     A = as_strategy_matrix(A, "the strategy to complete")
     if isinstance(A, MarginalsMatrix):  # every cell lies in one row of each marginal: equal column norms

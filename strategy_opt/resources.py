@@ -191,6 +191,19 @@ def require_memory(nbytes: float, what: str, hint: str = "") -> None:
         What needs them, for the message (``"workload SPEC 'all-range:200000'"``).
     hint : str
         What the user can do instead.
+
+    Returns
+    -------
+    None
+        Also when the available memory cannot be determined (nothing is refused then).
+
+    Examples
+    --------
+    >>> require_memory(1e3, "a small array")
+    >>> require_memory(1e30, "the matrix", "use a smaller domain")
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: the matrix needs about 1e+12 EB of memory but only ... is available; use a smaller domain
     """
     avail = available_memory()
     if avail is not None and nbytes > avail:
@@ -241,6 +254,18 @@ class WorkloadSize:
         same factor domains (structured analysis); empty otherwise.
     rescaled : bool
         Whether the Gram matrix is kept rescaled (``log_scale != 0``).
+
+    Examples
+    --------
+    All ranges over 1024 cells: ``1024 * 1025 / 2`` queries; a solve holds `DENSE_WORK_COPIES` dense
+    1024 x 1024 float64 matrices:
+
+    >>> size = WorkloadSize(n=1024, m=1024 * 1025 // 2)
+    >>> size.m, size.kron_blocks, size.rescaled
+    (524800, [], False)
+    >>> nbytes, why = operation_bytes(size, "solve")
+    >>> nbytes == DENSE_WORK_COPIES * 8 * 1024**2, why
+    (True, '6 dense 1024x1024 matrices (8.39 MB each)')
     """
 
     n: int

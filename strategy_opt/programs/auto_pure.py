@@ -100,6 +100,24 @@ def check_options(problem: Problem) -> None:
 
     ``auto`` calls it too where it runs auto-pure after other candidates (its reweighted run
     under a weighted or relative objective), so that a bad value is refused at once.
+
+    Parameters
+    ----------
+    problem : Problem
+        Its options ``time_budget`` and ``tol``, and p-identity's options (`pidentity.check_options`).
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> from strategy_opt.spec import parse_spec
+    >>> check_options(Problem(parse_spec("prefix:4"), privacy="pure", options={"time_budget": 5}))
+    >>> check_options(Problem(parse_spec("prefix:4"), privacy="pure", options={"time_budget": -1}))
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.OptionError: option time_budget must be a positive number of seconds, got -1
     """
     from .pidentity import check_options as check_pidentity_options
 

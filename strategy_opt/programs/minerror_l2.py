@@ -236,7 +236,39 @@ def sdp_total_l2(W: Workload, G: np.ndarray, L: np.ndarray | None = None) -> tup
 
     The primal value is at unit L2 sensitivity; the dual bound is certified
     (`_total_cvxpy`). ``L`` is a `gram_factor` of G when the caller has it.
-    Raises `SolverError` when Clarabel fails.
+
+    Parameters
+    ----------
+    W : Workload
+    G : ndarray (n, n)
+        ``W.gram()``.
+    L : ndarray, optional
+        A `gram_factor` of G.
+
+    Returns
+    -------
+    A : ndarray
+        The strategy (`strategy_from_gram` of the solved Gram matrix).
+    primal : float
+        Its unit total squared error.
+    dual : float
+        The certified lower bound.
+    status : str
+        Clarabel's status.
+
+    Raises
+    ------
+    SolverError
+        When Clarabel fails.
+
+    Examples
+    --------
+    The identity workload on 3 cells: the optimum is the identity, error 3:
+
+    >>> from strategy_opt.workload import identity
+    >>> A, primal, dual, status = sdp_total_l2(identity(3), np.eye(3))
+    >>> round(primal, 4), round(dual, 4), status, A.shape
+    (3.0, 3.0, 'optimal', (3, 3))
     """
     Xv, status, _, dual = _total_cvxpy(G, gram_factor(G) if L is None else L, Problem(W, privacy="approx", solver=load_profile("clarabel")))
     primal = float(np.max(np.diag(Xv)) * np.trace(G @ np.linalg.pinv(Xv)))

@@ -97,6 +97,16 @@ class SignedSearchResult:
         The start it came from (``'warm'``, ``'gaussian<i>'``, ``'identity+rows<i>'``, ``'identity+sparse<i>'``).
     starts : int
         Starts run (the deadline can stop the search early).
+
+    Examples
+    --------
+    Queries ``x0 + x1`` and ``x2``: cells 0 and 1 share a column, and measuring each query once (error 1 + 1)
+    is optimal:
+
+    >>> W = np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    >>> res = signed_search(W.T @ W, starts=2, seed=0)
+    >>> round(res.value, 6), res.starts, bool(np.allclose(res.A[:, 0], res.A[:, 1])), np.abs(res.A).sum(axis=0).round(6).tolist()
+    (2.0, 2, True, [1.0, 1.0, 1.0])
     """
 
     A: np.ndarray
