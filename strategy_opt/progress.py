@@ -34,6 +34,16 @@ class Progress:
     ----------
     every : float, optional
         Seconds between lines (default `PROGRESS_SECONDS`, read when the loop starts).
+
+    Examples
+    --------
+    Call it once per iteration; it logs at most one line every ``every`` seconds (to the logger, not stdout):
+
+    >>> ticks = Progress(every=3600.0)
+    >>> for i in range(3):
+    ...     ticks("iteration %d", i)  # nothing is due within the hour
+    >>> ticks.every
+    3600.0
     """
 
     def __init__(self, every: float | None = None):
@@ -41,7 +51,17 @@ class Progress:
         self._last = time.perf_counter()
 
     def due(self) -> bool:
-        """Whether a line is due (and, if so, restart the clock)."""
+        """Whether a line is due (and, if so, restart the clock).
+
+        Returns
+        -------
+        bool
+
+        Examples
+        --------
+        >>> Progress(every=0.0).due(), Progress(every=3600.0).due()
+        (True, False)
+        """
         now = time.perf_counter()
         if now - self._last >= self.every:
             self._last = now
@@ -63,6 +83,24 @@ def set_aside_during_solves(handler) -> None:
 
     For the CLI's handler, which only makes pending atomic writes clean up: no
     write is pending during a solve. A library caller's own handler is never set aside.
+
+    Parameters
+    ----------
+    handler : callable
+        A signal handler (``handler(signum, frame)``), remembered in a module-level set.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> def cleanup(signum, frame):
+    ...     pass
+    >>> set_aside_during_solves(cleanup)
+    >>> cleanup in _SET_ASIDE
+    True
+    >>> _SET_ASIDE.discard(cleanup)  # (undo, for this example)
     """
     _SET_ASIDE.add(handler)
 
