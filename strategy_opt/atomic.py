@@ -79,6 +79,43 @@ def atomic_path(path: str | os.PathLike):
     any exception (``KeyboardInterrupt`` and the CLI's SIGTERM handler
     included) removes, and which only SIGKILL can leave. Either way ``path`` is
     never partial: it is untouched or complete.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to write; its directory must exist.
+
+    Yields
+    ------
+    Path
+        Where to write: open it (``open(tmp, "wb")``) and write through the handle. It may be a
+        ``/proc/self/fd/N`` path, so a function that adds a suffix to a name (``np.save`` given a name) would
+        write elsewhere.
+
+    Raises
+    ------
+    InputError
+        When the directory does not exist, ``path`` is a directory, or the file cannot be written.
+
+    Examples
+    --------
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> target = Path(tmp.name) / "a.txt"
+    >>> with atomic_path(target) as t:
+    ...     _ = t.write_text("hello")
+    ...     target.exists()  # not before the block ends
+    False
+    >>> target.read_text()
+    'hello'
+    >>> try:
+    ...     with atomic_path(Path(tmp.name) / "b.txt") as t:
+    ...         _ = t.write_text("partial")
+    ...         raise KeyboardInterrupt
+    ... except KeyboardInterrupt:
+    ...     pass
+    >>> sorted(os.listdir(tmp.name))  # no b.txt, and no temporary file
+    ['a.txt']
+    >>> tmp.cleanup()
     """
     with atomic_paths(path) as (tmp,):
         yield tmp
@@ -93,6 +130,27 @@ def atomic_paths(*paths: str | os.PathLike):
     strategy_opt processes writing the same pair never leave one's file beside
     the other's record (an outside audit: 2 of 12 concurrent ``run``s to one
     ``--out`` did).
+
+    Parameters
+    ----------
+    *paths : str or os.PathLike
+        The files to write.
+
+    Yields
+    ------
+    list of Path
+        One temporary path per target, in order.
+
+    Examples
+    --------
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> out = Path(tmp.name) / "o.npy"
+    >>> with atomic_paths(out, answers_sidecar(out)) as (data, record):
+    ...     _ = data.write_bytes(b"...")
+    ...     _ = record.write_text("{}")
+    >>> sorted(os.listdir(tmp.name))
+    ['o.npy', 'o.npy.json']
+    >>> tmp.cleanup()
     """
     paths = [Path(p) for p in paths]
     staged = []  # (fd or None, tmp path, directory, target)
@@ -167,6 +225,31 @@ def check_writable(path: str | os.PathLike) -> None:
 
     The path is checked as typed: ``o.npy/`` or ``o.npy/.`` names a directory,
     not a file, although `pathlib.Path` drops the trailing separator.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    InputError
+        Naming the problem (as the ``--out`` flag).
+
+    Examples
+    --------
+    >>> check_writable("o.npy")
+    >>> check_writable("o.npy/")
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: --out 'o.npy/' names a directory (it ends in '/'), not a file; give a file name
+    >>> check_writable("no/such/dir/o.npy")
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: output directory does not exist: no/such/dir
     """
     text = os.fspath(path)
     seps = (os.sep, os.altsep) if os.altsep else (os.sep,)
@@ -185,7 +268,37 @@ def check_writable(path: str | os.PathLike) -> None:
 
 def check_answers_path(path: str | os.PathLike, inputs=(), strategies=()) -> None:
     """Refuse an answers file name (``.npy``/``.csv``) that cannot be written or whose files (it and its
-    ``.json`` record) name one of ``inputs`` or of ``strategies`` (with the metadata a ``.csv`` strategy keeps beside it)."""
+    ``.json`` record) name one of ``inputs`` or of ``strategies`` (with the metadata a ``.csv`` strategy keeps beside it).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The answers file.
+    inputs : iterable of path or None
+        Input files of the command (None entries ignored).
+    strategies : iterable of path or None
+        Strategy files read by the command.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    InputError
+
+    Examples
+    --------
+    >>> check_answers_path("answers.csv", inputs=["data.npy"])
+    >>> check_answers_path("answers.txt")
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: --out must end in .npy or .csv, got 'answers.txt'
+    >>> check_answers_path("o.csv", strategies=["o.csv.csv"])  # its record o.csv.json is the strategy's metadata
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: --out 'o.csv' would write 'o.csv.json', the metadata of the input 'o.csv.csv'; choose another name
+    """
     if Path(path).suffix.lower() not in (".npy", ".csv"):
         raise InputError(f"--out must end in .npy or .csv, got {str(path)!r}")
     check_writable(path)
@@ -193,13 +306,41 @@ def check_answers_path(path: str | os.PathLike, inputs=(), strategies=()) -> Non
 
 
 def answers_sidecar(path: str | os.PathLike) -> Path:
-    """The ``.json`` record written beside an answers file: its name with ``.json`` appended."""
+    """The ``.json`` record written beside an answers file: its name with ``.json`` appended.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    Path
+
+    Examples
+    --------
+    >>> str(answers_sidecar("out/answers.csv"))
+    'out/answers.csv.json'
+    """
     path = Path(path)
     return path.with_name(path.name + ".json")
 
 
 def strategy_files(path: str | os.PathLike) -> list[Path]:
-    """The files a strategy path stands for: itself and, for a ``.csv``, the ``.json`` metadata beside it."""
+    """The files a strategy path stands for: itself and, for a ``.csv``, the ``.json`` metadata beside it.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    list of Path
+
+    Examples
+    --------
+    >>> [str(p) for p in strategy_files("s.csv")], [str(p) for p in strategy_files("s.npz")]
+    (['s.csv', 's.json'], ['s.npz'])
+    """
     path = Path(path)
     return [path, path.with_suffix(".json")] if path.suffix.lower() == ".csv" else [path]
 
@@ -213,6 +354,36 @@ def check_not_input(path: str | os.PathLike, inputs=(), writes=None, strategies=
     file ``o.csv`` (record ``o.csv.json``) read from a strategy ``o.csv.csv``
     (metadata ``o.csv.json``) would otherwise destroy the strategy's metadata
     and exit 0.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The output, as named in messages.
+    inputs : iterable of path or None
+    writes : list of path, optional
+    strategies : iterable of path or None
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    InputError
+
+    Examples
+    --------
+    Paths are compared after resolving, so ``./data.npy`` is ``data.npy``:
+
+    >>> check_not_input("out.npy", inputs=["data.npy", None])
+    >>> check_not_input("data.npy", inputs=["./data.npy"])
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: --out 'data.npy' is one of the input files; choose another name
+    >>> check_not_input("s.json", strategies=["s.csv"])
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: --out 's.json' would write 's.json', the metadata of the input 's.csv'; choose another name
     """
     written = {Path(w).resolve(): Path(w) for w in (writes if writes is not None else [path])}
     read = [(p, [Path(p)]) for p in inputs if p is not None] + [(p, strategy_files(p)) for p in strategies if p is not None]
