@@ -193,6 +193,24 @@ def number(text: str) -> float:
 
     ``float`` alone also takes ``1_0`` (10) and other scripts' digits; a value a
     user may have mistyped is refused instead (`argparse.ArgumentTypeError`).
+
+    Parameters
+    ----------
+    text : str
+        The flag's value (surrounding blanks allowed).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> number(" 1e-3 "), number("2"), number("inf")
+    (0.001, 2.0, inf)
+    >>> number("1_0")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be a number, got '1_0'
     """
     if not _NUMBER.fullmatch(text.strip()):
         raise argparse.ArgumentTypeError(f"must be a number, got {text.strip()!r}")
@@ -569,7 +587,21 @@ def _load_data(args, workload):
 
 @contextlib.contextmanager
 def naming_data(path):
-    """Prefix the data file's name to a `PrecisionError` (values too large to carry the noise)."""
+    """Prefix the data file's name to a `PrecisionError` (values too large to carry the noise).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The data file, as the user gave it.
+
+    Examples
+    --------
+    >>> with naming_data("data.npy"):
+    ...     raise PrecisionError("a value reaches 2^49")
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.PrecisionError: data.npy: a value reaches 2^49
+    """
     try:
         yield
     except PrecisionError as exc:
@@ -841,7 +873,20 @@ def _add_data_args(p, privacy_default: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``strategy-opt``."""
+    """The argument parser of ``strategy-opt``.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        With one sub-command per command (``solve``, ``error``, ``run``, ``release``, ``export``, ``list``,
+        and those registered by other modules, such as ``online``); ``args.func`` runs the chosen one.
+
+    Examples
+    --------
+    >>> args = build_parser().parse_args(["solve", "--workload", "prefix:4", "--method", "identity", "--out", "s.npz"])
+    >>> args.command, args.workload, args.method, args.out, args.privacy
+    ('solve', 'prefix:4', 'identity', 's.npz', None)
+    """
     parser = _Parser(
         prog="strategy-opt",
         description="Optimal query strategies for linear counting queries under differential privacy.",
@@ -953,6 +998,32 @@ def main(argv=None) -> int:
 
     SIGTERM is turned into an exception while a command runs, so that atomic
     writes remove their temporary files and no partial output is left.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit status: 0 on success, 2 for a usage or input error, 1 when a solver fails (or out of memory,
+        or stdout cannot be written), 130 on Ctrl-C, 143 on SIGTERM, 141 when the reader of stdout went away.
+        Errors are printed as one line on stderr.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> out = os.path.join(tmp.name, "s.npz")
+    >>> saved = log.handlers[:], log.level, log.propagate  # main() points the package logger at stderr
+    >>> main(["-q", "solve", "--workload", "prefix:4", "--method", "identity", "--privacy", "approx", "--out", out])
+    method=identity workload=prefix:4 privacy=approx shape=[4, 4] E_2=10 lower_bound=6.411474128 (svd-bound) ratio=1.5597 ...
+    0
+    >>> main(["-q", "solve", "--workload", "prefix:0", "--out", out])  # the one-line error goes to stderr
+    2
+    >>> log.handlers[:], log.level, log.propagate = saved  # (put back, for this example)
+    >>> tmp.cleanup()
     """
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread else None

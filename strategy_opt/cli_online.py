@@ -241,7 +241,27 @@ def _cmd_online(args) -> int:
 
 @register_subcommand
 def register(subparsers, common) -> None:
-    """Add the ``online`` sub-command to the ``strategy-opt`` parser (``common``: the shared -q/-v options)."""
+    """Add the ``online`` sub-command to the ``strategy-opt`` parser (``common``: the shared -q/-v options).
+
+    Parameters
+    ----------
+    subparsers : argparse sub-parsers action
+        What ``ArgumentParser.add_subparsers`` returned.
+    common : argparse.ArgumentParser
+        A parent parser (``add_help=False``) with the options every command shares.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> parser = argparse.ArgumentParser()
+    >>> register(parser.add_subparsers(dest="command"), argparse.ArgumentParser(add_help=False))
+    >>> args = parser.parse_args(["online", "--data", "x.npy", "--queries", "prefix:4", "--budget", "1", "--half-width", "5", "--out", "a.csv"])
+    >>> args.command, args.budget, args.half_width, args.inference, args.sampler
+    ('online', 1.0, 5.0, 'bayes', None)
+    """
     from .cli import _nonneg_int  # the main commands' --seed type (cli imports this module)
 
     p = subparsers.add_parser(
