@@ -1,7 +1,8 @@
 """The ``strategy-opt`` command line (the contract of the design's CLI.md; usage in README.md).
 
 Exit status: 0 on success, 2 on a usage or input error (one line on stderr
-naming the bad value), 1 when a solver fails. Progress goes to stderr.
+naming the bad value), 1 when a solver fails, 130 on Ctrl-C, 143 on SIGTERM
+and 141 when the reader of stdout went away. Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -893,7 +894,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Workload SPECs: identity:N total:N prefix:N all-range:N all-predicate:N random-range:N:M[:SEED] "
         "marginals:D1xD2x..:K SPEC*SPEC (Kronecker) SPEC+SPEC (union) file:PATH (.npy .npz .mtx .csv; quote a PATH "
         "holding the operators + * ( ) or blanks at its ends: file:'a+b.npz' or file:\"a*b.npz\", e.g. --workload \"file:'d+x/W.npz'\"). Exit status: 0 on success, 2 on a usage or input "
-        "error (one line on stderr naming the bad value, no output file written), 1 when a solver fails. See README.md.",
+        "error (one line on stderr naming the bad value, no output file written), 1 when a solver fails, 130 on Ctrl-C, 143 on SIGTERM "
+        "(no partial file either way). See README.md.",
     )
     parser.add_argument("--version", action="version", version=f"strategy-opt {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress output on stderr")

@@ -162,7 +162,7 @@ def _completed_l1(A, workload) -> tuple[object, int]:
 def final_strategy(A, p: int, workload=None) -> tuple[object, dict | None, ErrorProfile | None]:
     """A with columns completed under epsilon-DP (Li 2013, Sec. 3.4.3; never raises E_1; `_completed_l1`
     with the workload) and its numerical null space removed; with the completion facts and the error
-    profile (None for a Kronecker strategy, which is analysed per factor).
+    profile (None for a structured strategy -- Kronecker or a stack of marginals -- which is analysed per factor or per marginal).
 
     Parameters
     ----------
