@@ -221,7 +221,7 @@ def _directory_lock(directory: Path):
 
 
 def check_writable(path: str | os.PathLike) -> None:
-    """Refuse an output path that cannot be written (missing directory, a directory), before any work is done.
+    """Refuse an output path that cannot be written (missing or read-only directory, a directory), before any work is done.
 
     The path is checked as typed: ``o.npy/`` or ``o.npy/.`` names a directory,
     not a file, although `pathlib.Path` drops the trailing separator.
@@ -264,6 +264,12 @@ def check_writable(path: str | os.PathLike) -> None:
         raise InputError(f"output directory does not exist: {parent}")
     if out.is_dir():
         raise InputError(f"--out {str(path)!r} is a directory; give a file name")
+    try:  # a trial file, as the output itself will be staged: a read-only filesystem or directory is refused now, not after the work
+        fd, trial = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".check", dir=parent)
+    except OSError as exc:
+        raise InputError(f"cannot write in {parent}: {exc.strerror}") from None
+    os.close(fd)
+    os.unlink(trial)
 
 
 def check_answers_path(path: str | os.PathLike, inputs=(), strategies=()) -> None:

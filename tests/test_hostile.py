@@ -604,6 +604,24 @@ def test_online_refuses_a_bad_output_path_before_anything_else(tmp_path, capsys)
     assert code == 2 and err == [f"strategy-opt: error: output directory does not exist: {tmp_path / 'missing'}"]
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc (a directory no file can be created in)")
+def test_an_unwritable_output_directory_is_refused_before_the_work(tmp_path, capsys, monkeypatch):
+    """An outside audit: --out /sys/a.npz ran a 13.5 s solve, and run drew its noise, before 'cannot write in /sys'."""
+    from dataclasses import replace
+
+    import strategy_opt.registry as registry
+
+    def never(problem):
+        raise AssertionError("the method ran before the output path was checked")
+
+    monkeypatch.setitem(registry._METHODS, "identity", replace(registry._METHODS["identity"], func=never))
+    assert cli("-q", "solve", "--workload", "prefix:16", "--method", "identity", "--out", "/proc/strategy_opt_test.npz") == 2
+    assert capsys.readouterr().err.strip().splitlines() == ["strategy-opt: error: cannot write in /proc: No such file or directory"]
+    np.save(tmp_path / "x.npy", np.arange(16.0))
+    code = cli("-q", "online", "--data", tmp_path / "x.npy", "--queries", "identity:16", "--budget", 1, "--half-width", 50, "--seed", 1, "--out", "/proc/a.csv")
+    assert code == 2 and capsys.readouterr().err.strip().splitlines() == ["strategy-opt: error: cannot write in /proc: No such file or directory"]
+
+
 # --------------------------------------------------------------------------- raw records through the CLI
 def test_records_with_bom_on_hi_and_duplicate_columns(files, capsys, tmp_path):
     d = files
