@@ -526,12 +526,12 @@ def _warn_unverified(strategy, args, notion: str) -> None:
 
 def _cmd_error(args) -> int:
     from .api import error_report
-    from .error import diagonal_inverse
+    from .error import diagonal_gram
     from .io import read_strategy
     from .spec import parse_spec
 
     strategy = read_strategy(args.strategy)
-    diagonal = diagonal_inverse(strategy.matrix) is not None  # the identity's analysis needs no n x n matrix
+    diagonal = diagonal_gram(strategy.matrix)  # the identity's analysis needs no n x n matrix
     workload = parse_spec(args.workload, operation="error-diagonal" if diagonal else "error")
     equivalent = _check_recorded_workload(strategy, workload, args.workload, args.force)
     privacy = _privacy_notion(strategy, args)

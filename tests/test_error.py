@@ -455,3 +455,30 @@ def test_svd_bound_counts_singular_values_above_the_rank_cutoff_only():
     assert svd_bound(from_matrix(M)) < s.sum() ** 2 / 16
     P = np.tril(np.ones((16, 16)))  # a well-conditioned workload: the formula exactly
     assert svd_bound(from_matrix(P)) == pytest.approx(np.linalg.svd(P, compute_uv=False).sum() ** 2 / 16, rel=1e-12)
+
+
+def test_a_kronecker_identity_is_diagonal_without_forming_the_product(monkeypatch):
+    """An outside audit: `error` on the identity over 1000 x 1000 x 1000 cells formed its 10^9 non-zeros (killed at 24 GB)."""
+    from strategy_opt.error import KroneckerMatrix, diagonal_gram, diagonal_inverse
+
+    small = KroneckerMatrix([np.diag([1.0, 2.0]), np.diag([3.0, 0.5, 1.0])])
+    flat = np.kron(np.diag([1.0, 2.0]), np.diag([3.0, 0.5, 1.0]))
+    expected = 1.0 / (flat**2).sum(axis=0)
+    monkeypatch.setattr(KroneckerMatrix, "tocsr", lambda self: (_ for _ in ()).throw(AssertionError("formed the product")))
+    assert diagonal_gram(small) and diagonal_gram(KroneckerMatrix([np.eye(1000)] * 3))
+    np.testing.assert_allclose(diagonal_inverse(small), expected, rtol=1e-15)
+    assert not diagonal_gram(KroneckerMatrix([np.eye(2), np.ones((1, 3))]))  # a row with three non-zeros
+    assert not diagonal_gram(KroneckerMatrix([np.eye(2), np.array([[1.0, 0.0], [0.0, 0.0]])]))  # an unmeasured cell
+
+
+def test_error_on_a_huge_kronecker_identity_is_refused_up_front(tmp_path, capsys, monkeypatch):
+    from strategy_opt import resources
+    from strategy_opt.cli import main
+
+    monkeypatch.setattr(resources, "available_memory", lambda: 8 * 10**9)
+    spec = "prefix:1000*prefix:1000*prefix:1000"
+    assert main(["-q", "solve", "--workload", spec, "--method", "identity", "--out", str(tmp_path / "i.npz")]) == 0
+    capsys.readouterr()
+    assert main(["-q", "error", str(tmp_path / "i.npz"), "--workload", spec]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs about" in err[0] and "1,000,000,000 workload queries" in err[0], err
