@@ -44,8 +44,11 @@ naming the option, instead of failing inside the solver.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import math
 import os
+import sys
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -148,6 +151,42 @@ def cvxpy_solve_kwargs(profile: SolverProfile, solver: str | None = None) -> dic
         kw.setdefault("max_iter", profile.max_iters)
         kw.setdefault("time_limit", profile.time_limit)
     return kw
+
+
+@contextlib.contextmanager
+def solver_output_to_stderr():
+    """Send what a solve prints on standard output to standard error while it runs.
+
+    A profile with ``verbose = true`` makes cvxpy print its banner and SCS or
+    Clarabel their iterations, all on stdout (from Python, C and Rust alike), where
+    the CLI writes its result (``--json``): this points file descriptor 1 at
+    stderr for the duration of the solve, flushing Python's and C's buffers
+    before it is put back. Where stdout or stderr has no file descriptor (a
+    captured stream, as under pytest) nothing is redirected.
+
+    Examples
+    --------
+    >>> with solver_output_to_stderr():
+    ...     pass
+    """
+    try:
+        out, err = sys.stdout.fileno(), sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(out)
+    try:
+        os.dup2(err, out)
+        yield
+    finally:
+        try:  # C's stdio buffer of SCS's printf: flushed while it still points at stderr
+            ctypes.CDLL(None).fflush(None)
+        except (OSError, AttributeError):
+            pass
+        sys.stdout.flush()
+        os.dup2(saved, out)
+        os.close(saved)
 
 
 #: SCS's status value when its own SIGINT handler stopped it (``scs.h``: SCS_SIGINT)

@@ -307,3 +307,39 @@ def test_ctrl_c_while_scs_iterates_is_a_keyboardinterrupt():
         interrupter.join()
         signal.signal(signal.SIGINT, previous)
     assert caught.traceback[-1].name == "invert"
+
+
+# --------------------------------------------------------------------------- a verbose solver's output
+@pytest.mark.parametrize("solver", ["SCS", "CLARABEL"])
+def test_a_verbose_profile_prints_on_stderr_and_leaves_stdout_to_the_result(tmp_path, solver):
+    """A profile with verbose = true printed cvxpy's banner and the solver's iterations on stdout, ahead of --json's result."""
+    import json
+    import subprocess
+    import sys
+
+    profile = tmp_path / "loud.toml"
+    profile.write_text(f'backend = "cvxpy"\nsolver = "{solver}"\nverbose = true\n')
+    res = subprocess.run(
+        [sys.executable, "-m", "strategy_opt.cli", "solve", "--workload", "prefix:8", "--method", "minerror-l2", "--solver", str(profile),
+         "--out", str(tmp_path / "s.npz"), "--json"],
+        capture_output=True, text=True,
+    )
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["solver"] == "loud"  # stdout holds the result alone
+    assert "CVXPY" in res.stderr and solver.lower() in res.stderr.lower()  # the solver's own lines went to stderr
+
+
+def test_solver_output_to_stderr_moves_file_descriptor_output():
+    import subprocess
+    import sys
+
+    code = (
+        "import os, sys\n"
+        "from strategy_opt.solvers import solver_output_to_stderr\n"
+        "print('before', flush=True)\n"
+        "with solver_output_to_stderr():\n"
+        "    os.write(1, b'from C\\n'); print('from Python')\n"
+        "print('after')\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0 and res.stdout == "before\nafter\n" and res.stderr == "from C\nfrom Python\n", (res.stdout, res.stderr)

@@ -78,7 +78,7 @@ from ..pure_bound import certified_l2_optimum
 from ..problem import Problem
 from ..registry import register_method
 from ..resources import psd_solver_bytes, require_memory
-from ..solvers import cvxpy_solver, require_cone
+from ..solvers import cvxpy_solver, require_cone, solver_output_to_stderr
 from ..workload import Workload, gram_unit
 from .svd_approx import min_l1_factor, svd_factor
 
@@ -255,7 +255,7 @@ def _convex_iteration(sdp, A_start: np.ndarray, G: np.ndarray, rows: int, max_ro
             break
         wY.value = w * Y
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), solver_output_to_stderr():
                 warnings.filterwarnings("ignore", message="Solution may be inaccurate")  # each iterate is evaluated exactly
                 prob.solve(solver=cvxpy_solver(solver), **kw)
         except (cp.error.SolverError, ValueError, ArithmeticError) as exc:

@@ -98,7 +98,7 @@ from ..progress import heartbeat
 from ..query_weights import query_weights, weights_meta
 from ..registry import register_method
 from ..resources import psd_solver_bytes, require_memory
-from ..solvers import cvxpy_solve_kwargs, cvxpy_solver, load_profile, rejected_option, require_cone
+from ..solvers import cvxpy_solve_kwargs, cvxpy_solver, solver_output_to_stderr, load_profile, rejected_option, require_cone
 from ..workload import Workload, weighted_gram
 
 __all__ = [
@@ -175,7 +175,7 @@ def _solve_cvxpy(prob, X, problem: Problem, psd_sizes: list[int], time_limit: fl
         )
     t_solve = time.perf_counter()
     try:
-        with warnings.catch_warnings(), heartbeat(f"minerror-l2: {profile.solver}", profile.time_limit):
+        with warnings.catch_warnings(), heartbeat(f"minerror-l2: {profile.solver}", profile.time_limit), solver_output_to_stderr():
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
             prob.solve(solver=cvxpy_solver(profile.solver), verbose=profile.verbose, **kwargs)
     except (TypeError, ValueError) as exc:
