@@ -133,9 +133,9 @@ def solve(
         A registered objective (``strategy_opt.objectives.objectives()``).
     solver : str, path or SolverProfile, optional
         Solver profile name (``scs``, ``clarabel``, ``native``) or file. Default:
-        ``native``; for minerror-l2 with an objective the native solver does not
-        take: ``clarabel`` for ``max`` when the program is small enough, else (and
-        for user objectives) ``scs``. Methods with an optimiser of their own
+        ``native``; for minerror-l2 with ``max``: ``clarabel`` when its program is
+        small enough, else ``native`` (the certified min-max solver); with a user
+        objective: ``clarabel`` or ``scs`` (`programs.minerror_l2.default_profile`). Methods with an optimiser of their own
         (p-identity, auto-pure, ...) read only the profile's budget (``max_iters``,
         ``time_limit``, ``tol``); closed forms use none of it (both say so in the log).
         The profile is checked whatever the method: a cvxpy solver without

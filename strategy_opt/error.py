@@ -397,11 +397,22 @@ def diagonal_gram(A) -> bool:
 
 
 def _kronecker_diagonal_inverses(A: KroneckerMatrix) -> list[np.ndarray] | None:
-    """Each factor's `_diagonal_inverse` when all exist (then the product's Gram, their Kronecker product, is diagonal), else None."""
+    """``1 / diag(F^T F)`` of each factor F when the product's ``A^T A`` (their Kronecker product) is diagonal and
+    passes `_diagonal_inverse`'s checks for a flat A, else None; the product's diagonal is never formed (its
+    extremes are the products of the factors')."""
     if any(_most_per_row(f) > 1 for f in A.factors):
         return None  # a row of the product is a product of factor rows: never form a product that cannot be diagonal
-    inverses = [_diagonal_inverse(as_strategy_matrix(f)) for f in A.factors]
-    return None if any(v is None for v in inverses) else inverses
+    diagonals = []
+    with np.errstate(over="ignore", under="ignore"):
+        for f in A.factors:
+            d = np.asarray(f.multiply(f).sum(axis=0)).ravel() if sp.issparse(f) else np.einsum("ij,ij->j", np.asarray(f), np.asarray(f))
+            if d.size == 0 or not (np.all(np.isfinite(d)) and d.min() > 0):
+                return None
+            diagonals.append(d)
+    low = sum(math.log(d.min()) for d in diagonals)
+    high = sum(math.log(d.max()) for d in diagonals)
+    finite = math.log(np.finfo(float).tiny) < low and high < math.log(np.finfo(float).max)  # every d and 1/d a normal float
+    return [1.0 / d for d in diagonals] if finite and high >= math.log(TINY_GRAM) else None
 
 
 def _diagonal_inverse(A) -> np.ndarray | None:
@@ -412,10 +423,7 @@ def _diagonal_inverse(A) -> np.ndarray | None:
         if inverses is None:
             return None
         require_memory(8.0 * A.shape[1], f"the diagonal of the {A.shape[1]:,}-cell Kronecker strategy's A^T A")
-        with np.errstate(over="ignore", under="ignore"):
-            inv = reduce(np.kron, inverses)
-        # as for a flat A below: every 1/d finite and positive (d > 0 and finite), the largest d at least TINY_GRAM
-        return inv if np.all(np.isfinite(inv)) and inv.min() > 0 and inv.min() <= 1.0 / TINY_GRAM else None
+        return reduce(np.kron, inverses)
     if isinstance(A, STRUCTURED):
         A = A.tocsr()
     with np.errstate(over="ignore", under="ignore", divide="ignore"):

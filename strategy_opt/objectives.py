@@ -62,7 +62,7 @@ class Objective:
 
     Examples
     --------
-    Callers pass the weights positionally, ``value(u, weights)`` (the built-ins name the argument ``w``):
+    The weights go positionally or as ``weights=``, ``value(u, weights)``:
 
     >>> get_objective("weighted").value(np.array([1.0, 2.0]), np.array([3.0, 1.0]))  # 3 * 1 + 1 * 2
     5.0

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shlex
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -343,7 +344,7 @@ def read_problem_file(path: str | Path) -> dict:
         if named is None:
             what = f"problem file {path} is a directory" if p.is_dir() else f"problem file not found: {path}"
             if _is_spec(str(path)):
-                raise InputError(f"{what}; it is a workload SPEC: give it as --workload {path}")
+                raise InputError(f"{what}; it is a workload SPEC: give it as --workload {shlex.quote(str(path))}")
             raise InputError(f"{what} (bundled problems: {', '.join(list_problems())})")
         if str(path) != p.stem:  # a path, not a bare name: say which file is read
             log.info("%s is not a file here; reading the bundled problem %r (%s)", path, named.stem, named)

@@ -469,6 +469,12 @@ def test_a_kronecker_identity_is_diagonal_without_forming_the_product(monkeypatc
     np.testing.assert_allclose(diagonal_inverse(small), expected, rtol=1e-15)
     assert not diagonal_gram(KroneckerMatrix([np.eye(2), np.ones((1, 3))]))  # a row with three non-zeros
     assert not diagonal_gram(KroneckerMatrix([np.eye(2), np.array([[1.0, 0.0], [0.0, 0.0]])]))  # an unmeasured cell
+    monkeypatch.undo()
+    # the scale checks a flat A gets, on the product (a second audit: per factor they disagreed with the flat check)
+    for factors in ([1e-100 * np.eye(2), 1e-100 * np.eye(2)], [1e-130 * np.eye(2), 1e130 * np.eye(2)], [1e-160 * np.eye(2), 1e-160 * np.eye(3)]):
+        K = KroneckerMatrix(factors)
+        flat = diagonal_inverse(K.tocsr()) is not None
+        assert diagonal_gram(K) == (diagonal_inverse(K) is not None) == flat
 
 
 def test_error_on_a_huge_kronecker_identity_is_refused_up_front(tmp_path, capsys, monkeypatch):

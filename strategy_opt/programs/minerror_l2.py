@@ -769,6 +769,12 @@ def minerror_l2(problem: Problem):
     elif native_max:
         res = solve_max_l2(W, max_rounds=profile.max_iters, time_limit=profile.time_limit, tol=max(profile.tol, NATIVE_MAX_TOL))
         A, status = res.A, res.status
+        if status != "optimal":  # as for the total: the strategy and its bound are certified, the user may want more
+            log.warning(
+                "minerror-l2 native max: %s at relative gap %.3g (the strategy is within that of the optimum, certified); "
+                "give a larger budget (max_iters, time_limit)%s", status, res.gap,
+                "" if status != "stalled" else f", or solver clarabel ({setting('solver', 'clarabel')}) on a small workload",
+            )
         extra.update(iterations=res.rounds, solver_objective_value=res.primal, native_max={"rounds": res.rounds, "largest_variance": res.primal, "bound": res.dual, "gap": res.gap})
         obj_lower, obj_kind = res.dual, "simplex-weighted-dual"
         floor = _floor_bound(W, objective, weights)

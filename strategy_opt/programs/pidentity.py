@@ -77,8 +77,8 @@ the Orthogonal Mechanism competitive there.
 ``auto-pure`` (`strategy_opt.programs.auto_pure`) races this optimiser against the
 other epsilon-DP candidates.
 
-Options: ``p`` (rows of Theta for the random starts, default n/16, at least
-`RANDOM_START_MIN_ROWS` up to n),
+Options: ``p`` (rows of Theta for the random starts, default n/16; below 128
+cells one more random start of min(n, `WIDE_START_ROWS`) rows runs by default),
 ``random_starts`` (default 1; 0 in ``auto-pure``, where they rarely pay for
 their time), ``seed`` (default 0). Budget: the solver profile's ``max_iters``
 (L-BFGS-B iterations per start), ``tol`` (a start has converged when E_1's
@@ -146,10 +146,11 @@ SUPPORT_MARGIN = 1.0
 TIE_RTOL = 1e-9
 #: Fallback random starts run when the other starts leave E_1 above this share of the identity's.
 RANDOM_START_ABOVE = 0.9
-#: Fewest rows of Theta for the random starts (default p = max(n/16, min(n, this))): below 128 cells HDMM's
-#: n/16 gives 1-7 rows, and on a rank-2 signed workload of 8 cells a 1-row start ended 22% above an 8-row one
-#: (184.4 against 151.0); on ranges and prefixes of 8-64 cells both give the same E_1.
-RANDOM_START_MIN_ROWS = 8
+#: Below 128 cells HDMM's p = n/16 gives random starts of 1-7 rows: the p-identity method then adds a random
+#: start of min(n, this) rows. On a rank-2 signed workload of 8 cells the 1-row start ended 22% above an 8-row
+#: one (184.4 against 151.0); on prefix:16 and all-range:24 the 1-row start wins (105.8 and 2490.3 against
+#: 106.2 and 2546.9), so both run.
+WIDE_START_ROWS = 8
 #: Upper bound on the entries of Theta. Larger entries only turn a cell's identity
 #: row off (weight below 1 / THETA_MAX); they make the Woodbury form cancel.
 THETA_MAX = 100.0
@@ -571,6 +572,7 @@ def solve_pidentity(
     ftol: float,
     warm: np.ndarray | None = None,
     fallback_random_starts: int = 0,
+    wide_rows: int = 0,
 ) -> PIdentityResult:
     """Minimise ``trace(G (A^T A)^{-1})`` over p-Identity strategies (1-D domain).
 
@@ -578,8 +580,10 @@ def solve_pidentity(
     cells), the warm start (if any), a race of the `RACED_STARTS` best hat
     templates (`RACE_ITERATIONS` each; the `FINALISTS` best and the best at
     the start run to convergence), then ``random_starts`` random OPT_0-style
-    starts (uniform [0, 1), p_random rows); the race and each random start share
-    the time left equally. If the best of these is still above
+    starts (uniform [0, 1), p_random rows) and, when ``wide_rows`` exceeds
+    ``p_random`` and ``random_starts >= 1``, one more of ``wide_rows`` rows (drawn
+    from its own generator, so the others draw as without it); the race and each
+    random start share the time left equally. If the best of these is still above
     `RANDOM_START_ABOVE` times the identity's error (the hat templates model
     range-like workloads), ``fallback_random_starts`` further random starts get
     the remaining time. Returns the best; ``starts`` records each start's E_1,
@@ -613,6 +617,8 @@ def solve_pidentity(
         hats = [(f"hats{tuple(round(h, 1) for h in sp)}", T, hat_support(T, SUPPORT_MARGIN)) for _, sp, T in scored[:RACED_STARTS]]
     rng = np.random.default_rng(seed)
     randoms = [(f"random{i}", rng.random((p_random, n)), None) for i in range(random_starts)]
+    if random_starts >= 1 and wide_rows > p_random:
+        randoms.append((f"random-wide{wide_rows}", np.random.default_rng(seed + 1).random((wide_rows, n)), None))
     best = None
     record: dict[str, dict] = {}
 
@@ -795,7 +801,8 @@ def _solve_1d(G: np.ndarray, opts: dict, problem: Problem, time_limit: float, wa
     n = G.shape[0]
     return solve_pidentity(
         G,
-        p_random=int(opts["p"] or max(n // 16, min(n, RANDOM_START_MIN_ROWS))),
+        p_random=int(opts["p"] or max(1, n // 16)),
+        wide_rows=min(n, WIDE_START_ROWS) if opts["p"] is None else 0,
         random_starts=int(opts["random_starts"]),
         seed=int(opts["seed"]),
         max_iters=problem.solver.max_iters,
