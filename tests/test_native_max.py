@@ -98,3 +98,14 @@ def test_interval_weighted_gram_matches_the_matrix_product(W):
     np.testing.assert_allclose(weighted_gram(W, c), M.T @ (c[:, None] * M), rtol=1e-13, atol=1e-15)
     with pytest.raises(InputError, match="non-negative"):
         W.weighted_gram(-c)
+
+
+def test_a_run_stopped_by_its_budget_warns(package_log):
+    from dataclasses import replace
+
+    from strategy_opt.solvers import load_profile
+
+    s = solve("all-range:32", method="minerror-l2", objective="max", solver=replace(load_profile("native"), max_iters=1))
+    assert s.meta["solver_status"] == "budget" and s.meta["objective_relative_gap"] > 1e-5
+    warned = [r.getMessage() for r in package_log.records if r.levelname == "WARNING"]
+    assert any(w.startswith("minerror-l2 native max: budget at relative gap") for w in warned), warned
