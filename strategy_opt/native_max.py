@@ -23,9 +23,11 @@ dual weights. The run stops when the best strategy's largest variance is within 
 the best bound, after ``max_rounds`` rounds, at the time limit, or when the gap has not
 shrunk by 1% in `STALL_ROUNDS` rounds.
 
-Measured (one BLAS thread, gap 1e-4): prefix:100 in 13 rounds (0.4 s; the SDP route took more
-than 200 s through SCS), all ranges over 64 cells in 71 rounds (0.5 s; the SDP route refuses its
-2,080 Schur complements), all ranges over 256 cells in 102 rounds (7 s).
+Measured (benchmarks/results/minerror_l2_max.md, one BLAS thread, gap 1e-5): prefix:100 in 18
+rounds (0.15 s; SCS stopped at its 120 s cap at a gap of 3.8e-3), all ranges over 64 cells in 182
+rounds (0.4 s; the Schur form of their 2,080 queries is refused), over 256 cells in 543 rounds (14 s),
+over 512 cells in 584 rounds (86 s). On 40 ranges whose rows are scaled by 1e-2 ... 1e3 it stalled
+at a certified gap of 2.5e-4 (its strategy still 1e-4 better than Clarabel's).
 """
 
 from __future__ import annotations

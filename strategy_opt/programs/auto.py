@@ -80,7 +80,7 @@ REWEIGHTED_MAX_ENTRIES = 2 * 10**7
 #: ... on at most this many cells (auto-pure on an explicit flat workload: about 10 s at 1024 cells).
 REWEIGHTED_MAX_N = 1024
 #: Seconds auto gives minerror-l2's native min-max solver (objective ``max``; it returns its best certified
-#: strategy at the limit: all ranges over 256 cells reach a gap of 1e-5 in about 25 s, over 512 cells 1e-5 in 100 s).
+#: strategy at the limit: all ranges over 256 cells reach a gap of 1e-5 in about 14 s, over 512 cells in 86 s).
 NATIVE_MAX_SECONDS = 60.0
 #: Each candidate's reason in the error raised when none gives a strategy is cut to this many characters.
 REASON_MAX_CHARS = 300
