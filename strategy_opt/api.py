@@ -18,7 +18,7 @@ from .objectives import get_objective
 from .problem import Problem
 from .registry import get_method
 from .resources import require_memory
-from .solvers import SolverProfile, load_profile
+from .solvers import SolverProfile, check_profile, load_profile
 from .spec import file_paths, parse_spec
 from .strategy import Strategy
 from .workload import ExplicitWorkload, Kronecker, Union, Workload, check_entry_scale
@@ -102,6 +102,8 @@ def _from_matrix(workload) -> Workload:
         raise InputError(f"workload must be a Workload, a SPEC string or a matrix, got {type(workload).__name__}")
     try:
         return from_matrix(workload)
+    except OverflowError:
+        raise InputError("workload matrix holds a number beyond float64's range (about 1.8e308)") from None
     except (TypeError, ValueError) as exc:
         if isinstance(exc, InputError):
             raise
@@ -168,8 +170,6 @@ def solve(
     >>> s.meta["sensitivity"]
     5.0
     """
-    from .solvers import SolverProfile
-
     workload = as_workload(workload)
     privacy = _check_notion(privacy)
     if not isinstance(method, str):
@@ -187,6 +187,8 @@ def solve(
         if objective not in LINEAR_OBJECTIVES:  # the native profile takes the linear objectives and max only
             solver = default_profile(workload, objective)
             log.info("minerror-l2: objective %r runs on the %s profile (no solver named)", objective, solver)
+    if isinstance(solver, SolverProfile):
+        check_profile(solver)  # as a profile file with these values would be
     profile = solver if isinstance(solver, SolverProfile) else load_profile(solver)
     if _is_all_zero(workload):  # once here, for every method (some would fail on it with an internal error)
         raise InputError(f"workload {workload.spec!r} is all zeros: no query has a non-zero coefficient (its Gram matrix is zero), so there is nothing to optimise")

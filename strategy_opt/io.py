@@ -249,6 +249,15 @@ def _require_write_memory(strategy: Strategy, path: Path, suffix: str) -> None:
                    hint + "the Python API, which keeps a Kronecker product's factors or a stack of marginals' weights")
 
 
+def _as_path(path, what: str) -> Path:
+    """``path`` as a Path: a str, a bytes path (decoded as the filesystem does) or an os.PathLike; else `InputError`."""
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"{what} must be a file path (str or os.PathLike), got {type(path).__name__}")
+    return Path(path)
+
+
 def write_strategy(strategy: Strategy, path: str | os.PathLike) -> Path:
     """Write a strategy file (format from the suffix); atomic.
 
@@ -278,7 +287,7 @@ def write_strategy(strategy: Strategy, path: str | os.PathLike) -> Path:
     """
     if not isinstance(strategy, Strategy):
         strategy = Strategy(strategy)
-    path = Path(path)
+    path = _as_path(path, "the strategy file's path")
     suffix = _check_format(path)
     if suffix == ".csv":
         _check_sidecar_owner(path)
@@ -428,7 +437,7 @@ def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
     >>> back.shape, back.meta["method"], back.meta["unit_total_squared_error"] == s.meta["unit_total_squared_error"]
     ((15, 8), 'hierarchical', True)
     """
-    path = Path(path)
+    path = _as_path(path, "the strategy file's path")
     suffix = _check_format(path)
     if not path.is_file():
         raise missing_file(path, "strategy")

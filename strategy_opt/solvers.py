@@ -58,7 +58,7 @@ from .exceptions import InputError
 
 __all__ = [
     "SolverProfile", "load_profile", "list_profiles", "profile_dirs", "check_solver_options", "check_solver_cones",
-    "require_cone", "rejected_option", "cvxpy_solve_kwargs",
+    "require_cone", "rejected_option", "cvxpy_solve_kwargs", "check_profile",
 ]
 
 _ROOT = Path(__file__).resolve().parent.parent
@@ -227,6 +227,34 @@ def cvxpy_solver(name: str | None):
 
         _interruptible_scs = _InterruptibleSCS()
     return _interruptible_scs
+
+
+def check_profile(profile: SolverProfile) -> None:
+    """Refuse a `SolverProfile` made in Python whose fields a profile file could not hold (`InputError`).
+
+    The checks of a file's keys (types and ranges) and of its backend and solver,
+    so that ``solve(..., solver=SolverProfile(...))`` is refused as a ``.toml`` with
+    the same values is, before anything runs.
+
+    Examples
+    --------
+    >>> check_profile(SolverProfile("ok", time_limit=5.0))
+    >>> check_profile(SolverProfile("bad", time_limit=-1.0))
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: solver profile 'bad': bad value: time_limit = -1.0 (must be a finite number > 0 (seconds))
+    """
+    where = f"solver profile {profile.name!r}"
+    fields = {"backend": profile.backend, "max_iters": profile.max_iters, "time_limit": profile.time_limit, "tol": profile.tol,
+              "verbose": profile.verbose, "options": profile.options, "description": profile.description}
+    if profile.solver is not None:
+        fields["solver"] = profile.solver
+    for key, value in fields.items():
+        ok, what = _RULES[key]
+        if not ok(value):
+            raise InputError(f"{where}: bad value: {key} = {value!r:.60} ({what})")
+    if profile.backend == "native" and profile.solver is not None:
+        raise InputError(f"{where}: solver = {profile.solver!r:.60} names a cvxpy solver but the backend is 'native'; give backend='cvxpy' or no solver")
 
 
 def profile_dirs() -> list[Path]:

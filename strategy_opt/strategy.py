@@ -34,9 +34,13 @@ def _as_meta(meta) -> dict:
     return dict(meta)
 
 
-@dataclass
+@dataclass(eq=False)
 class Strategy:
     """A strategy matrix A (p x n) with its metadata.
+
+    Strategies compare by identity (``==`` is ``is``), as objects holding arrays
+    do: compare ``matrix`` and ``meta`` explicitly to ask whether two hold the
+    same numbers.
 
     Attributes
     ----------

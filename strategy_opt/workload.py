@@ -93,7 +93,12 @@ class Workload(ABC):
     Attributes
     ----------
     spec : str
-        The workload SPEC (see ``strategy_opt.spec``) that rebuilds it.
+        Its label: the SPEC (see ``strategy_opt.spec``) that rebuilds it for workloads
+        made from one (or by the factories here, unions without weights included);
+        a label only for workloads made in Python from a matrix (``"matrix"``) or
+        as a weighted union (``"union(2*(prefix:4),1*(identity:4))"``), which no
+        SPEC writes: their strategy files say so, and ``error``/``run`` ask for
+        ``--force``.
     domain : tuple of int
         The shape of the data domain; ``n = prod(domain)``.
     log_scale : float
@@ -1797,6 +1802,8 @@ def _real_array(W) -> np.ndarray:
         raise InputError(f"workload matrix must hold real numbers, got dtype {A.dtype}")
     try:
         return A.astype(float)
+    except OverflowError:  # Python integers of 309 digits or more
+        raise InputError("workload matrix holds an integer beyond float64's range (about 1.8e308)") from None
     except (TypeError, ValueError) as e:
         raise InputError(f"workload matrix must hold real numbers: {e}") from None
 

@@ -3,6 +3,8 @@
 import json
 import logging
 import math
+import os
+import re
 
 import numpy as np
 import pytest
@@ -578,3 +580,53 @@ def test_exported_helpers_refuse_bad_arguments_with_input_errors():
         complete_columns_l1(np.ones(4))
     with pytest.raises(InputError, match=r"X must be 4 x 4"):
         kkt_bound(np.eye(4), np.eye(3))
+
+
+def test_strategies_compare_by_identity():
+    """An outside audit: == between two strategies (a pickled copy, a second solve) raised 'truth value of an array is ambiguous'."""
+    import copy
+    import pickle
+
+    from strategy_opt.api import solve
+
+    s = solve("prefix:8", privacy="approx", method="eigen-design")
+    h = solve("prefix:8", privacy="pure", method="hierarchical")  # a sparse matrix
+    assert s == s and h == h and not (pickle.loads(pickle.dumps(s)) == s) and s != copy.deepcopy(s)
+    assert s in [h, s] and h not in [s]
+    back = pickle.loads(pickle.dumps(s))
+    assert np.array_equal(back.matrix, s.matrix) and back.meta == s.meta  # the way to compare contents
+
+
+def test_python_made_solver_profiles_are_checked_as_files_are():
+    from strategy_opt.api import solve
+    from strategy_opt.solvers import SolverProfile
+
+    cases = [
+        (dict(time_limit=-1.0), "time_limit = -1.0 (must be a finite number > 0"),
+        (dict(time_limit=float("nan")), "time_limit = nan"),
+        (dict(max_iters=0), "max_iters = 0 (must be an integer >= 1)"),
+        (dict(tol="1e-3"), "tol = '1e-3'"),
+        (dict(backend="cvxpy", solver="SCS", options=[1]), "options = [1]"),
+        (dict(backend="foo"), "backend = 'foo' (must be 'cvxpy' or 'native')"),
+        (dict(solver="SCS"), "names a cvxpy solver but the backend is 'native'"),
+    ]
+    for fields, message in cases:
+        with pytest.raises(InputError, match=re.escape(message)):
+            solve("all-range:16", method="minerror-l2", solver=SolverProfile("mine", **fields))
+    with pytest.raises(InputError, match="backend = 'foo'"):  # whatever the method (a closed form reads no budget)
+        solve("prefix:16", privacy="pure", method="identity", solver=SolverProfile("mine", backend="foo"))
+
+
+def test_numbers_beyond_float64_and_bytes_paths(tmp_path):
+    from strategy_opt.api import solve
+    from strategy_opt.io import read_strategy, write_strategy
+    from strategy_opt.workload import from_matrix
+
+    for call in (lambda: solve([[10**400]], privacy="pure"), lambda: from_matrix([[10**400]])):
+        with pytest.raises(InputError, match="beyond float64's range"):
+            call()
+    s = solve("prefix:4", privacy="pure", method="identity")
+    path = write_strategy(s, os.fsencode(tmp_path / "s.npz"))  # a bytes path, as os functions take
+    assert read_strategy(os.fsencode(path)).meta["unit_total_squared_error"] == 10.0
+    with pytest.raises(InputError, match="must be a file path"):
+        write_strategy(s, 3)
