@@ -526,13 +526,16 @@ def _warn_unverified(strategy, args, notion: str) -> None:
 
 def _cmd_error(args) -> int:
     from .api import error_report
-    from .error import diagonal_gram
+    from .error import KroneckerMatrix, diagonal_gram
     from .io import read_strategy
     from .spec import parse_spec
 
     strategy = read_strategy(args.strategy)
-    diagonal = diagonal_gram(strategy.matrix)  # the identity's analysis needs no n x n matrix
-    workload = parse_spec(args.workload, operation="error-diagonal" if diagonal else "error")
+    if isinstance(strategy.matrix, KroneckerMatrix):  # analysed factor by factor on a Kronecker workload
+        operation = "error-factors"
+    else:  # the identity's analysis needs no n x n matrix
+        operation = "error-diagonal" if diagonal_gram(strategy.matrix) else "error"
+    workload = parse_spec(args.workload, operation=operation)
     equivalent = _check_recorded_workload(strategy, workload, args.workload, args.force)
     privacy = _privacy_notion(strategy, args)
     t0 = time.perf_counter()

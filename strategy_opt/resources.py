@@ -37,7 +37,7 @@ from .exceptions import InputError
 __all__ = ["available_memory", "format_bytes", "require_memory", "psd_solver_bytes", "WorkloadSize", "operation_bytes", "OPERATIONS"]
 
 #: Operations whose memory `operation_bytes` estimates (``None``: building only).
-OPERATIONS = (None, "solve", "error", "run", "release", "release-data", "solve-diagonal", "error-diagonal", "release-diagonal")
+OPERATIONS = (None, "solve", "error", "run", "release", "release-data", "solve-diagonal", "error-diagonal", "release-diagonal", "error-factors")
 
 #: Bytes per cell of the work on a strategy with diagonal ``A^T A`` on a flat domain (the
 #: identity as a sparse matrix, its checked copies, ``diag(W^T W)`` and the inverse
@@ -285,12 +285,14 @@ def operation_bytes(size: WorkloadSize, operation: str | None) -> tuple[float, s
     Parameters
     ----------
     size : WorkloadSize
-    operation : {None, 'solve', 'error', 'run', 'release', 'release-data', 'solve-diagonal', 'error-diagonal', 'release-diagonal'}
+    operation : {None, 'solve', 'error', 'run', 'release', 'release-data', 'solve-diagonal', 'error-diagonal', 'release-diagonal', 'error-factors'}
         ``None`` counts only building the workload; ``release-data`` is a
         data-dependent release (no dense n x n work); the ``-diagonal``
         operations concern a strategy with diagonal ``A^T A`` (the identity),
         analysed in O(n) memory (`DIAGONAL_BYTES_PER_CELL`) on a flat domain
-        and per factor, like any strategy, on a Kronecker one.
+        and per factor, like any strategy, on a Kronecker one; ``error-factors``
+        is ``error`` of a Kronecker strategy, analysed factor by factor on a
+        Kronecker workload (its factors' dense matrices, no per-query memory).
 
     Returns
     -------
@@ -307,6 +309,10 @@ def operation_bytes(size: WorkloadSize, operation: str | None) -> tuple[float, s
     if operation not in OPERATIONS:
         raise InputError(f"unknown operation {operation!r}; one of {', '.join(repr(o) for o in OPERATIONS)}")
     terms = [(size.build_bytes, "building the workload")]
+    if operation == "error-factors" and size.kron_blocks:
+        return operation_bytes(size, None)[0] + sum(_dense_bytes(k) for k in size.kron_blocks), f"dense factor matrices of sizes {size.kron_blocks}"
+    if operation == "error-factors":  # a flat workload: the strategy is analysed as a flat one
+        operation = "error"
     if operation is not None:
         n = size.n
         diagonal = operation.endswith("-diagonal") and not size.kron_blocks  # Kronecker: per factor, as any strategy

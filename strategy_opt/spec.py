@@ -345,7 +345,7 @@ def parse_spec(spec: str, operation: str | None = None) -> Workload:
     ----------
     spec : str
         The SPEC (README.md, "Workload SPECs").
-    operation : {None, 'solve', 'error', 'run', 'release', 'release-data', 'solve-diagonal', 'error-diagonal', 'release-diagonal'}
+    operation : {None, 'solve', 'error', 'run', 'release', 'release-data', 'solve-diagonal', 'error-diagonal', 'release-diagonal', 'error-factors'}
         Also refuse the SPEC if this operation on it would need more memory
         than is available (`strategy_opt.resources.operation_bytes`). Building
         the workload is always checked.
@@ -380,7 +380,7 @@ def parse_spec(spec: str, operation: str | None = None) -> Workload:
     nbytes, why = operation_bytes(size, operation)
     require_memory(
         nbytes,
-        f"workload SPEC {spec!r}" + (f" for {operation.removesuffix('-data').removesuffix('-diagonal')!r}" if operation else ""),
+        f"workload SPEC {spec!r}" + (f" for {operation.removesuffix('-data').removesuffix('-diagonal').removesuffix('-factors')!r}" if operation else ""),
         f"mostly for {why}; use a smaller domain" + ("" if "*" in spec else ", a Kronecker-structured SPEC (SPEC*SPEC)") + " or a larger machine",
     )
     W = _build(tree)
