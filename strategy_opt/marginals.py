@@ -38,7 +38,7 @@ from .workload import Union, Workload, _factors_on, _Identity, _Total
 
 __all__ = ["MarginalsMatrix", "marginal_attribute_sets", "marginal_spectrum", "subset_mask", "marginals_trace", "marginals_query_variances", "marginal_variance_terms", "superset_sums", "subset_sums"]
 
-#: `MarginalsMatrix.from_product`: largest entry difference from the stored product, relative to its largest entry.
+#: `MarginalsMatrix.from_meta`: largest entry difference from the stored product, relative to its largest entry.
 PRODUCT_RTOL = 1e-12
 
 

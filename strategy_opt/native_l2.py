@@ -27,7 +27,7 @@ than a multiple of the current gap is rejected and replaced by the plain step,
 which never lowered the dual in our experiments. Weights of cells that should
 leave the support are floored at a negligible mass so the acceleration sees
 only the free coordinates. On all ranges and prefixes this certifies 1e-8 in
-4 to 12 iterations from the uniform start (whose bound is the SVD bound).
+3 to 12 iterations from the uniform start (whose bound is the SVD bound).
 
 Low-rank workloads (few queries) have optimal weights on a small support (at
 most r(r+1)/2 cells, Caratheodory), where multiplicative updates crawl. After
@@ -37,7 +37,7 @@ and then takes Newton steps on the weighted cells plus those the gradient
 calls in (``r_j > s``), an active-set method with exact second derivatives
 (Daleckii-Krein formula) and a backtracking line search on the dual; a failed
 Newton step falls back to the accelerated multiplicative one. Where that still
-crawls (two positive queries on 65-250 cells stalled at gaps of 0.03-0.56), a
+crawls (two positive queries on 65-250 cells stalled at gaps of 0.03-0.56 before it), a
 low-rank workload not optimal after `DESIGN_AFTER` iterations restarts from the
 weights of the dual as a small SDP (`_design_weights`, Clarabel, one PSD cone
 of size 2r), which the iteration then certifies.
@@ -120,8 +120,8 @@ STALL_EVALS = 100
 #: Low-rank workloads (factor rank r below the cells and at most this) not optimal after `DESIGN_AFTER`
 #: iterations restart from the optimal design weights of the small SDP `_design_weights` (one PSD cone of
 #: size 2r; 1.8 s at 2048 cells, 6.5 s at 8192, rank 16): from the uniform start the iteration stalled at
-#: gaps of 0.03-0.46 on 2 x 65..250 positive workloads (2.9% above the optimum at 65 cells), while the
-#: workloads it solves finish in 4-13 iterations.
+#: gaps of 0.03-0.56 on 2 x 65..250 positive workloads (2.9% above the optimum at 65 cells), while the
+#: workloads it solves finish in 3-13 iterations.
 DESIGN_SDP_MAX_RANK, DESIGN_AFTER = 16, 30
 #: Floor of the per-cell loads ``r_j`` in the multiplicative update (their logs must stay finite).
 #: Eigenvalues of ``N(u)`` below this share of the largest are rounding (eigh's absolute error is about

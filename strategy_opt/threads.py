@@ -24,8 +24,16 @@ from .exceptions import InputError
 
 __all__ = ["FACTORIZATION_THREADS", "COMMAND_THREADS", "factorization_threads", "one_blas_thread", "command_threads"]
 
-#: BLAS threads used inside dense factorizations.
-FACTORIZATION_THREADS = int(os.environ.get("STRATEGY_OPT_FACTORIZATION_THREADS", "1"))
+_FACTORIZATION_TEXT = os.environ.get("STRATEGY_OPT_FACTORIZATION_THREADS", "1").strip()
+#: BLAS threads used inside dense factorizations (None when ``STRATEGY_OPT_FACTORIZATION_THREADS`` is not a
+#: positive integer: `command_threads` and `factorization_threads` then refuse it with an `InputError`).
+FACTORIZATION_THREADS = int(_FACTORIZATION_TEXT) if _FACTORIZATION_TEXT.isdigit() and int(_FACTORIZATION_TEXT) >= 1 else None
+
+
+def _factorization_limit() -> int:
+    if FACTORIZATION_THREADS is None:
+        raise InputError(f"STRATEGY_OPT_FACTORIZATION_THREADS must be a positive integer, got {_FACTORIZATION_TEXT!r}")
+    return FACTORIZATION_THREADS
 
 #: BLAS threads for a command-line command (environment variable ``STRATEGY_OPT_BLAS_THREADS``; ``all``
 #: keeps the process's own setting). One by default: on these shared 2-core machines a second thread
@@ -52,7 +60,7 @@ def factorization_threads():
     ...     np.linalg.cholesky(np.array([[4.0, 2.0], [2.0, 5.0]])).tolist()
     [[2.0, 0.0], [1.0, 2.0]]
     """
-    return _CONTROLLER.limit(limits=FACTORIZATION_THREADS, user_api="blas")
+    return _CONTROLLER.limit(limits=_factorization_limit(), user_api="blas")
 
 
 def one_blas_thread():
@@ -85,7 +93,8 @@ def command_threads():
     Raises
     ------
     InputError
-        When ``STRATEGY_OPT_BLAS_THREADS`` is neither a positive integer nor ``all``.
+        When ``STRATEGY_OPT_BLAS_THREADS`` is neither a positive integer nor ``all``, or
+        ``STRATEGY_OPT_FACTORIZATION_THREADS`` is not a positive integer (checked here, before any work).
 
     Examples
     --------
@@ -94,6 +103,7 @@ def command_threads():
     ...     float(np.ones(3) @ np.ones(3))
     3.0
     """
+    _factorization_limit()
     if COMMAND_THREADS == "all":
         return contextlib.nullcontext()
     try:

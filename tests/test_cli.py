@@ -669,6 +669,23 @@ def test_commands_run_on_one_blas_thread_unless_told_otherwise(monkeypatch):
             threads.command_threads()
 
 
+def test_a_bad_factorization_thread_setting_is_one_line():
+    """An outside audit: STRATEGY_OPT_FACTORIZATION_THREADS=two crashed every command at import with a traceback."""
+    import os
+    import subprocess
+    import sys
+
+    for bad in ("two", "0", ""):
+        res = subprocess.run([sys.executable, "-m", "strategy_opt.cli", "list", "methods"], capture_output=True, text=True,
+                             env={**os.environ, "STRATEGY_OPT_FACTORIZATION_THREADS": bad})
+        assert res.returncode == 2 and res.stderr.strip().splitlines() == [
+            f"strategy-opt: error: STRATEGY_OPT_FACTORIZATION_THREADS must be a positive integer, got {bad!r}"
+        ], (bad, res.stderr)
+    res = subprocess.run([sys.executable, "-m", "strategy_opt.cli", "list", "methods"], capture_output=True, text=True,
+                         env={**os.environ, "STRATEGY_OPT_FACTORIZATION_THREADS": "2"})
+    assert res.returncode == 0
+
+
 def test_error_text_output_shows_values_past_float64_as_powers_of_ten(tmp_path, capsys):
     # all-predicate:1100's E_2 and SVD bound overflow float64: the text output printed "None"
     assert cli("-q", "solve", "--workload", "all-predicate:1100", "--method", "identity", "--out", tmp_path / "i.npz") == 0

@@ -706,7 +706,7 @@ def _cut_solve(status: str, profile):
     objectives=None,
     privacy=("approx",),
     source="Li 2013, Program 3.4.2 (Sec. 3.4.1, Thm 3.5)",
-    summary="exact (eps,delta) optimum: SDP via cvxpy (scs/clarabel) or the certified native solver (total/weighted)",
+    summary="exact (eps,delta) optimum: SDP via cvxpy (scs/clarabel) or the certified native solvers (total/weighted/relative, and max)",
 )
 def minerror_l2(problem: Problem):
     """Optimal (epsilon, delta) strategy for the problem's objective (Program 3.4.2).
