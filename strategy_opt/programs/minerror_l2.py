@@ -769,7 +769,13 @@ def minerror_l2(problem: Problem):
     elif native_max:
         res = solve_max_l2(W, max_rounds=profile.max_iters, time_limit=profile.time_limit, tol=max(profile.tol, NATIVE_MAX_TOL))
         A, status = res.A, res.status
-        if status != "optimal":  # as for the total: the strategy and its bound are certified, the user may want more
+        if status == "optimal_inaccurate":
+            log.warning(
+                "minerror-l2 native max: the strategy's largest variance is %.3g above its certified bound, beyond the target %.1e "
+                "(its rounds' variances were inexact on this nearly singular problem); the value and the bound reported are exact",
+                res.gap, max(profile.tol, NATIVE_MAX_TOL),
+            )
+        elif status != "optimal":  # as for the total: the strategy and its bound are certified, the user may want more
             log.warning(
                 "minerror-l2 native max: %s at relative gap %.3g (the strategy is within that of the optimum, certified); "
                 "give a larger budget (max_iters, time_limit)%s", status, res.gap,
