@@ -388,7 +388,10 @@ def auto(problem: Problem):
     table = methods()
     names = _candidates(problem)
     if not names:  # a non-total objective no epsilon-DP optimiser minimises: the constructions are evaluated under it
-        log.info("auto: no %s method minimises objective %r; evaluating the constructions (and auto-pure's strategy for the total) under it", problem.privacy, problem.objective)
+        log.info(
+            "auto: no %s method minimises objective %r; evaluating the constructions%s under it",
+            problem.privacy, problem.objective, " (and auto-pure's strategy for the total)" if problem.privacy == "pure" else "",
+        )
     weights = query_weights(problem) if problem.objective != "total" else None  # once: for relative it reads every query's norm
     if problem.objective not in BUILTIN_OBJECTIVES:  # a user's objective: its contract, probed before any candidate runs
         check_monotone(get_objective(problem.objective), problem.workload.m, weights)
