@@ -396,6 +396,11 @@ def diagonal_gram(A) -> bool:
     return _diagonal_inverse(A) is not None
 
 
+def _column_sq_norms(M) -> np.ndarray:
+    """``diag(M^T M)``: the squared column norms of a dense or sparse matrix."""
+    return np.asarray(M.multiply(M).sum(axis=0)).ravel() if sp.issparse(M) else np.einsum("ij,ij->j", np.asarray(M), np.asarray(M))
+
+
 def _kronecker_diagonal_inverses(A: KroneckerMatrix) -> list[np.ndarray] | None:
     """``1 / diag(F^T F)`` of each factor F when the product's ``A^T A`` (their Kronecker product) is diagonal and
     passes `_diagonal_inverse`'s checks for a flat A, else None; the product's diagonal is never formed (its
@@ -405,7 +410,7 @@ def _kronecker_diagonal_inverses(A: KroneckerMatrix) -> list[np.ndarray] | None:
     diagonals = []
     with np.errstate(over="ignore", under="ignore"):
         for f in A.factors:
-            d = np.asarray(f.multiply(f).sum(axis=0)).ravel() if sp.issparse(f) else np.einsum("ij,ij->j", np.asarray(f), np.asarray(f))
+            d = _column_sq_norms(f)
             if d.size == 0 or not (np.all(np.isfinite(d)) and d.min() > 0):
                 return None
             diagonals.append(d)
@@ -433,11 +438,9 @@ def _diagonal_inverse(A) -> np.ndarray | None:
             A.eliminate_zeros()
             if A.nnz == 0 or np.diff(A.indptr).max() > 1:
                 return None
-            d = np.asarray(A.multiply(A).sum(axis=0)).ravel()
-        else:
-            if A.size == 0 or np.count_nonzero(A, axis=1).max() > 1:
-                return None
-            d = np.einsum("ij,ij->j", A, A)
+        elif A.size == 0 or np.count_nonzero(A, axis=1).max() > 1:
+            return None
+        d = _column_sq_norms(A)
         inv = 1.0 / d
     if d.min() > 0 and d.max() >= TINY_GRAM and np.all(np.isfinite(d)) and np.all(np.isfinite(inv)):
         return inv

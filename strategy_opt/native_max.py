@@ -43,7 +43,7 @@ import scipy.linalg as la
 from .error import per_query_variances
 from .exceptions import InputError
 from .native_l2 import solve_total_l2
-from .resources import require_memory
+from .resources import format_count, require_memory
 from .threads import factorization_threads
 from .workload import Workload, weighted_gram
 
@@ -156,10 +156,9 @@ def solve_max_l2(W: Workload, *, max_rounds: int = 10_000, time_limit: float = 6
     if not (tol > 0 and time_limit >= 0):
         raise InputError(f"tol must be > 0 and time_limit >= 0, got {tol!r} and {time_limit!r}")
     m = W.m
-    digits = len(str(m))
     require_memory(  # one weight and one variance per query, and their updates (all-predicate:1100 has 2^1100)
         BYTES_PER_QUERY * float(min(m, 10**300)),
-        f"the min-max solver's weights and variances for the {m:,} queries" if digits <= 15 else f"the min-max solver's weights and variances for the ~10^{digits - 1} queries",
+        f"the min-max solver's weights and variances for the {format_count(m)} queries",
         "the total objective needs only W^T W (--objective total)",
     )
     t0 = time.perf_counter()

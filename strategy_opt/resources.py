@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from .defaults import BYTES_PER_QUERY, DENSE_WORK_COPIES, MAX_DENSE_N
 from .exceptions import InputError
 
-__all__ = ["available_memory", "format_bytes", "require_memory", "psd_solver_bytes", "WorkloadSize", "operation_bytes", "OPERATIONS"]
+__all__ = ["available_memory", "format_bytes", "format_count", "require_memory", "psd_solver_bytes", "WorkloadSize", "operation_bytes", "OPERATIONS"]
 
 #: Operations whose memory `operation_bytes` estimates (``None``: building only).
 OPERATIONS = (None, "solve", "error", "run", "release", "release-data", "solve-diagonal", "error-diagonal", "release-diagonal", "error-factors")
@@ -162,6 +162,18 @@ def _stat_field(path: str, key: str) -> int:
     except (OSError, ValueError):
         pass
     return 0
+
+
+def format_count(k: int) -> str:
+    """``k`` with thousands separators, or as a power of ten when it has more than 15 digits (all-predicate:1100).
+
+    Examples
+    --------
+    >>> format_count(2080), format_count(2**1100)
+    ('2,080', '~10^331')
+    """
+    digits = len(str(k))
+    return f"{k:,}" if digits <= 15 else f"~10^{digits - 1}"
 
 
 def format_bytes(nbytes: float) -> str:
@@ -309,9 +321,9 @@ def operation_bytes(size: WorkloadSize, operation: str | None) -> tuple[float, s
     if operation not in OPERATIONS:
         raise InputError(f"unknown operation {operation!r}; one of {', '.join(repr(o) for o in OPERATIONS)}")
     terms = [(size.build_bytes, "building the workload")]
-    if operation == "error-factors" and size.kron_blocks:
-        return operation_bytes(size, None)[0] + sum(_dense_bytes(k) for k in size.kron_blocks), f"dense factor matrices of sizes {size.kron_blocks}"
-    if operation == "error-factors":  # a flat workload: the strategy is analysed as a flat one
+    # error of a Kronecker strategy on a Kronecker workload: factor by factor, no per-query memory; on a flat one, as any
+    per_factor = operation == "error-factors" and bool(size.kron_blocks)
+    if operation == "error-factors":
         operation = "error"
     if operation is not None:
         n = size.n
@@ -321,12 +333,12 @@ def operation_bytes(size: WorkloadSize, operation: str | None) -> tuple[float, s
             terms.append((DIAGONAL_BYTES_PER_CELL * float(n), f"the {n:,}-cell diagonal strategy ({DIAGONAL_BYTES_PER_CELL} bytes per cell)"))
         # dawa, mwem: sparse or structured work (GreedyH's dense Gram only to 4096 cells); a diagonal strategy: O(n)
         dense = operation != "release-data" and not diagonal
-        if dense and (n <= MAX_DENSE_N or (operation != "run" and not size.kron_blocks)):
+        if dense and not per_factor and (n <= MAX_DENSE_N or (operation != "run" and not size.kron_blocks)):
             # run skips the dense support check above MAX_DENSE_N; solve/error need it
             terms.append((_dense_bytes(n), f"{DENSE_WORK_COPIES} dense {n}x{n} matrices ({format_bytes(8.0 * n * n)} each)"))
         elif dense and size.kron_blocks and operation != "run":
             terms.append((sum(_dense_bytes(k) for k in size.kron_blocks), f"dense factor matrices of sizes {size.kron_blocks}"))
-        if operation in ("run", "release", "release-data") or (operation == "error" and not size.rescaled):
+        if operation in ("run", "release", "release-data") or (operation == "error" and not size.rescaled and not per_factor):
             terms.append((BYTES_PER_QUERY * float(size.m), f"{size.m:,} workload queries ({BYTES_PER_QUERY} bytes each)"))
     total = sum(t[0] for t in terms)
     reason = max(terms, key=lambda t: t[0])[1]

@@ -58,7 +58,7 @@ from .exceptions import InputError
 
 __all__ = [
     "SolverProfile", "load_profile", "list_profiles", "profile_dirs", "check_solver_options", "check_solver_cones",
-    "require_cone", "rejected_option", "cvxpy_solve_kwargs", "check_profile",
+    "require_cone", "rejected_option", "cvxpy_solve_kwargs", "check_profile", "solve_cvxpy",
 ]
 
 _ROOT = Path(__file__).resolve().parent.parent
@@ -249,12 +249,33 @@ def check_profile(profile: SolverProfile) -> None:
               "verbose": profile.verbose, "options": profile.options, "description": profile.description}
     if profile.solver is not None:
         fields["solver"] = profile.solver
-    for key, value in fields.items():
+    _check_values(where, fields)
+    if profile.backend == "native" and profile.solver is not None:
+        raise InputError(f"{where}: solver = {profile.solver!r:.60} names a cvxpy solver but the backend is 'native'; give backend='cvxpy' or no solver")
+
+
+def solve_cvxpy(prob, solver: str | None, **kwargs):
+    """``prob.solve`` on the named solver as every program runs it: Ctrl-C aware (`cvxpy_solver`), and
+    what the solver prints sent to stderr (`solver_output_to_stderr`); ``kwargs`` go to ``prob.solve``.
+
+    Examples
+    --------
+    >>> import cvxpy as cp
+    >>> x = cp.Variable()
+    >>> prob = cp.Problem(cp.Minimize(cp.square(x - 2)))
+    >>> round(float(solve_cvxpy(prob, "CLARABEL")), 6), round(float(x.value), 4)
+    (0.0, 2.0)
+    """
+    with solver_output_to_stderr():
+        return prob.solve(solver=cvxpy_solver(solver), **kwargs)
+
+
+def _check_values(where: str, values: dict) -> None:
+    """`InputError` for the first of ``values`` (profile key -> value) that breaks its rule in `_RULES`."""
+    for key, value in values.items():
         ok, what = _RULES[key]
         if not ok(value):
             raise InputError(f"{where}: bad value: {key} = {value!r:.60} ({what})")
-    if profile.backend == "native" and profile.solver is not None:
-        raise InputError(f"{where}: solver = {profile.solver!r:.60} names a cvxpy solver but the backend is 'native'; give backend='cvxpy' or no solver")
 
 
 def profile_dirs() -> list[Path]:
@@ -297,10 +318,7 @@ def _read(path: Path, name: str) -> SolverProfile:
     unknown = set(data) - set(_RULES)
     if unknown:
         raise InputError(f"solver profile {path}: unknown keys {sorted(unknown)}; allowed: {sorted(_RULES)}")
-    for key, value in data.items():
-        ok, what = _RULES[key]
-        if not ok(value):
-            raise InputError(f"solver profile {path}: bad value: {key} = {value!r:.60} ({what})")
+    _check_values(f"solver profile {path}", data)
     backend = data.get("backend", "native")
     if "solver" in data and backend == "native":
         raise InputError(

@@ -52,7 +52,7 @@ from scipy.linalg.blas import dsyrk
 from .threads import factorization_threads
 from .exceptions import InputError, SolverError, setting
 from .progress import heartbeat
-from .solvers import SolverProfile, cvxpy_solve_kwargs, cvxpy_solver, load_profile, solver_output_to_stderr
+from .solvers import SolverProfile, cvxpy_solve_kwargs, load_profile, solve_cvxpy
 
 __all__ = ["WeightingResult", "solve_weighting", "dual_value", "weights_from_dual"]
 
@@ -388,9 +388,9 @@ def _solve_cvxpy(c: np.ndarray, B: np.ndarray, profile: SolverProfile) -> Weight
     kwargs = cvxpy_solve_kwargs(profile)  # [options] with the profile's time_limit and max_iters under the solver's names
     try:
         # cvxpy evaluates 1/v at a stopped iterate with zeros (Clarabel user_limit): inf, unused here
-        with warnings.catch_warnings(), np.errstate(divide="ignore"), heartbeat(f"Program 5.1.1: {profile.solver}", profile.time_limit), solver_output_to_stderr():
+        with warnings.catch_warnings(), np.errstate(divide="ignore"), heartbeat(f"Program 5.1.1: {profile.solver}", profile.time_limit):
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")  # reported through the status and the log
-            prob.solve(solver=cvxpy_solver(profile.solver), verbose=profile.verbose, **kwargs)
+            solve_cvxpy(prob, profile.solver, verbose=profile.verbose, **kwargs)
     except cp.error.SolverError as exc:
         raise SolverError(f"Program 5.1.1 (cvxpy/{profile.solver}) failed: {exc}; try {setting('solver', 'native')}") from None
     if v.value is None or cons.dual_value is None:

@@ -108,7 +108,7 @@ from ..pure_bound import lower_bound_facts
 from ..resources import require_memory
 from .greedy_h import greedy_h_matrix
 from ..registry import register_method
-from ..solvers import SolverProfile, cvxpy_solve_kwargs, cvxpy_solver, solver_output_to_stderr
+from ..solvers import SolverProfile, cvxpy_solve_kwargs, solve_cvxpy
 from ..threads import one_blas_thread
 from ..workload import gram_unit
 from ..marginals import marginal_attribute_sets
@@ -425,9 +425,9 @@ def _solve_cvxpy(c: np.ndarray, B, profile: SolverProfile) -> L1WeightingResult:
     name = (profile.solver or "CLARABEL").upper()
     kw = cvxpy_solve_kwargs(profile, name)
     try:
-        with warnings.catch_warnings(), heartbeat(f"l1-weighting: {name}", profile.time_limit), solver_output_to_stderr():
+        with warnings.catch_warnings(), heartbeat(f"l1-weighting: {name}", profile.time_limit):
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")  # reported through the status
-            prob.solve(solver=cvxpy_solver(name), verbose=profile.verbose, **kw)
+            solve_cvxpy(prob, name, verbose=profile.verbose, **kw)
     except cp.error.SolverError as exc:
         raise SolverError(f"l1-weighting (cvxpy/{name}): {exc}; try {setting('solver', 'native')}") from None
     if u.value is None:

@@ -78,7 +78,7 @@ from ..pure_bound import certified_l2_optimum
 from ..problem import Problem
 from ..registry import register_method
 from ..resources import psd_solver_bytes, require_memory
-from ..solvers import cvxpy_solver, require_cone, solver_output_to_stderr
+from ..solvers import require_cone, solve_cvxpy
 from ..workload import Workload, gram_unit
 from .svd_approx import min_l1_factor, svd_factor
 
@@ -255,9 +255,9 @@ def _convex_iteration(sdp, A_start: np.ndarray, G: np.ndarray, rows: int, max_ro
             break
         wY.value = w * Y
         try:
-            with warnings.catch_warnings(), solver_output_to_stderr():
+            with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Solution may be inaccurate")  # each iterate is evaluated exactly
-                prob.solve(solver=cvxpy_solver(solver), **kw)
+                solve_cvxpy(prob, solver, **kw)
         except (cp.error.SolverError, ValueError, ArithmeticError) as exc:
             # a failed round ends this start; its best iterate (at worst the start itself) stands
             log.warning("minerror-l1 [%s]: round %d: %s failed (%s); keeping the best strategy of this start", label, k, solver, str(exc).split(".")[0])

@@ -97,8 +97,8 @@ from ..problem import Problem
 from ..progress import heartbeat
 from ..query_weights import query_weights, weights_meta
 from ..registry import register_method
-from ..resources import psd_solver_bytes, require_memory
-from ..solvers import cvxpy_solve_kwargs, cvxpy_solver, solver_output_to_stderr, load_profile, rejected_option, require_cone
+from ..resources import format_count, psd_solver_bytes, require_memory
+from ..solvers import cvxpy_solve_kwargs, solve_cvxpy, load_profile, rejected_option, require_cone
 from ..workload import Workload, weighted_gram
 
 __all__ = [
@@ -175,9 +175,9 @@ def _solve_cvxpy(prob, X, problem: Problem, psd_sizes: list[int], time_limit: fl
         )
     t_solve = time.perf_counter()
     try:
-        with warnings.catch_warnings(), heartbeat(f"minerror-l2: {profile.solver}", profile.time_limit), solver_output_to_stderr():
+        with warnings.catch_warnings(), heartbeat(f"minerror-l2: {profile.solver}", profile.time_limit):
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-            prob.solve(solver=cvxpy_solver(profile.solver), verbose=profile.verbose, **kwargs)
+            solve_cvxpy(prob, profile.solver, verbose=profile.verbose, **kwargs)
     except (TypeError, ValueError) as exc:
         # options are checked on a probe when the Problem is made (solvers.check_solver_options);
         # one refused only on the real problem is still the profile's fault, not a crash
@@ -312,7 +312,7 @@ def _schur_rows(W: Workload, problem: Problem) -> tuple[np.ndarray, np.ndarray, 
     if m * (n + 1) ** 2 > SCHUR_MAX_ENTRIES:
         raise InputError(
             f"objective {problem.objective!r} needs one ({n}+1)x({n}+1) Schur complement per query; "
-            f"m={_count(m)} queries give {_count(m * (n + 1) ** 2)} entries (limit {SCHUR_MAX_ENTRIES:,}); "
+            f"m={format_count(m)} queries give {format_count(m * (n + 1) ** 2)} entries (limit {SCHUR_MAX_ENTRIES:,}); "
             "use a smaller workload or the total/weighted objective"
         )
     if W.log_scale != 0:
@@ -407,12 +407,6 @@ def _max_form(k: int, n: int) -> str:
     schur = math.log(a) + b * math.log(k) + c * math.log(n)
     factorization = math.log(f) + e * math.log(d * (d + 1) // 2)
     return "factorization" if factorization < schur else "schur"
-
-
-def _count(k: int) -> str:
-    """``k`` with thousands separators, or as a power of ten when it has more than 15 digits (all-predicate:1100)."""
-    digits = len(str(k))
-    return f"{k:,}" if digits <= 15 else f"~10^{digits - 1}"
 
 
 def _scaling_block(d: int) -> int:
