@@ -724,3 +724,48 @@ def test_a_method_for_any_objective_reports_the_objective_not_the_total(clean_re
         assert s.meta["unit_total_squared_error"] == pytest.approx(v.sum(), rel=1e-9)
     finally:
         _METHODS.pop("test-any-objective")
+
+
+def _flat_min_max_sdp(W: np.ndarray) -> float:
+    """min_X max_i w_i X^{-1} w_i^T over PSD X with unit diagonal (cvxpy, Clarabel): the (eps, delta) min-max optimum."""
+    n = W.shape[1]
+    X, t = cp.Variable((n, n), PSD=True), cp.Variable()
+    lmis = [cp.bmat([[X, w.reshape(-1, 1)], [w.reshape(1, -1), cp.reshape(t, (1, 1), order="C")]]) >> 0 for w in W]
+    cp.Problem(cp.Minimize(t), [cp.diag(X) <= 1, *lmis]).solve(solver="CLARABEL")
+    return float(t.value)
+
+
+def test_per_attribute_max_is_the_product_of_the_factors_min_max_optima():
+    """Objective max on a Kronecker workload: the product strategy's largest variance is the product of the factors',
+    and since gamma_2 is multiplicative it is the flat optimum, which an independent SDP on the 32 flat cells confirms;
+    the stated bound is below it."""
+    from strategy_opt.problem import Problem
+    from strategy_opt.programs.auto import per_attribute_optimum
+
+    s = per_attribute_optimum(Problem(parse_spec("prefix:8*all-range:4"), privacy="approx", objective="max"))
+    P, R = parse_spec("prefix:8").matrix(), parse_spec("all-range:4").matrix()
+    P, R = (x.toarray() if hasattr(x, "toarray") else np.asarray(x, dtype=float) for x in (P, R))
+    W = np.kron(P, R)
+    A = np.kron(*(f.toarray() if hasattr(f, "toarray") else np.asarray(f) for f in s.matrix.factors))
+    mine = (A**2).sum(axis=0).max() * np.einsum("ij,jk,ik->i", W, np.linalg.pinv(A.T @ A), W).max()
+    m = s.meta
+    assert m["objective"] == "max" and m["objective_value"] == pytest.approx(mine, rel=1e-9)
+    assert m["objective_value"] == pytest.approx(_flat_min_max_sdp(W), rel=2e-4)
+    assert m["objective_lower_bound"] <= m["objective_value"] and m["objective_relative_gap"] < 1e-4
+    assert m["objective_lower_bound_kind"].startswith("product-of-factor-bounds")
+
+
+def test_auto_max_on_a_large_product_workload_takes_the_per_attribute_optimum():
+    """An outside audit: past `FLAT_ON_PRODUCT_MAX_N` cells auto --objective max returned a construction
+    (prefix:64*prefix:64: hierarchical, 83.2) while the product of the factors' min-max strategies gives 19.87."""
+    from strategy_opt.programs.auto import FLAT_ON_PRODUCT_MAX_N
+
+    assert 48 * 48 > FLAT_ON_PRODUCT_MAX_N
+    s = solve("prefix:48*prefix:48", privacy="approx", method="auto", objective="max")
+    m = s.meta
+    factor = solve("prefix:48", privacy="approx", method="minerror-l2", objective="max").meta
+    assert m["auto_choice"] == "per-attribute" and m["per_attribute_choices"] == ["minerror-l2", "minerror-l2"]
+    assert m["objective_value"] == pytest.approx(factor["objective_value"] ** 2, rel=1e-6)
+    assert m["objective_value"] < 0.5 * min(v for k, v in m["auto_candidates"].items() if k != "per-attribute")
+    assert m["objective_value"] == pytest.approx(float(per_query_variances(s.matrix, parse_spec("prefix:48*prefix:48"), 2).max()), rel=1e-9)
+    assert 0 < m["objective_lower_bound"] <= m["objective_value"]
