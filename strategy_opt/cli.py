@@ -512,7 +512,12 @@ def _privacy_notion(strategy, args) -> str:
 def _warn_unverified(strategy, args, notion: str) -> None:
     """One warning line for a strategy without provenance (`Strategy.unverified`); after success, so that errors stay one line."""
     path = Path(args.strategy)
-    missing = strategy.unverified(f"no {path.with_suffix('.json').name} beside it" if path.suffix.lower() == ".csv" else "no metadata")
+    sidecar = path.with_suffix(".json")
+    if path.suffix.lower() != ".csv":
+        what = "no metadata"
+    else:  # a .json that exists but holds no metadata ({}) is named as such, not as missing
+        what = f"empty metadata in {sidecar.name}" if sidecar.is_file() else f"no {sidecar.name} beside it"
+    missing = strategy.unverified(what)
     if missing is None:
         return
     if args.privacy:

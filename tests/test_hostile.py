@@ -709,6 +709,11 @@ def test_strategy_without_metadata_is_warned_and_has_one_default_privacy(files, 
     capsys.readouterr()
     assert cli("-q", "error", d / "s.npz", "--workload", f"prefix:{N}") == 0
     assert unverified(capsys.readouterr().err) == []
+    # an outside audit: a .json beside the .csv that holds {} was reported as missing ("has no bare.json beside it")
+    (tmp_path / "bare.json").write_text("{}")
+    assert cli("-q", "error", tmp_path / "bare.csv", "--workload", f"prefix:{N}") == 0
+    (line,) = unverified(capsys.readouterr().err)
+    assert "has empty metadata in bare.json" in line and "beside it" not in line
 
 
 def test_export_of_a_bare_matrix_stays_unverified(files, capsys, tmp_path):
