@@ -385,7 +385,7 @@ def test_user_objective_reports_the_per_query_floor(user_objectives):
 def test_an_objective_without_a_bound_says_why(user_objectives, monkeypatch):
     import strategy_opt.programs.minerror_l2 as module
 
-    monkeypatch.setattr(module, "_floor_bound", lambda *a: (_ for _ in ()).throw(ValueError("boom")))
+    monkeypatch.setattr(module, "floor_bound", lambda *a: (_ for _ in ()).throw(ValueError("boom")))
     m = solve("prefix:3", method="minerror-l2", solver="clarabel", objective="sqsum").meta
     assert m["objective_lower_bound"] is None and m["objective_lower_bound_kind"] is None and m["objective_relative_gap"] is None
     assert m["objective_lower_bound_unavailable"] == "objective 'sqsum' failed on the per-query floor (boom)"

@@ -769,3 +769,15 @@ def test_auto_max_on_a_large_product_workload_takes_the_per_attribute_optimum():
     assert m["objective_value"] < 0.5 * min(v for k, v in m["auto_candidates"].items() if k != "per-attribute")
     assert m["objective_value"] == pytest.approx(float(per_query_variances(s.matrix, parse_spec("prefix:48*prefix:48"), 2).max()), rel=1e-9)
     assert 0 < m["objective_lower_bound"] <= m["objective_value"]
+
+
+def test_auto_pure_max_states_the_per_query_floor_when_it_is_the_larger_bound():
+    """An outside audit: under eps-DP auto stated total-bound / m for the largest variance (31.98 on a rank-3
+    workload of 20 cells), while each query's variance is at least max_j w_ij^2 under any strategy of unit
+    sensitivity (100 there), under eps-DP too since ||A||_1 >= ||A||_2."""
+    rng = np.random.default_rng(3)
+    W = rng.integers(-4, 5, size=(12, 3)) @ rng.integers(-1, 2, size=(3, 20)).astype(float)
+    floor = float((np.abs(W).max(axis=1) ** 2).max())
+    m = solve(W, privacy="pure", method="auto", objective="max").meta
+    assert m["objective_lower_bound_kind"] == "per-query-floor" and m["objective_lower_bound"] == pytest.approx(floor, rel=1e-12)
+    assert m["objective_lower_bound"] <= m["objective_value"]

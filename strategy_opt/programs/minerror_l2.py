@@ -661,12 +661,36 @@ def _better_max_strategy(A: np.ndarray, A_native: np.ndarray | None, W: Workload
     return A, facts
 
 
-def _floor_bound(W: Workload, objective, weights) -> float:
+def floor_bound(W: Workload, objective, weights) -> float:
     """``f(l)`` with ``l_i = max_j w_ij^2``, the least variance query i can have at unit L2 sensitivity.
 
     The single-query optimum: ``min w X^+ w^T`` over ``diag X <= 1`` is the dual
     bound of the rank-one workload w, ``max_v sum_j v_j w_j^2 = max_j w_j^2``; as
     every strategy has ``u_i >= l_i``, a non-decreasing f has ``f(u) >= f(l)``.
+    Under epsilon-DP too, since ``||A||_1 >= ||A||_2``.
+
+    Parameters
+    ----------
+    W : Workload
+        Its matrix is formed (sparse).
+    objective : Objective
+        Non-decreasing in each variance.
+    weights : ndarray or None
+        The objective's query weights (`strategy_opt.query_weights.query_weights`).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    The query ``2 x_0 + x_1`` has variance at least 4 through any strategy of unit sensitivity:
+
+    >>> import numpy as np
+    >>> from strategy_opt.objectives import get_objective
+    >>> from strategy_opt.workload import from_matrix
+    >>> floor_bound(from_matrix(np.array([[2.0, 1.0], [0.0, 1.0]])), get_objective("max"), None)
+    4.0
     """
     M = sp.csr_matrix(W.matrix())
     floor = np.asarray(abs(M).max(axis=1).toarray()).ravel() ** 2
@@ -777,7 +801,7 @@ def minerror_l2(problem: Problem):
             )
         extra.update(iterations=res.rounds, solver_objective_value=res.primal, native_max={"rounds": res.rounds, "largest_variance": res.primal, "bound": res.dual, "gap": res.gap})
         obj_lower, obj_kind = res.dual, "simplex-weighted-dual"
-        floor = _floor_bound(W, objective, weights)
+        floor = floor_bound(W, objective, weights)
         if floor > obj_lower:
             obj_lower, obj_kind = floor, "per-query-floor"
     else:
@@ -789,7 +813,7 @@ def minerror_l2(problem: Problem):
         A = strategy_from_gram(Xv)
         extra.update(iterations=iters, solver_objective_value=solver_value)
         try:
-            floor = _floor_bound(W, objective, weights)
+            floor = floor_bound(W, objective, weights)
         except Exception as exc:  # a user's objective may fail where the probe did not
             floor, no_bound = None, f"objective {problem.objective!r} failed on the per-query floor ({' '.join(str(exc).split())})"
         else:
