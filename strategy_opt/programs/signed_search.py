@@ -156,10 +156,13 @@ def signed_search(
 
     Examples
     --------
-    >>> W = np.tril(np.ones((8, 8)))  # prefix:8: the identity's E_1 is trace(W^T W) = 36
-    >>> res = signed_search(W.T @ W, starts=12, seed=0)
-    >>> bool(res.value < 36.0), res.A.shape[1]
-    (True, 8)
+    Refining the binary hierarchy on prefix:8 (its E_1 is 87.77; L-BFGS-B only descends from its start):
+
+    >>> from strategy_opt.bases import hierarchical_matrix
+    >>> W = np.tril(np.ones((8, 8)))
+    >>> res = signed_search(W.T @ W, starts=0, warm=hierarchical_matrix(8, 2).toarray())
+    >>> bool(res.value < 87.77), res.start, res.A.shape[1]
+    (True, 'warm', 8)
     """
     G = np.asarray(G, dtype=float)
     cell_of, reps = merged_cells(G)  # equal workload columns share one strategy column; unread cells get none
