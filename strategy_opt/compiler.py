@@ -438,12 +438,16 @@ def compile_strategy(
         lower_bound, lower_bound_kind = compile_lower_bound(W)
     log_svdb, no_bound = log_svd_bound_or_reason(W)
     lb_log, lb_kind = log_svdb, "svd-bound"
+    lb_value = None  # the program's own number when it is the bound and no rescaling is involved (no exp(log) rounding)
     if lower_bound is not None and lower_bound > 0 and math.log(lower_bound) + log_scale > log_svdb - BOUND_TIE_RTOL:
         # a program's bound that ties the SVD bound names itself (it certifies the SVD bound is the optimum)
         lb_log, lb_kind = max(math.log(lower_bound) + log_scale, log_svdb), lower_bound_kind or "program"
+        if log_scale == 0 and lb_log == math.log(lower_bound):
+            lb_value = float(lower_bound)
     if not math.isfinite(lb_log):  # no bound at all (the SVD bound needs eigenvalues this workload cannot give)
         lb_kind = None
-    lb_value = math.exp(lb_log) if math.isfinite(lb_log) and lb_log < 709 else None
+    if lb_value is None:
+        lb_value = math.exp(lb_log) if math.isfinite(lb_log) and lb_log < 709 else None
     if math.isfinite(log_E) and log_E <= lb_log <= log_E + BOUND_TIE_RTOL:
         # a bound that meets the error exceeds it only by rounding (identity, total)
         lb_log, lb_value = log_E, true_E
