@@ -15,7 +15,7 @@ from strategy_opt.bases import hierarchical_matrix
 from strategy_opt.cli import main
 from strategy_opt.error import sensitivity
 from strategy_opt.exceptions import InputError
-from strategy_opt.online import LaplaceSum, OnlineAnswerer, greedy_representations, required_alpha
+from strategy_opt.online import LaplaceSum, OnlineAnswerer, _basic_solution, _orthonormal_residual, greedy_representations, required_alpha
 
 # Running example: data (eq. 5), history (eqs. 10-13), target query Q = x5 + x6 (true value 90).
 X = np.array([10.0, 21, 37, 20, 50, 40, 53, 0, 0])
@@ -492,3 +492,87 @@ def test_history_span_test_agrees_with_least_squares():
             t = np.linalg.lstsq(H.T, q, rcond=None)[0]
             inside = np.linalg.norm(H.T @ t - q) <= 1e-9 * np.linalg.norm(q)
             assert (ans.estimate(q, 0.9) is not None) == inside
+
+
+def _greedy_reference(H, query):
+    """Algorithm 2 computed straightforwardly: every span test, the basis rebuilt from the rows left after each stop."""
+    qnorm = float(np.linalg.norm(query))
+    reps, avail, basis = [], [], []
+    for k in range(H.shape[0]):
+        rnorm = float(np.linalg.norm(H[k]))
+        if rnorm == 0:
+            continue
+        r = _orthonormal_residual(H[k], basis)
+        nr = float(np.linalg.norm(r))
+        avail.append(k)
+        if nr <= 1e-9 * rnorm:
+            continue
+        basis.append(r / nr)
+        if np.linalg.norm(_orthonormal_residual(query, basis)) > 1e-9 * qnorm:
+            continue
+        t = _basic_solution(H, avail, query)
+        T = np.zeros(H.shape[0])
+        T[avail] = t
+        reps.append(T)
+        avail = [i for i, c in zip(avail, t) if c == 0]
+        basis = []
+        for i in avail:
+            r = _orthonormal_residual(H[i], basis)
+            nr = float(np.linalg.norm(r))
+            if nr > 1e-9 * float(np.linalg.norm(H[i])):
+                basis.append(r / nr)
+    return reps
+
+
+def _random_row(rng, n, kind):
+    if kind == "range":  # ranges (some weighted), as range and prefix workloads give
+        a, b = sorted(rng.integers(0, n, 2))
+        row = np.zeros(n)
+        row[a : b + 1] = rng.choice([1.0, 1.0, 2.0])
+        return row
+    return rng.integers(-2, 3, n).astype(float) * (rng.random(n) < 0.4)
+
+
+def _same(reps, expected):
+    return len(reps) == len(expected) and all(np.array_equal(t, e) for t, e in zip(reps, expected))
+
+
+@pytest.mark.parametrize("kind", ["range", "integer"])
+def test_greedy_representations_equal_the_straightforward_scan(kind):
+    # skipped span tests, the early stop and the answerer's kept basis change no bit of the representations
+    rng = np.random.default_rng(11)
+    most = 0
+    for trial in range(40):
+        n = int(rng.integers(4, 16))
+        rows = [_random_row(rng, n, kind) for _ in range(int(rng.integers(2, 3 * n)))]
+        rows += [rows[i] for i in rng.integers(0, len(rows), len(rows) // 3)]  # repeats: several representations
+        rows = [rows[i] for i in rng.permutation(len(rows))]
+        if trial % 4 == 0:
+            rows[len(rows) // 2] = np.zeros(n)  # a zero row is skipped
+        H = np.array(rows)
+        for _ in range(4):
+            q = rng.integers(-2, 3, len(rows)).astype(float) @ H if rng.random() < 0.7 else H[rng.integers(len(rows))]
+            if q.any():
+                expected = _greedy_reference(H, q)
+                assert _same(greedy_representations(H, q), expected)
+                most = max(most, len(expected))
+    assert most >= 3
+
+
+@pytest.mark.parametrize("kind", ["range", "integer"])
+def test_answerer_representations_equal_the_straightforward_scan(kind):
+    # the basis kept between queries (extended as answers are recorded, rebuilt when new cells are touched)
+    rng = np.random.default_rng(5)
+    n = 20
+    ans = OnlineAnswerer(np.arange(n, dtype=float), budget=1e6, inference="bayes", rng=0)
+    for k in range(45):
+        row = _random_row(rng, n, kind) if k % 5 else ans.history[0][rng.integers(k)] if k else np.eye(n)[3]
+        if not row.any():
+            continue
+        ans.record(row, float(row @ np.arange(n)), 1.0)
+        H = ans.history[0]
+        cols = np.any(H != 0, axis=0)
+        for _ in range(3):
+            q = rng.integers(-1, 2, H.shape[0]).astype(float) @ H
+            if q.any() and ans.estimate(q, 0.9, inference="wls") is not None:
+                assert _same(ans._representations(q), _greedy_reference(H[:, cols], q[cols]))
