@@ -233,8 +233,9 @@ def kronecker_factors(A, shapes) -> KroneckerMatrix | None:
     otherwise need a dense 65536 x 65536 matrix). Each factor is read off one
     block of the product; the product of the factors must have A's non-zero
     pattern and its entries within `KRON_RTOL` of A's largest. The result
-    keeps A itself as its ``product`` (what `KroneckerMatrix.tocsr`, hashing,
-    writing and running use).
+    keeps A itself as its ``product`` (what `KroneckerMatrix.tocsr`, hashing
+    and writing use; `strategy_opt.executor.run` measures a product workload
+    through the factors, whose product equals it within `KRON_RTOL`).
 
     Parameters
     ----------

@@ -781,3 +781,16 @@ def test_auto_pure_max_states_the_per_query_floor_when_it_is_the_larger_bound():
     m = solve(W, privacy="pure", method="auto", objective="max").meta
     assert m["objective_lower_bound_kind"] == "per-query-floor" and m["objective_lower_bound"] == pytest.approx(floor, rel=1e-12)
     assert m["objective_lower_bound"] <= m["objective_value"]
+
+
+def test_a_factors_fallback_warning_is_information_naming_the_factor(package_log):
+    """A regression audit: on all-predicate:3*prefix:3 (max) a factor's auto warned 'returning the best closed-form
+    baseline' while the product strategy was returned; a factor's warnings are now information naming the factor."""
+    import logging
+
+    package_log.set_level(logging.INFO, logger="strategy_opt")
+    s = solve("all-predicate:3*prefix:3", privacy="approx", method="auto", objective="max")
+    assert s.meta["auto_choice"] == "per-attribute"
+    fallback = [r for r in package_log.records if "closed-form baseline" in r.getMessage()]
+    assert fallback and all(r.levelno == logging.INFO and r.getMessage().startswith("factor all-predicate:3: ") for r in fallback)
+    assert not [r for r in package_log.records if r.levelno >= logging.WARNING]

@@ -37,6 +37,7 @@ must change the problem) when every candidate refused with one, else a `SolverEr
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -390,6 +391,32 @@ def _product_of_factor_max(problem: Problem, factor_strategies: list) -> dict:
     return {"objective_value": value, **facts}
 
 
+class _FactorWarningsAsInfo(logging.Filter):
+    """Logs a factor's ``auto`` warning as information naming the factor: what it says (a fallback to a
+    construction) is about one attribute, and the product competes with auto's other candidates."""
+
+    def __init__(self, spec: str):
+        super().__init__()
+        self.spec = spec
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING:
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.msg, record.args = f"factor {self.spec}: {record.getMessage()}", None
+        return True
+
+
+@contextlib.contextmanager
+def _factor_warnings_as_info(spec: str):
+    """`_FactorWarningsAsInfo` on the package logger while a factor is solved."""
+    guard = _FactorWarningsAsInfo(spec)
+    log.addFilter(guard)
+    try:
+        yield
+    finally:
+        log.removeFilter(guard)
+
+
 def per_attribute_optimum(problem: Problem):
     """The Kronecker product of ``auto``'s strategy for each factor of a Kronecker workload ((epsilon, delta)-DP).
 
@@ -427,7 +454,8 @@ def per_attribute_optimum(problem: Problem):
     factors, choices, solved = [], [], []
     for i, f in enumerate(problem.workload.factors):
         log.info("auto: per-attribute optimum, factor %d of %d (%s)", i + 1, len(problem.workload.factors), f.spec)
-        s = auto(replace(problem, workload=f, options={}))
+        with _factor_warnings_as_info(f.spec):
+            s = auto(replace(problem, workload=f, options={}))
         factors += s.matrix.factors if isinstance(s.matrix, KroneckerMatrix) else [s.matrix]
         choices.append(s.meta["auto_choice"])
         solved.append(s)
