@@ -962,7 +962,7 @@ def run(
     A Kronecker strategy (`strategy_opt.error.KroneckerMatrix`, as a per-attribute
     ``solve`` returns and a strategy file with ``kronecker_factor_shapes`` reads
     back) on a product workload with matching factors is checked, measured and
-    inverted factor by factor, as `strategy_opt.error.error_report` analyses it:
+    inverted factor by factor, as `strategy_opt.api.error_report` analyses it:
     each factor must support its factor workload under the rank cutoff
     (`EIG_RTOL`), so a product whose smallest singular value is below the
     cutoff only relative to the product's largest is answered (exactly, with
