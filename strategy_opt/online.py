@@ -749,8 +749,7 @@ class OnlineAnswerer:
         self._shape = np.shape(data)  # a query may come in the data's own (domain) shape
         self._H = np.zeros((0, self.n))  # a view of the first rows of _rows (grown by doubling, not copied per answer)
         self._rows = np.zeros((0, self.n))
-        self._basis = np.zeros((0, self.n))  # orthonormal basis of the history's row space, first _rank rows valid
-        self._rank = 0
+        self._row_space = _RowBasis(self.n)  # orthonormal basis of the history's row space
         self._y = np.zeros(0)
         self._alpha = np.zeros(0)
         self._sens = np.zeros(0)
@@ -828,12 +827,7 @@ class OnlineAnswerer:
         self._rows = _with_room(self._rows, k)
         self._rows[k] = q
         self._H = self._rows[: k + 1]
-        r = _orthonormal_residual(q, self._basis[: self._rank])
-        nr = float(np.linalg.norm(r))
-        if nr > _SPAN_RTOL * float(np.linalg.norm(q)):
-            self._basis = _with_room(self._basis, self._rank)
-            self._basis[self._rank] = r / nr
-            self._rank += 1
+        self._row_space.add(q)
         self._y = np.append(self._y, answer)
         self._alpha = np.append(self._alpha, alpha)
         self._sens = np.append(self._sens, np.abs(q).max())
@@ -943,12 +937,13 @@ class OnlineAnswerer:
     def _representable(self, q: np.ndarray) -> bool:
         # O(rank n) against the basis kept as the history grows: a least-squares solve over the whole
         # history per query made a stream of k queries cost O(k^3 n) (1000 queries on 4096 cells: 128 s)
-        if self._rank == 0 or np.any(q[~self._touched]):
+        basis = self._row_space
+        if basis.rank == 0 or np.any(q[~self._touched]):
             return False
-        qnorm, c = float(np.linalg.norm(q)), self._basis[: self._rank] @ q
+        qnorm, c = float(np.linalg.norm(q)), basis.vectors[: basis.rank] @ q
         if _outside_certain(float(q @ q) - float(c @ c), qnorm):  # one product instead of four settles most queries
             return False
-        return float(np.linalg.norm(_orthonormal_residual(q, self._basis[: self._rank]))) <= _SPAN_RTOL * qnorm
+        return basis.spans(q, qnorm, basis.rank)
 
     def _scales(self) -> np.ndarray:
         return self._sens / self._alpha

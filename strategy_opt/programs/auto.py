@@ -276,14 +276,16 @@ def _reweighted_auto_pure(problem: Problem, weights: np.ndarray, total_meta: dic
     return strategy, value, found.meta.get("lower_bound"), f"reweighted-workload-{found.meta.get('lower_bound_kind')}"
 
 
-def _objective_facts(problem: Problem, value: float, solved: dict, total_bound: float | None, weights: np.ndarray | None) -> dict:
+def _objective_facts(
+    problem: Problem, value: float, solved: dict, total_bound: float | None, weights: np.ndarray | None, floor: float | None
+) -> dict:
     """Metadata making a baseline's strategy answer for the problem's objective.
 
     The bound is the optimiser's that ran (``solved``), or one from ``total_bound`` (a lower
     bound on every strategy's total error), whichever is larger: ``max_i u_i >= sum_i u_i / m``
     (kind ``total-bound-over-queries``) and ``sum_i c_i u_i >= min_i c_i sum_i u_i`` (kind
-    ``total-bound-times-least-weight``), or the built-in objective at each query's least variance
-    (`_per_query_floor`).
+    ``total-bound-times-least-weight``), or ``floor``, the built-in objective at each query's least
+    variance (`_per_query_floor`, computed once per problem).
     """
     lower, kind = solved.get("objective_lower_bound"), solved.get("objective_lower_bound_kind")
     derived = None
@@ -294,7 +296,6 @@ def _objective_facts(problem: Problem, value: float, solved: dict, total_bound: 
         derived = (least * total_bound, "total-bound-times-least-weight") if least > 0 else None
     if derived is not None and derived[0] <= value and (lower is None or derived[0] > lower):
         lower, kind = derived
-    floor = _per_query_floor(problem, weights)
     if floor is not None and floor <= value and (lower is None or floor > lower):
         lower, kind = floor, "per-query-floor"
     return {
@@ -576,11 +577,12 @@ def auto(problem: Problem):
             if bound is not None and bound <= value and (solved is None or solved.get("objective_lower_bound") is None or bound > solved["objective_lower_bound"]):
                 # a lower bound on the objective itself (the scaled workload's total): for every candidate
                 solved = {**(solved or {}), "objective_lower_bound": float(bound), "objective_lower_bound_kind": kind}
+        floor = _per_query_floor(problem, weights)
         for base, base_strategy, value in constructions:
             errors[base], rank[base] = value, _rank(value)
             log.info("auto: %s (evaluated from its per-query variances) gives %s objective %.8g", base, problem.objective, value)
             if best is None or rank[base] < rank[best[0]]:
-                base_strategy.meta.update(_objective_facts(problem, value, solved or {}, base_strategy.meta.get("lower_bound"), weights))
+                base_strategy.meta.update(_objective_facts(problem, value, solved or {}, base_strategy.meta.get("lower_bound"), weights, floor))
                 best = (base, base_strategy)
         if solved is None and best is not None:
             if failures:
