@@ -628,6 +628,7 @@ class ExplicitWorkload(Workload):
         self._W = W
         self._gram: np.ndarray | None = None
         self._row_gram_cache: np.ndarray | None = None
+        self._vanishing_checked = False  # `_warn_vanishing_rows` has run
         self.spec = spec
         self.domain = domain
 
@@ -680,7 +681,10 @@ class ExplicitWorkload(Workload):
         return self._gram
 
     def _warn_vanishing_rows(self) -> None:
-        """Log a warning for non-zero queries whose squared norm underflows: they count as zero queries."""
+        """Log a warning (once per workload) for non-zero queries whose squared norm underflows: they count as zero queries."""
+        if self._vanishing_checked:
+            return
+        self._vanishing_checked = True
         W = self._W
         with np.errstate(under="ignore"):
             if sp.issparse(W):
