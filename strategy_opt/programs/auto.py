@@ -20,8 +20,10 @@ Under a non-total objective (``max``, ``weighted``, ``relative``, user
 objectives) the baselines are also built as for the total error and evaluated
 under the objective from their per-query variances: an optimiser's inaccurate
 solve (badly scaled rows) never leaves auto worse than a fixed construction.
-Under epsilon-DP the optimiser for such objectives is HDMM's marginals template on
-marginal workloads (method ``marginals``); elsewhere auto-pure's strategy for the
+Under epsilon-DP the optimisers for such objectives are HDMM's marginals template on
+marginal workloads (method ``marginals``) and, for ``max``, p-identity's min-max
+search (on a product workload per attribute: `per_attribute_optimum`, and flat up to
+`PIDENTITY_MAX_FLAT_PRODUCT_N` cells); auto-pure's strategy for the
 total error is evaluated under the objective beside the baselines, and for the
 linear objectives (``weighted``, ``relative``: ``sum_i c_i u_i``) auto-pure also
 runs on the workload with rows scaled by ``sqrt(c_i)``, whose total error is the
@@ -83,6 +85,11 @@ REWEIGHTED_MAX_N = 1024
 #: Seconds auto gives minerror-l2's native min-max solver (objective ``max``; it returns its best certified
 #: strategy at the limit: all ranges over 256 cells reach a gap of 1e-5 in about 14 s, over 512 cells in 86 s).
 NATIVE_MAX_SECONDS = 60.0
+#: Seconds auto gives p-identity's min-max search under epsilon-DP (objective ``max``), its bound included ...
+PIDENTITY_MAX_SECONDS = 60.0
+#: ... which also runs on the flat domain of a product workload of at most this many cells, beside the product of
+#: the factors' (prefix:16*prefix:16: 50.81 flat in 13 s against 59.31 per attribute).
+PIDENTITY_MAX_FLAT_PRODUCT_N = 256
 #: Each candidate's reason in the error raised when none gives a strategy is cut to this many characters.
 REASON_MAX_CHARS = 300
 
@@ -97,6 +104,8 @@ def _candidates(problem: Problem) -> list[str]:
         names = (["auto-pure"] if "auto-pure" in table else []) + list(BASELINES)
         if problem.objective != "total" and "marginals" in table and marginal_attribute_sets(problem.workload) is not None:
             names.append("marginals")  # auto-pure runs the template for the total; other objectives get it here
+        if problem.objective == "max" and "p-identity" in table and (not _per_attribute_applies(problem) or n <= PIDENTITY_MAX_FLAT_PRODUCT_N):
+            names.append("p-identity")  # the annealed min-max search (auto-pure's strategy for the total competes too)
     else:
         names = ["identity", "wavelet", "hierarchical"]
         if "eigen-design" in table:
@@ -116,6 +125,8 @@ def _candidate_problem(problem: Problem, name: str) -> Problem | str:
     info = methods()[name]
     options = {k: v for k, v in problem.options.items() if info.options is None or k in info.options}
     candidate = replace(problem, options=options)
+    if name == "p-identity" and problem.objective == "max":  # its annealed search and bound, within auto's share of the time
+        candidate = replace(candidate, solver=replace(problem.solver, time_limit=min(problem.solver.time_limit, PIDENTITY_MAX_SECONDS)))
     if name == "minerror-l2":
         linear = problem.objective in LINEAR_OBJECTIVES
         if problem.solver.backend != "native" and n > GENERIC_SDP_MAX_N and linear:
@@ -353,10 +364,15 @@ PER_ATTRIBUTE_OBJECTIVES = ("total", "max")
 
 
 def _per_attribute_applies(problem: Problem) -> bool:
-    """A Kronecker product workload under (epsilon, delta)-DP, objective total or max: the per-attribute optimum applies."""
+    """A Kronecker product workload, objective total or max under (epsilon, delta)-DP, or max under epsilon-DP.
+
+    Under epsilon-DP the total is auto-pure's (it descends per attribute itself); the largest
+    variance of a product strategy is the product of the factors' there too (L1 column
+    norms multiply), and every bound auto states on a factor's largest epsilon-DP variance
+    bounds its ``gamma_2^2`` (`_product_of_factor_max`).
+    """
     return (
-        problem.privacy == "approx"
-        and problem.objective in PER_ATTRIBUTE_OBJECTIVES
+        (problem.privacy == "approx" and problem.objective in PER_ATTRIBUTE_OBJECTIVES or problem.privacy == "pure" and problem.objective == "max")
         and isinstance(problem.workload, Kronecker)
         and len(problem.workload.factors) > 1
     )
@@ -371,7 +387,11 @@ def _product_of_factor_max(problem: Problem, factor_strategies: list) -> dict:
     computed here from each factor's own per-query variances (the product's
     ``m_1 m_2`` variances are never formed). The optimum is ``gamma_2(W)^2``,
     which is multiplicative, so the product of the factors' lower bounds
-    bounds it (None when a factor has none).
+    bounds it (None when a factor has none). Under epsilon-DP (L1 column norms
+    multiply too) each factor's bound is one on its ``gamma_2^2`` as well: the
+    (epsilon, delta) min-max dual, the per-query floor ``max_ij w_ij^2`` (``|w_ij| =
+    |l_i r_j| <= gamma_2``) or the (epsilon, delta) total bound over m, so the
+    product bounds ``gamma_2(W)^2``, which bounds the epsilon-DP optimum.
     """
     value, bound, kinds = 1.0, 1.0, set()
     for f, s in zip(problem.workload.factors, factor_strategies):
@@ -419,7 +439,7 @@ def _factor_warnings_as_info(spec: str):
 
 
 def per_attribute_optimum(problem: Problem):
-    """The Kronecker product of ``auto``'s strategy for each factor of a Kronecker workload ((epsilon, delta)-DP).
+    """The Kronecker product of ``auto``'s strategy for each factor of a Kronecker workload (see `_per_attribute_applies`).
 
     Under L2 sensitivity both the error and the SVD bound factor over a
     Kronecker product: ``E_2(A_1 x A_2; W_1 x W_2) = E_2(A_1; W_1) E_2(A_2; W_2)``.
@@ -496,8 +516,10 @@ def auto(problem: Problem):
         log.info(
             "auto: no %s method minimises objective %r on the flat domain; evaluating the constructions%s under it",
             problem.privacy, problem.objective,
-            " (and auto-pure's strategy for the total)" if problem.privacy == "pure"
-            else " (and the product of the per-attribute optima)" if _per_attribute_applies(problem) else "",
+            "".join(
+                f" (and {what})" for what, runs in (("auto-pure's strategy for the total", problem.privacy == "pure"),
+                                                    ("the product of the per-attribute optima", _per_attribute_applies(problem))) if runs
+            ),
         )
     weights = query_weights(problem) if problem.objective != "total" else None  # once: for relative it reads every query's norm
     if problem.objective not in BUILTIN_OBJECTIVES:  # a user's objective: its contract, probed before any candidate runs
