@@ -254,6 +254,7 @@ def test_past_the_local_search_a_weighting_worse_than_the_identity_is_scaled_tow
     assert e1_from_gram(s.matrix, G) == pytest.approx(prices[best], rel=1e-8)
     assert s.meta["solver_status"] == "heuristic" and s.meta["program_status"] == "optimal"
     assert any("the identity's" in r.getMessage() for r in package_log.records)
+    assert s.meta["l1_weighting_returned"] == ("identity (the zero weighting)" if best == 0.0 else f"weights scaled by {best:g}")
 
 
 def test_a_weighting_better_than_the_identity_is_not_rescaled(monkeypatch):
@@ -292,10 +293,12 @@ def test_a_local_search_that_ends_at_the_identity_says_so(package_log):
     assert s.meta["unit_total_squared_error"] == pytest.approx(np.trace(W.T @ W), rel=1e-12)  # the identity's E_1: 45760
     warned = [r.getMessage() for r in package_log.records if "loses to the identity once completed" in r.getMessage()]
     assert len(warned) == 1 and "64 design queries of the wavelet basis" in warned[0] and "returning the identity (E_1 45760)" in warned[0]
+    assert s.meta["l1_weighting_returned"] == "identity (every design query dropped)"
     package_log.clear()
     with package_log.at_level("WARNING", logger="strategy_opt"):
-        solve("all-range:64", privacy="pure", method="l1-weighting", basis="hierarchical")  # keeps design queries: 40950
+        kept = solve("all-range:64", privacy="pure", method="l1-weighting", basis="hierarchical")  # keeps design queries: 40950
     assert not any("loses to the identity" in r.getMessage() for r in package_log.records)
+    assert kept.meta["l1_weighting_returned"] == "weighted basis"
 
 
 def test_costs_that_would_overrun_the_time_limit_are_refused_before_they_start():

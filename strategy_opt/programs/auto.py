@@ -528,9 +528,10 @@ def auto(problem: Problem):
     reweighted = _runs_reweighted(problem)
     if reweighted:
         known |= set(table["auto-pure"].options or ())  # the reweighted auto-pure run takes them (`_reweighted_auto_pure`)
+    if reweighted or "auto-pure" in names:
         from .auto_pure import check_options
 
-        check_options(problem)  # it runs after the other candidates: a bad value is refused now, not minutes later
+        check_options(problem)  # a bad value is refused before auto says where the options go (and, reweighted, not minutes later)
     if problem.objective not in UNWEIGHTED_OBJECTIVES:
         known.add("weights")  # read by the objective itself (`query_weights`)
     unknown = sorted(set(problem.options) - known)

@@ -498,8 +498,11 @@ def l1_weighting(problem: Problem):
     t0 = time.perf_counter()
     A, res, extra = weighted_basis(problem)
     scaled = extra.get("identity_scale_search")
+    # what A is, at the top of the metadata: the weighting_* fields describe the program's optimum, before completion
+    extra["l1_weighting_returned"] = "weighted basis"
     if scaled is not None:  # here, for the method's user; auto's candidates (weighted_basis) are compared silently
         program, best = scaled["points"]["1.0"], scaled["chosen_scale"]
+        extra["l1_weighting_returned"] = "identity (the zero weighting)" if best == 0.0 else f"weights scaled by {best:g}"
         identity = scaled["points"]["0.0"]
         log.warning(
             "l1-weighting: the completed weighting of the %d design queries has E_1 %.6g, %.3gx the identity's %.6g; %s",
@@ -509,6 +512,7 @@ def l1_weighting(problem: Problem):
         )
     local = extra.get("completion_line_search", {}).get("local_search") or {}
     if local.get("design_queries_kept") == 0 and local.get("result") is not None and local["result"] < local["start"]:
+        extra["l1_weighting_returned"] = "identity (every design query dropped)"
         log.warning(
             "l1-weighting: every weighting of the %d design queries of the %s basis found loses to the identity once completed "
             "(the program's, completed: E_1 %.6g); returning the identity (E_1 %.6g)",
