@@ -121,3 +121,12 @@ def test_auto_pure_max_composes_a_product_per_attribute_with_a_multiplicative_bo
     # the bound: the product of the factors' bounds on gamma_2^2, which is multiplicative; checked against the SDPs
     gamma2 = _gamma2_squared(prefix(17).matrix().toarray()) * _gamma2_squared(prefix(16).matrix().toarray())
     assert gamma2 * (1 - 5e-4) <= s.meta["objective_lower_bound"] <= gamma2 * (1 + 1e-6)
+
+
+def test_p_identity_max_leaves_the_identity_through_a_row_of_ones_on_all_predicates():
+    # the identity is a local optimum of the largest variance there (the full sum, 6); a ones row starts below it
+    W = parse_spec("all-predicate:6")
+    s = solve(W, privacy="pure", method="p-identity", objective="max")
+    value = _largest_pure_variance(np.asarray(s.matrix), W.matrix().toarray())
+    assert s.meta["max_start"] == "ones-row" and s.meta["objective_value"] == pytest.approx(value, rel=1e-9)
+    assert value < 5.6  # the identity: 6

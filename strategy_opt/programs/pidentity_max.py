@@ -15,7 +15,9 @@ gradient of the weighted total ``trace(G_c M)``, ``G_c = W^T diag(c) W``, which
 `pidentity_loss` computes in O(p n^2). The temperature is annealed: stage k
 holds ``tau = MAX_TEMPERATURES[k]`` times the largest variance at its start, and
 L-BFGS-B runs each stage from where the previous one stopped, the first from
-the p-Identity optimum for the total error. The iterate with the least true
+the p-Identity optimum for the total error, and, where it is better at the start,
+also from the best single row of ones ``[I; c 1^T] D`` (the identity is a local
+optimum of the largest variance on all predicates, as of the total on 1-way marginals). The iterate with the least true
 largest variance is returned.
 
 Measured (one BLAS thread; the strategy for the total error, which auto returned
@@ -47,7 +49,7 @@ from ..problem import Problem
 from ..pure_bound import LOWER_BOUND_MAX_N
 from ..threads import one_blas_thread
 from ..workload import IntervalWorkload, Workload, from_matrix, weighted_gram
-from .pidentity import THETA_MAX, _solve_1d, check_options, expand_cells, pidentity_loss, pidentity_matrix
+from .pidentity import ONES_ROW_SCAN, ONES_ROW_SCAN_MAX_N, THETA_MAX, _solve_1d, check_options, expand_cells, pidentity_loss, pidentity_matrix
 
 __all__ = ["theta_variances", "smoothed_max_loss", "minimax_theta", "pidentity_max_strategy", "pure_max_lower_bound"]
 
@@ -206,12 +208,24 @@ def pidentity_max_strategy(problem: Problem, time_limit: float) -> tuple[np.ndar
     # interval workloads have O(n^2) variances and weighted Grams; others are kept as their (merged) sparse matrix, built once
     merged = W if reps.size == W.n and isinstance(W, IntervalWorkload) else from_matrix(W.matrix()[:, reps], spec=f"merged({W.spec})")
     start = _solve_1d(np.array(G[np.ix_(reps, reps)]), opts, problem, START_SHARE * time_limit)
-    start_value = float(theta_variances(start.theta, merged).max())
-    log.info("p-identity max: start from the optimum for the total error (largest variance %.10g); annealing the log-sum-exp", start_value)
-    theta, value, stages = minimax_theta(merged, start.theta, deadline=t0 + time_limit, max_iters=problem.solver.max_iters)
+    starts = {"total-optimum": start.theta}
+    ones = {c: float(theta_variances(np.full((1, reps.size), c), merged).max()) for c in ONES_ROW_SCAN} if reps.size <= ONES_ROW_SCAN_MAX_N else {}
+    start_values = {"total-optimum": float(theta_variances(start.theta, merged).max())}
+    c = min(ones, key=ones.get, default=None)
+    if c is not None and ones[c] < start_values["total-optimum"]:
+        # where the identity is a local optimum (all predicates) a row of ones is the way out of it
+        starts["ones-row"], start_values["ones-row"] = np.full((1, reps.size), c), ones[c]
+    best = None
+    for k, (name, T0) in enumerate(starts.items()):
+        log.info("p-identity max: start %s (largest variance %.10g); annealing the log-sum-exp", name, start_values[name])
+        left = t0 + time_limit - time.perf_counter()
+        run = minimax_theta(merged, T0, deadline=time.perf_counter() + left / (len(starts) - k), max_iters=problem.solver.max_iters)
+        if best is None or run[1] < best[1][1]:
+            best = (name, run)
+    name, (theta, value, stages) = best
     A = expand_cells(pidentity_matrix(theta), cell_of)
-    return A, {"theta_rows": int(theta.shape[0]), "start": start.start, "merged_cells": int(reps.size),
-               "start_largest_variance": start_value, "largest_variance": value, "max_stages": stages}
+    return A, {"theta_rows": int(theta.shape[0]), "start": start.start, "merged_cells": int(reps.size), "max_start": name,
+               "start_largest_variance": start_values[name], "largest_variance": value, "max_stages": stages}
 
 
 def pure_max_lower_bound(W: Workload, time_limit: float) -> tuple[float | None, str]:
