@@ -20,10 +20,11 @@ also from the best single row of ones ``[I; c 1^T] D`` (the identity is a local
 optimum of the largest variance on all predicates, as of the total on 1-way marginals). The iterate with the least true
 largest variance is returned.
 
-Measured (one BLAS thread; the strategy for the total error, which auto returned
-for ``max`` before, against the annealed search): prefix:64 20.71 -> 15.50 in
-0.9 s, all ranges over 64 cells 31.05 -> 21.43, random-range:64:64:0 27.95 ->
-20.15, prefix:256 37.51 -> 28.22.
+Measured (benchmarks/results/pure_max.md, one BLAS thread; auto-pure's strategy for
+the total error, which auto returned for ``max`` before, against the annealed
+search): prefix:64 20.71 -> 15.52, all ranges over 64 cells 31.05 -> 21.86,
+random-range:64:64:0 24.79 -> 18.34, prefix:256 37.44 -> 28.24 (15 s); a local
+method (a longer anneal reached 21.43 on all ranges over 64 cells).
 
 Lower bound (`pure_max_lower_bound`): every strategy's largest epsilon-DP
 variance is at least its (epsilon, delta) one (``||A||_1 >= ||A||_2``), so at
@@ -56,7 +57,7 @@ __all__ = ["theta_variances", "smoothed_max_loss", "minimax_theta", "pidentity_m
 log = logging.getLogger("strategy_opt")
 
 #: Temperatures of the annealed log-sum-exp, relative to the largest variance at each stage's start
-#: (a coarser schedule ends higher: from 0.03 alone prefix:64 stops at 16.30 against 15.50).
+#: (a coarser schedule ends higher: from 0.03 alone prefix:64 stops at 16.30 against 15.52).
 MAX_TEMPERATURES = (0.03, 0.01, 0.003, 0.001)
 #: A stage stops when its best largest variance fell by less than STALL_RTOL (relative) in STALL_ITERATIONS iterations.
 STALL_ITERATIONS, STALL_RTOL = 100, 1e-5
