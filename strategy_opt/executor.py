@@ -866,12 +866,13 @@ def as_real(v, what: str, items: str = "numbers") -> np.ndarray:
 def _as_histogram(x, domain: tuple[int, ...] | None = None) -> np.ndarray:
     """The data as a flat float array; `InputError` for sparse, non-numeric or complex data.
 
-    With a multi-dimensional ``domain``, an array of more than one dimension
-    must have exactly that shape: the transpose of a 4 x 2 table has the
-    right number of cells in the wrong order.
+    With a ``domain``, an array of more than one dimension must have exactly
+    that shape, as the CLI requires of data files: the transpose of a 4 x 2
+    table has the right number of cells in the wrong order, and a 4 x 8 table
+    for a 1-D domain of 32 cells is no vector of them.
     """
     arr = as_real(x, "data", "counts")
-    if domain is not None and len(domain) > 1 and arr.ndim > 1 and arr.shape != tuple(domain):
+    if domain is not None and arr.ndim > 1 and arr.shape != tuple(domain):
         raise InputError(f"data has shape {arr.shape} but the workload's domain is {tuple(domain)} (cells in row-major order); pass an array of that shape or a flat one")
     return arr.ravel()
 

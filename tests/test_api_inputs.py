@@ -481,6 +481,11 @@ def test_run_refuses_data_in_another_shape_of_the_domain():
     flat = run(s, x.ravel(), W, PureDP(1e3), rng=0).answers
     assert np.array_equal(run(s, x, W, PureDP(1e3), rng=0).answers, flat)
     assert np.allclose(flat, W.matvec(x.ravel()), atol=0.1)
+    # a 1-D domain too, as the CLI refuses such data files (audit Z2: the API flattened them)
+    h = so.solve("prefix:32", privacy="pure", method="hierarchical")
+    for shape in ((4, 8), (32, 1), (1, 32), (2, 2, 8)):
+        with pytest.raises(InputError, match=rf"data has shape \({shape[0]}, .* but the workload's domain is \(32,\)"):
+            run(h, np.ones(shape), "prefix:32", PureDP(1.0), rng=0)
 
 
 def test_a_solver_given_to_a_closed_form_method_is_noted(caplog, monkeypatch):
