@@ -130,3 +130,16 @@ def test_p_identity_max_leaves_the_identity_through_a_row_of_ones_on_all_predica
     value = _largest_pure_variance(np.asarray(s.matrix), W.matrix().toarray())
     assert s.meta["max_start"] == "ones-row" and s.meta["objective_value"] == pytest.approx(value, rel=1e-9)
     assert value < 5.6  # the identity: 6
+
+
+def test_p_identity_max_solves_a_large_product_per_factor():
+    # 288 cells, three factors (one the identity): per factor, the values and bounds multiply
+    W = parse_spec("all-range:8*identity:3*prefix:12")
+    s = solve(W, privacy="pure", method="p-identity", objective="max")
+    assert isinstance(s.matrix, KroneckerMatrix) and s.meta["objective_lower_bound_kind"] == "product-of-factor-bounds"
+    flat = np.kron(np.kron(*(np.asarray(f) for f in s.matrix.factors[:2])), np.asarray(s.matrix.factors[2]))
+    value = _largest_pure_variance(flat, W.matrix().toarray())
+    assert s.meta["objective_value"] == pytest.approx(value, rel=1e-9)
+    gamma2 = _gamma2_squared(parse_spec("all-range:8").matrix().toarray()) * _gamma2_squared(prefix(12).matrix().toarray())  # identity: 1
+    assert gamma2 * (1 - 5e-4) <= s.meta["objective_lower_bound"] <= gamma2 * (1 + 1e-6)
+    assert [f["workload"] for f in s.meta["max_factors"]] == ["all-range:8", "identity:3", "prefix:12"]

@@ -60,6 +60,7 @@ from ..workload import Kronecker
 from .baselines import check_branching
 from ..query_weights import UNWEIGHTED_OBJECTIVES, query_weights
 from .minerror_l2 import LINEAR_OBJECTIVES, default_profile, floor_bound, generic_sdp_profile
+from .pidentity_max import FLAT_PRODUCT_MAX_N
 
 log = logging.getLogger("strategy_opt")
 
@@ -89,7 +90,7 @@ NATIVE_MAX_SECONDS = 60.0
 PIDENTITY_MAX_SECONDS = 60.0
 #: ... which also runs on the flat domain of a product workload of at most this many cells, beside the product of
 #: the factors' (prefix:16*prefix:16: 50.81 flat in 13 s against 59.31 per attribute).
-PIDENTITY_MAX_FLAT_PRODUCT_N = 256
+PIDENTITY_MAX_FLAT_PRODUCT_N = FLAT_PRODUCT_MAX_N
 #: Each candidate's reason in the error raised when none gives a strategy is cut to this many characters.
 REASON_MAX_CHARS = 300
 

@@ -922,35 +922,16 @@ def p_identity(problem: Problem):
 
 
 def _p_identity_max(problem: Problem):
-    """p-identity under objective ``max`` (`strategy_opt.programs.pidentity_max`), with its certified bounds.
-
-    The search gets ``1 - MAX_BOUND_SHARE`` of the profile's time limit, the
-    (epsilon, delta) min-max bound the rest; the larger of that bound and the
-    per-query floor is stated.
-    """
-    from ..error import per_query_variances
-    from .minerror_l2 import floor_bound
-    from ..objectives import get_objective
-    from .pidentity_max import pidentity_max_strategy, pure_max_lower_bound
+    """p-identity under objective ``max`` (`strategy_opt.programs.pidentity_max.max_strategy_with_bound`), compiled."""
+    from .pidentity_max import max_strategy_with_bound
 
     t0 = time.perf_counter()
-    W = problem.workload
-    A, extra = pidentity_max_strategy(problem, (1.0 - MAX_BOUND_SHARE) * problem.solver.time_limit)
-    value = float(per_query_variances(A, W, 1).max())
-    lower, kind = pure_max_lower_bound(W, MAX_BOUND_SHARE * problem.solver.time_limit)
-    floor = floor_bound(W, get_objective("max"), None)
-    if lower is None or floor > lower:
-        lower, kind = floor, "per-query-floor"
-    lower = min(lower, value)  # rounding in a certificate: the value is then the optimum
+    A, value, lower, kind, extra = max_strategy_with_bound(problem, problem.solver.time_limit)
     extra.update(objective_lower_bound=lower, objective_lower_bound_kind=kind, objective_relative_gap=value / lower - 1.0 if lower > 0 else None)
-    bound = lower_bound_facts(W, time.perf_counter() - t0)
+    bound = lower_bound_facts(problem.workload, time.perf_counter() - t0)
     extra.update(bound.pop("extra"))
     return compile_strategy(A, problem, "p-identity", solver="native/L-BFGS-B", status="local-optimum", solve_seconds=time.perf_counter() - t0,
                             objective_value=value, extra=extra, **bound)
-
-
-#: Share of p-identity's time limit for the certified bound under objective ``max``.
-MAX_BOUND_SHARE = 0.25
 
 
 def pidentity_strategy(problem: Problem, time_limit: float, fallback_random_starts: int = 0) -> tuple[object, dict]:
