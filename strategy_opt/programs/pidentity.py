@@ -898,7 +898,7 @@ def _descend(grams, parts, opts: dict, problem: Problem, time_limit: float):
     privacy=("pure",),
     objectives=("total", "max"),
     source="template: McKenna et al. PVLDB 2018 (p-Identity, OPT_0); multi-level hat starts and Kronecker block descent: strategy_opt",
-    summary="epsilon-DP optimiser: p-Identity [I; Theta]D by L-BFGS-B from multi-level hat templates and random starts; Kronecker factors on product domains; n up to ~4096; objective max by an annealed log-sum-exp of the variances (flat domain)",
+    summary="epsilon-DP optimiser: p-Identity [I; Theta]D by L-BFGS-B from multi-level hat templates and random starts; Kronecker factors on product domains; n up to ~4096; objective max by an annealed log-sum-exp of the variances (per factor on products over 256 cells)",
 )
 def p_identity(problem: Problem):
     """Optimised p-Identity strategy (options ``p``, ``random_starts``, ``seed``); see the module docstring.
