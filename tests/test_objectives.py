@@ -791,6 +791,6 @@ def test_a_factors_fallback_warning_is_information_naming_the_factor(package_log
     package_log.set_level(logging.INFO, logger="strategy_opt")
     s = solve("all-predicate:3*prefix:3", privacy="approx", method="auto", objective="max")
     assert s.meta["auto_choice"] == "per-attribute"
-    fallback = [r for r in package_log.records if "closed-form baseline" in r.getMessage()]
+    fallback = [r for r in package_log.records if "returning the best construction evaluated under it" in r.getMessage()]
     assert fallback and all(r.levelno == logging.INFO and r.getMessage().startswith("factor all-predicate:3: ") for r in fallback)
     assert not [r for r in package_log.records if r.levelno >= logging.WARNING]

@@ -143,3 +143,15 @@ def test_p_identity_max_solves_a_large_product_per_factor():
     gamma2 = _gamma2_squared(parse_spec("all-range:8").matrix().toarray()) * _gamma2_squared(prefix(12).matrix().toarray())  # identity: 1
     assert gamma2 * (1 - 5e-4) <= s.meta["objective_lower_bound"] <= gamma2 * (1 + 1e-6)
     assert [f["workload"] for f in s.meta["max_factors"]] == ["all-range:8", "identity:3", "prefix:12"]
+
+
+def test_p_identity_max_on_rows_of_very_different_scales_goes_through_the_support_repair(tmp_path):
+    # audit R3: the Gram matrix merges cells 0 and 1 (they differ in query 0 only, 1e-12 of the Gram's scale), and
+    # the search's expanded strategy cannot answer query 0; the compiler's repair now runs before the value is taken
+    W = 10.0 ** np.linspace(-3, 3, 7)[:, None] * np.tril(np.ones((7, 7)))
+    s = solve(from_matrix(W), privacy="pure", method="p-identity", objective="max")
+    A = s.matrix.toarray() if hasattr(s.matrix, "toarray") else np.asarray(s.matrix)
+    assert np.allclose(W @ np.linalg.pinv(A) @ A, W, rtol=0, atol=1e-9 * np.abs(W).max())
+    value = _largest_pure_variance(A, W)
+    assert s.meta["objective_value"] == pytest.approx(value, rel=1e-9)
+    assert s.meta["objective_lower_bound"] <= value and s.meta["objective_lower_bound"] <= _gamma2_squared(W) * (1 + 1e-6)

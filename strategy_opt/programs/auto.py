@@ -610,7 +610,7 @@ def auto(problem: Problem):
                 best = (base, base_strategy)
         if solved is None and best is not None:
             if failures:
-                log.warning("auto: no optimiser for objective %r ran (%s); returning the best closed-form baseline, evaluated under it", problem.objective, _reasons(failures))
+                log.warning("auto: no optimiser for objective %r ran (%s); returning the best construction evaluated under it (%s)", problem.objective, _reasons(failures), best[0])
             else:
                 log.warning("auto: no %s method optimises objective %r here; returning the best construction evaluated under it (%s)", problem.privacy, problem.objective, best[0])
     if best is None:

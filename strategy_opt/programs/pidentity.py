@@ -922,16 +922,29 @@ def p_identity(problem: Problem):
 
 
 def _p_identity_max(problem: Problem):
-    """p-identity under objective ``max`` (`strategy_opt.programs.pidentity_max.max_strategy_with_bound`), compiled."""
+    """p-identity under objective ``max`` (`strategy_opt.programs.pidentity_max.max_strategy_with_bound`), compiled.
+
+    The bound on the total error gets what is left of the profile's time limit.
+    """
+    from ..pure_bound import LOWER_BOUND_SHARE
+    from ..certificates import relative_gap
     from .pidentity_max import max_strategy_with_bound
 
     t0 = time.perf_counter()
-    A, value, lower, kind, extra = max_strategy_with_bound(problem, problem.solver.time_limit)
-    extra.update(objective_lower_bound=lower, objective_lower_bound_kind=kind, objective_relative_gap=value / lower - 1.0 if lower > 0 else None)
-    bound = lower_bound_facts(problem.workload, time.perf_counter() - t0)
+    limit = problem.solver.time_limit
+    A, value, lower, kind, extra = max_strategy_with_bound(problem, limit)
+    bound = lower_bound_facts(problem.workload, max(limit - (time.perf_counter() - t0), 0.0) / LOWER_BOUND_SHARE)
     extra.update(bound.pop("extra"))
-    return compile_strategy(A, problem, "p-identity", solver="native/L-BFGS-B", status="local-optimum", solve_seconds=time.perf_counter() - t0,
-                            objective_value=value, extra=extra, **bound)
+    strategy = compile_strategy(A, problem, "p-identity", solver="native/L-BFGS-B", status="local-optimum", solve_seconds=time.perf_counter() - t0,
+                                objective_value=value, extra=extra, **bound)
+    value = strategy.meta["objective_value"]
+    lower = min(lower, value)  # rounding in a certificate: the value is then the optimum
+    if lower > 0:
+        strategy.meta.update(objective_lower_bound=lower, objective_lower_bound_kind=kind, objective_relative_gap=relative_gap(value, lower))
+    else:
+        strategy.meta.update(objective_lower_bound=None, objective_lower_bound_kind=None, objective_relative_gap=None,
+                             objective_lower_bound_unavailable="the workload is too large for the (epsilon, delta) min-max bound and the per-query floor")
+    return strategy
 
 
 def pidentity_strategy(problem: Problem, time_limit: float, fallback_random_starts: int = 0) -> tuple[object, dict]:

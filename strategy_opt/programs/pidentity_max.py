@@ -53,7 +53,7 @@ from ..threads import one_blas_thread
 from ..workload import IntervalWorkload, Kronecker, Workload, from_matrix, weighted_gram
 from .pidentity import ONES_ROW_SCAN, ONES_ROW_SCAN_MAX_N, THETA_MAX, _solve_1d, check_options, expand_cells, pidentity_loss, pidentity_matrix
 
-__all__ = ["theta_variances", "smoothed_max_loss", "minimax_theta", "pidentity_max_strategy", "max_strategy_with_bound", "max_bound", "pure_max_lower_bound"]
+__all__ = ["theta_variances", "smoothed_max_loss", "minimax_theta", "pidentity_max_strategy", "max_strategy_with_bound", "per_query_floor", "max_bound", "pure_max_lower_bound"]
 
 log = logging.getLogger("strategy_opt")
 
@@ -68,8 +68,11 @@ LOG_EVERY = 5.0
 START_SHARE = 0.25
 #: Tolerance of the certified (epsilon, delta) min-max bound (a looser gap: it only needs to bound) ...
 BOUND_TOL = 1e-4
-#: ... and the share of the time limit it gets.
-MAX_BOUND_SHARE = 0.25
+#: ... and the shares of p-identity's time limit the search and this bound get (the bound on the total error,
+#: which every epsilon-DP strategy states, the rest).
+SEARCH_SHARE, MAX_BOUND_SHARE = 0.6, 0.15
+#: The per-query floor is computed from the workload's matrix up to this many entries (m n).
+FLOOR_MAX_ENTRIES = 2 * 10**7
 #: A Kronecker workload of more cells is solved per factor (`max_strategy_with_bound`); up to it the flat search
 #: does better (prefix:16*prefix:16: 50.81 flat in 13 s, 59.31 as the product of the factors' optima).
 FLAT_PRODUCT_MAX_N = 256
@@ -235,15 +238,19 @@ def pidentity_max_strategy(problem: Problem, time_limit: float) -> tuple[np.ndar
                "start_largest_variance": start_values[name], "largest_variance": value, "max_stages": stages}
 
 
-def max_strategy_with_bound(problem: Problem, time_limit: float) -> tuple[object, float, float, str, dict]:
-    """p-identity's strategy for ``max`` with its largest variance and certified bound: ``(A, value, bound, kind, extra)``.
+def max_strategy_with_bound(problem: Problem, time_limit: float) -> tuple[object, float | None, float, str, dict]:
+    """p-identity's strategy for ``max`` and its certified bound: ``(A, value, bound, kind, extra)``.
 
-    The search gets ``1 - MAX_BOUND_SHARE`` of ``time_limit``, the bound the rest
-    (`max_bound`). A Kronecker workload of more than `FLAT_PRODUCT_MAX_N` cells is
-    solved per factor: the product of the factors' strategies has the product of
-    their largest variances (L1 column norms and each query's variance multiply),
-    and the product of their bounds bounds ``gamma_2(W)^2`` (multiplicative), so the
-    optimum; flat, each L-BFGS-B step would price every one of the ``m_1 m_2`` queries.
+    The search gets `SEARCH_SHARE` of ``time_limit``, the bound `MAX_BOUND_SHARE`
+    (`max_bound`; the caller's bound on the total error the rest). A Kronecker workload of
+    more than `FLAT_PRODUCT_MAX_N` cells is solved per factor: the product of the
+    factors' strategies has the product of their largest variances (L1 column norms and
+    each query's variance multiply; ``value`` is that product), and the product of
+    their bounds bounds ``gamma_2(W)^2`` (multiplicative), so the optimum; flat, each
+    L-BFGS-B step would price every one of the ``m_1 m_2`` queries. On other workloads
+    ``value`` is None: the compiler evaluates it, after its support repair (cells merged
+    by the Gram matrix can differ in a query 1e6 times smaller than the others), and the
+    bound is at most the value it finds.
 
     Examples
     --------
@@ -255,41 +262,58 @@ def max_strategy_with_bound(problem: Problem, time_limit: float) -> tuple[object
     from ..error import KroneckerMatrix, per_query_variances
 
     W = problem.workload
-    search, bounding = (1.0 - MAX_BOUND_SHARE) * time_limit, MAX_BOUND_SHARE * time_limit
+    search, bounding = SEARCH_SHARE * time_limit, MAX_BOUND_SHARE * time_limit
     if isinstance(W, Kronecker) and len(W.factors) > 1 and W.n > FLAT_PRODUCT_MAX_N:
         factors, value, lower, per_factor = [], 1.0, 1.0, []
         for f in W.factors:
             log.info("p-identity max: factor %s of the product (each factor's largest variance multiplies)", f.spec)
             A_f, extra_f = pidentity_max_strategy(replace(problem, workload=f), search / len(W.factors))
             value_f = float(per_query_variances(A_f, f, 1).max())
-            lower_f, kind_f = max_bound(f, value_f, bounding / len(W.factors))
+            lower_f, kind_f = max_bound(f, bounding / len(W.factors))
             factors.append(A_f)
-            value, lower = value * value_f, lower * lower_f
+            value, lower = value * value_f, lower * min(lower_f, value_f)
             per_factor.append({"workload": f.spec, "largest_variance": value_f, "lower_bound": lower_f, "lower_bound_kind": kind_f, **extra_f})
         return KroneckerMatrix(factors), value, min(lower, value), "product-of-factor-bounds", {"max_factors": per_factor}
+    floor = per_query_floor(W)  # before the search: a workload too large for it fails now, not after minutes
     A, extra = pidentity_max_strategy(problem, search)
-    value = float(per_query_variances(A, W, 1).max())
-    lower, kind = max_bound(W, value, bounding)
-    return A, value, lower, kind, extra
+    lower, kind = max_bound(W, bounding, floor)
+    return A, None, lower, kind, extra
 
 
-def max_bound(W: Workload, value: float, time_limit: float) -> tuple[float, str]:
-    """The larger of `pure_max_lower_bound` and the per-query floor ``max_ij w_ij^2``, at most ``value``; both bound ``gamma_2(W)^2``.
+def per_query_floor(W: Workload) -> float | None:
+    """``max_ij w_ij^2`` (each query's least variance, `floor_bound`): 1 for interval workloads, else from the
+    matrix up to `FLOOR_MAX_ENTRIES` entries (m n); None past it.
 
     Examples
     --------
-    >>> from strategy_opt.workload import identity
-    >>> max_bound(identity(3), 1.0, 5.0)
-    (1.0, 'per-query-floor')
+    >>> from strategy_opt.workload import all_range
+    >>> per_query_floor(all_range(5000)), per_query_floor(from_matrix([[2.0, 1.0], [0.0, 1.0]]))
+    (1.0, 4.0)
     """
     from ..objectives import get_objective
     from .minerror_l2 import floor_bound
 
+    if isinstance(W, IntervalWorkload):
+        return 1.0
+    if W.m * W.n > FLOOR_MAX_ENTRIES:
+        return None
+    return floor_bound(W, get_objective("max"), None)
+
+
+def max_bound(W: Workload, time_limit: float, floor: float | None = None) -> tuple[float, str]:
+    """The larger of `pure_max_lower_bound` and the per-query floor (`per_query_floor` unless given); both bound ``gamma_2(W)^2``.
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import identity
+    >>> max_bound(identity(3), 5.0)
+    (1.0, 'per-query-floor')
+    """
     lower, kind = pure_max_lower_bound(W, time_limit)
-    floor = floor_bound(W, get_objective("max"), None)
-    if lower is None or floor >= lower:
+    floor = per_query_floor(W) if floor is None else floor
+    if floor is not None and (lower is None or floor >= lower):
         lower, kind = floor, "per-query-floor"
-    return min(lower, value), kind  # rounding in a certificate: the value is then the optimum
+    return (lower, kind) if lower is not None else (0.0, "none")
 
 
 def pure_max_lower_bound(W: Workload, time_limit: float) -> tuple[float | None, str]:
