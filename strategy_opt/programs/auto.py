@@ -23,7 +23,7 @@ solve (badly scaled rows) never leaves auto worse than a fixed construction.
 Under epsilon-DP the optimisers for such objectives are HDMM's marginals template on
 marginal workloads (method ``marginals``) and, for ``max``, p-identity's min-max
 search (on a product workload per attribute: `per_attribute_optimum`, and flat up to
-`PIDENTITY_MAX_FLAT_PRODUCT_N` cells); auto-pure's strategy for the
+`FLAT_PRODUCT_MAX_N` cells); auto-pure's strategy for the
 total error is evaluated under the objective beside the baselines, and for the
 linear objectives (``weighted``, ``relative``: ``sum_i c_i u_i``) auto-pure also
 runs on the workload with rows scaled by ``sqrt(c_i)``, whose total error is the
@@ -59,7 +59,7 @@ from ..solvers import load_profile
 from ..workload import Kronecker
 from .baselines import check_branching
 from ..query_weights import UNWEIGHTED_OBJECTIVES, query_weights
-from .minerror_l2 import LINEAR_OBJECTIVES, default_profile, floor_bound, generic_sdp_profile
+from .minerror_l2 import FLOOR_MAX_ENTRIES, LINEAR_OBJECTIVES, default_profile, floor_bound, generic_sdp_profile
 from .pidentity_max import FLAT_PRODUCT_MAX_N
 
 log = logging.getLogger("strategy_opt")
@@ -86,11 +86,9 @@ REWEIGHTED_MAX_N = 1024
 #: Seconds auto gives minerror-l2's native min-max solver (objective ``max``; it returns its best certified
 #: strategy at the limit: all ranges over 256 cells reach a gap of 1e-5 in about 14 s, over 512 cells in 86 s).
 NATIVE_MAX_SECONDS = 60.0
-#: Seconds auto gives p-identity's min-max search under epsilon-DP (objective ``max``), its bound included ...
+#: Seconds auto gives p-identity's min-max search under epsilon-DP (objective ``max``), its bounds included; it also
+#: runs flat on a product workload of at most `FLAT_PRODUCT_MAX_N` cells, beside the product of the factors'.
 PIDENTITY_MAX_SECONDS = 60.0
-#: ... which also runs on the flat domain of a product workload of at most this many cells, beside the product of
-#: the factors' (prefix:16*prefix:16: 50.81 flat in 13 s against 59.31 per attribute).
-PIDENTITY_MAX_FLAT_PRODUCT_N = FLAT_PRODUCT_MAX_N
 #: Each candidate's reason in the error raised when none gives a strategy is cut to this many characters.
 REASON_MAX_CHARS = 300
 
@@ -105,7 +103,7 @@ def _candidates(problem: Problem) -> list[str]:
         names = (["auto-pure"] if "auto-pure" in table else []) + list(BASELINES)
         if problem.objective != "total" and "marginals" in table and marginal_attribute_sets(problem.workload) is not None:
             names.append("marginals")  # auto-pure runs the template for the total; other objectives get it here
-        if problem.objective == "max" and "p-identity" in table and (not _per_attribute_applies(problem) or n <= PIDENTITY_MAX_FLAT_PRODUCT_N):
+        if problem.objective == "max" and "p-identity" in table and (not _per_attribute_applies(problem) or n <= FLAT_PRODUCT_MAX_N):
             names.append("p-identity")  # the annealed min-max search (auto-pure's strategy for the total competes too)
     else:
         names = ["identity", "wavelet", "hierarchical"]
@@ -317,10 +315,6 @@ def _objective_facts(
         "objective_lower_bound_kind": kind if lower is not None else None,
         "objective_relative_gap": finite_or_none(relative_gap(value, lower)) if lower is not None else None,
     }
-
-
-#: `_per_query_floor` forms the workload's matrix (sparse) up to this many entries (m n).
-FLOOR_MAX_ENTRIES = REWEIGHTED_MAX_ENTRIES
 
 
 def _per_query_floor(problem: Problem, weights: np.ndarray | None) -> float | None:

@@ -99,7 +99,7 @@ from ..query_weights import query_weights, weights_meta
 from ..registry import register_method
 from ..resources import format_count, psd_solver_bytes, require_memory
 from ..solvers import cvxpy_solve_kwargs, solve_cvxpy, load_profile, rejected_option, require_cone
-from ..workload import Workload, weighted_gram
+from ..workload import IntervalWorkload, Workload, weighted_gram
 
 __all__ = [
     "minerror_l2",
@@ -692,9 +692,15 @@ def floor_bound(W: Workload, objective, weights) -> float:
     >>> floor_bound(from_matrix(np.array([[2.0, 1.0], [0.0, 1.0]])), get_objective("max"), None)
     4.0
     """
+    if isinstance(W, IntervalWorkload):  # every entry is 0 or 1: each query's floor is 1, and no matrix is built
+        return float(objective.value(np.ones(W.m), weights))
     M = sp.csr_matrix(W.matrix())
     floor = np.asarray(abs(M).max(axis=1).toarray()).ravel() ** 2
     return float(objective.value(floor, weights))
+
+
+#: Callers form the workload's matrix for `floor_bound` up to this many entries (m n; interval workloads need none).
+FLOOR_MAX_ENTRIES = 2 * 10**7
 
 
 def _factor(W: Workload, G: np.ndarray, from_workload: bool) -> np.ndarray:

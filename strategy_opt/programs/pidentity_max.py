@@ -71,8 +71,6 @@ BOUND_TOL = 1e-4
 #: ... and the shares of p-identity's time limit the search and this bound get (the bound on the total error,
 #: which every epsilon-DP strategy states, the rest).
 SEARCH_SHARE, MAX_BOUND_SHARE = 0.6, 0.15
-#: The per-query floor is computed from the workload's matrix up to this many entries (m n).
-FLOOR_MAX_ENTRIES = 2 * 10**7
 #: A Kronecker workload of more cells is solved per factor (`max_strategy_with_bound`); up to it the flat search
 #: does better (prefix:16*prefix:16: 50.81 flat in 13 s, 59.31 as the product of the factors' optima).
 FLAT_PRODUCT_MAX_N = 256
@@ -282,7 +280,7 @@ def max_strategy_with_bound(problem: Problem, time_limit: float) -> tuple[object
 
 def per_query_floor(W: Workload) -> float | None:
     """``max_ij w_ij^2`` (each query's least variance, `floor_bound`): 1 for interval workloads, else from the
-    matrix up to `FLOOR_MAX_ENTRIES` entries (m n); None past it.
+    matrix up to `minerror_l2.FLOOR_MAX_ENTRIES` entries (m n); None past it.
 
     Examples
     --------
@@ -291,11 +289,9 @@ def per_query_floor(W: Workload) -> float | None:
     (1.0, 4.0)
     """
     from ..objectives import get_objective
-    from .minerror_l2 import floor_bound
+    from .minerror_l2 import FLOOR_MAX_ENTRIES, floor_bound
 
-    if isinstance(W, IntervalWorkload):
-        return 1.0
-    if W.m * W.n > FLOOR_MAX_ENTRIES:
+    if not isinstance(W, IntervalWorkload) and W.m * W.n > FLOOR_MAX_ENTRIES:
         return None
     return floor_bound(W, get_objective("max"), None)
 
