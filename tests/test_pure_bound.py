@@ -121,3 +121,29 @@ def test_one_bound_solve_per_workload(monkeypatch):
     meta = solve(W, privacy="pure", method="identity").meta  # the compiler's bound: the same, no new solve
     assert (meta["lower_bound"], meta["lower_bound_kind"]) == (bound, "l2-optimum") and len(calls) == 2
     assert bound == pytest.approx(sdp_optimum(prefix(24).gram()), rel=1e-4)
+
+
+@pytest.mark.parametrize("spec, optimum", [("total:8", 1.0), ("identity:16", 16.0), ("identity:3*total:4", 3.0)])
+def test_auto_pure_stops_at_a_candidate_that_reaches_the_bound(spec, optimum, monkeypatch):
+    """A candidate at the certified bound is optimal: the small-domain searches are skipped (total:8 took 4.8 s).
+    The optimum is known in closed form here (each query measured once: 1-sparse columns, E_1 = E_2 = the bound)."""
+    import strategy_opt.programs.minerror_l1 as minerror_l1
+    import strategy_opt.programs.signed_search as signed_search
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a search ran after a candidate reached the bound")
+
+    monkeypatch.setattr(minerror_l1, "minerror_l1", refused)
+    monkeypatch.setattr(signed_search, "signed_search", refused)
+    meta = solve(spec, privacy="pure", method="auto-pure").meta
+    assert meta["unit_total_squared_error"] == pytest.approx(optimum, rel=1e-12)
+    assert meta["lower_bound"] == pytest.approx(optimum, rel=1e-9) and meta["lower_bound_kind"] == "l2-optimum"
+    assert "reaches the certified lower bound" in meta["auto_pure_skipped"]["signed-search"]
+    assert set(meta["auto_pure_candidates"]).isdisjoint({"svd-approx", "minerror-l1", "signed-search"})
+
+
+def test_auto_pure_searches_on_when_no_candidate_reaches_the_bound():
+    """prefix:8: every candidate is above the bound (36 against 17.87), so svd-approx, minerror-l1 and the signed search run."""
+    meta = solve("prefix:8", privacy="pure", method="auto-pure").meta
+    assert {"svd-approx", "minerror-l1", "signed-search"} <= set(meta["auto_pure_candidates"])
+    assert "auto_pure_skipped" not in meta or "signed-search" not in meta["auto_pure_skipped"]

@@ -10,7 +10,9 @@ them, all after column completion, in a default time budget (option ``time_budge
 workload). p-identity runs there without random starts unless the hat
 starts leave it above `strategy_opt.programs.pidentity.RANDOM_START_ABOVE` times the identity's error
 (workloads that are not range-like): then one OPT_0-style random start gets
-the remaining budget (``meta.auto_pure_random_start``). Its ``meta.lower_bound`` is the
+the remaining budget (``meta.auto_pure_random_start``). Up to 64 cells, a candidate that reaches
+the lower bound (within `OPTIMAL_RTOL`) is optimal, and the small-domain searches after it are skipped
+(``meta.auto_pure_skipped`` says so). Its ``meta.lower_bound`` is the
 certified (epsilon, delta) bound of `strategy_opt.pure_bound` (valid for E_1
 since ``||A||_1 >= ||A||_2``) for n <= `strategy_opt.pure_bound.LOWER_BOUND_MAX_N`, computed in a quarter
 of the time the candidates took; above that the compiler's SVD bound.
@@ -67,6 +69,10 @@ AUTO_ORTHOGONAL_MAX_ENTRIES = 10**6
 #: 1-2 s at 8 cells, ~30 s at 16; it beats every other candidate on signed, low-rank workloads
 #: (rank 2 over 6 cells: 53.30 against the identity's 61.65; rank 3 over 16: 613 against 707).
 AUTO_MINERROR_L1_MAX_N = 8
+#: Up to `AUTO_SVD_MAX_N` cells the lower bound is computed before the small-domain searches (svd-approx,
+#: minerror-l1, the signed search, Fourier): a candidate whose E_1 is within this (relative) of it is optimal
+#: (``CHOICE_RTOL`` would keep it against any later one), and they are skipped (total:8 took 4.8 s, identity:16 3 s).
+OPTIMAL_RTOL = 1e-9
 #: ... and p-identity's OPT_0-style random start from the outset up to AUTO_SVD_MAX_N cells (cheap there).
 AUTO_RANDOM_STARTS_SMALL = 1
 #: auto-pure runs the signed multi-start search (`strategy_opt.programs.signed_search`, warm-started from
@@ -84,6 +90,26 @@ CHOICE_RTOL = 1e-9
 AUTO_PURE_TOL = 1e-6
 #: Branching factors auto-pure tries for H_b.
 AUTO_BRANCHINGS = tuple(range(2, 17))
+
+
+def _reaching_bound(cands: dict, W, seconds_spent: float) -> str | None:
+    """The best candidate if its E_1 is within `OPTIMAL_RTOL` of the certified lower bound (it is then optimal), else None.
+
+    The bound (`lower_bound_facts`) is kept per workload, so the final one costs nothing more.
+
+    Examples
+    --------
+    On the identity workload the identity strategy reaches the bound n:
+
+    >>> from strategy_opt.workload import identity
+    >>> _reaching_bound({"identity": (None, 4.0), "wavelet": (None, 9.0)}, identity(4), 0.0)
+    'identity'
+    >>> _reaching_bound({"wavelet": (None, 9.0)}, identity(4), 0.0) is None
+    True
+    """
+    bound = lower_bound_facts(W, seconds_spent).get("lower_bound")
+    best = min(cands, key=lambda k: cands[k][1])
+    return best if bound is not None and cands[best][1] <= bound * (1 + OPTIMAL_RTOL) else None
 
 
 def _per_dimension(domain, build):
@@ -216,19 +242,25 @@ def auto_pure(problem: Problem):
     A, pid_meta = pidentity_strategy(pid_problem, max(float(budget) - (started - t0), 1.0), fallback_random_starts=fallback)
     attempt("p-identity", lambda: reported_error(A, W, 1), started)
     random_start = pid_meta.get("starts", {}).get("random0", {}).get("unit_error") if fallback else None
-    if n <= AUTO_SVD_MAX_N or (W.m < n and n <= AUTO_SVD_LOW_RANK_MAX_N):
+    optimal = _reaching_bound(cands, W, time.perf_counter() - t0) if n <= AUTO_SVD_MAX_N else None
+    if optimal is not None:
+        reason = f"{optimal} reaches the certified lower bound (E_1 {cands[optimal][1]:.10g}): optimal"
+        log.info("auto-pure: %s; the small-domain searches are skipped", reason)
+        for name in ("svd-approx", "minerror-l1", "signed-search", "fourier", "l1-weighting/fourier"):
+            skipped[name] = reason
+    elif n <= AUTO_SVD_MAX_N or (W.m < n and n <= AUTO_SVD_LOW_RANK_MAX_N):
         from .svd_approx import svd_approx
 
         # its Program 3.4.3 search gets what is left of the budget, at most AUTO_SVD_SECONDS
         svd_seconds = min(AUTO_SVD_SECONDS, max(float(budget) - (time.perf_counter() - t0), MIN_SEARCH_SECONDS))
         attempt("svd-approx", lambda: compiled(svd_approx(sub.with_options(time_budget=svd_seconds, stage_steps=AUTO_SVD_STAGE_STEPS)), "svd-approx"))
-    if n <= AUTO_MINERROR_L1_MAX_N:
+    if n <= AUTO_MINERROR_L1_MAX_N and optimal is None:
         from .minerror_l1 import minerror_l1
 
         # a candidate inside auto-pure: on Clarabel (its default) whatever the profile, since SCS takes minutes
         # on these SDPs (105-217 s at 8 cells, against about 1 s)
         attempt("minerror-l1", lambda: compiled(minerror_l1(replace(problem, options={}, solver=load_profile("clarabel"))), "minerror-l1"))
-    if n <= AUTO_SIGNED_SEARCH_MAX_N:
+    if n <= AUTO_SIGNED_SEARCH_MAX_N and optimal is None:
         from .signed_search import signed_search
 
         def searched():
@@ -242,9 +274,9 @@ def auto_pure(problem: Problem):
 
         attempt("signed-search", searched)
     sets = marginal_attribute_sets(W)
-    if sets is not None and n > MAX_DENSE_N:
+    if optimal is None and sets is not None and n > MAX_DENSE_N:
         skipped["fourier"] = skipped["l1-weighting/fourier"] = f"{n} cells > {MAX_DENSE_N}: the Fourier basis is dense (not a Kronecker product)"
-    elif sets is not None:
+    elif optimal is None and sets is not None:
         from ..bases import fourier_matrix
         from .l1_weighting import weighted_basis
 
