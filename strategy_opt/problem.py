@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .bundled import bundled_dir
 from .exceptions import InputError, OptionError
 from .solvers import SolverProfile, check_solver_cones, check_solver_options, load_profile
 from .spec import canonical_spec, file_spec, parse_spec
@@ -46,7 +47,6 @@ log = logging.getLogger("strategy_opt")
 
 __all__ = ["Problem", "is_number", "is_integer", "is_seed", "absolute_file_paths", "load_problem", "list_problems", "problem_dir"]
 
-_ROOT = Path(__file__).resolve().parent.parent
 _KEYS = {"description", "workload", "privacy", "method", "objective", "solver", "options", "data", "epsilon", "delta"}
 #: Method options that are also `solve` flags: allowed beside ``method`` as well as in ``[options]``.
 _FLAG_OPTIONS = ("branching", "basis")
@@ -186,14 +186,14 @@ def problem_dir() -> Path:
     Returns
     -------
     Path
-        ``problems`` beside the ``strategy_opt`` package (it need not exist in an installed copy).
+        The bundled ``problems`` directory (`strategy_opt.bundled.bundled_dir`).
 
     Examples
     --------
-    >>> problem_dir().name, problem_dir().parent == Path(__file__).resolve().parent.parent
+    >>> problem_dir().name, (problem_dir() / "quickstart.toml").is_file()
     ('problems', True)
     """
-    return _ROOT / "problems"
+    return bundled_dir("problems")
 
 
 def list_problems() -> dict[str, Path]:

@@ -54,14 +54,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .bundled import bundled_dir
 from .exceptions import InputError
 
 __all__ = [
     "SolverProfile", "load_profile", "list_profiles", "profile_dirs", "check_solver_options", "check_solver_cones",
     "require_cone", "rejected_option", "cvxpy_solve_kwargs", "check_profile", "solve_cvxpy",
 ]
-
-_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _positive_number(v) -> bool:
@@ -290,13 +289,13 @@ def profile_dirs() -> list[Path]:
 
     Examples
     --------
-    >>> profile_dirs()[-1] == (_ROOT / "solvers").resolve()  # the bundled profiles come last
+    >>> profile_dirs()[-1] == bundled_dir("solvers").resolve()  # the bundled profiles come last
     True
     """
     dirs = []
     if os.environ.get("STRATEGY_OPT_SOLVERS"):
         dirs.append(Path(os.environ["STRATEGY_OPT_SOLVERS"]))
-    dirs += [Path.cwd() / "solvers", _ROOT / "solvers"]
+    dirs += [Path.cwd() / "solvers", bundled_dir("solvers")]
     seen, out = set(), []
     for d in dirs:
         r = d.resolve()
@@ -390,7 +389,7 @@ def load_profile(name_or_path: str | os.PathLike | None) -> SolverProfile:
     >>> tmp.cleanup()
     """
     if name_or_path is None:
-        bundled = _ROOT / "solvers" / "native.toml"
+        bundled = bundled_dir("solvers") / "native.toml"
         return _read(bundled, "native") if bundled.is_file() else SolverProfile(name="native")
     if not str(name_or_path).strip():
         raise InputError("solver profile name is empty; give a profile name (scs, clarabel, native) or a .toml file")

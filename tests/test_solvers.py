@@ -343,3 +343,30 @@ def test_solver_output_to_stderr_moves_file_descriptor_output():
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout == "before\nafter\n" and res.stderr == "from C\nfrom Python\n", (res.stdout, res.stderr)
+
+
+def test_a_regular_install_ships_every_bundled_profile_and_problem():
+    """``pip install .`` (not editable) had no problems/ or solvers/ (`--solver clarabel`: 'available: none'):
+    pyproject's data-files must cover every bundled file, at the path `bundled_dir` looks in."""
+    import glob
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    data_files = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["data-files"]
+    for name in ("problems", "solvers"):
+        shipped = {Path(f).name for pattern in data_files[f"share/strategy_opt/{name}"] for f in glob.glob(str(root / pattern))}
+        assert shipped == {p.name for p in (root / name).glob("*.toml")} != set()
+
+
+def test_an_installed_copy_reads_the_profiles_from_the_data_directory(tmp_path, monkeypatch):
+    """Without the source checkout beside the package, the bundled files are looked for under the scheme's data directory."""
+    import sysconfig
+    from pathlib import Path
+
+    from strategy_opt import bundled
+
+    monkeypatch.setattr(bundled, "_SOURCE_ROOT", tmp_path)  # no problems/ or solvers/ there
+    assert bundled.bundled_dir("solvers") == Path(sysconfig.get_path("data")) / "share" / "strategy_opt" / "solvers"
+    (tmp_path / "solvers").mkdir()
+    assert bundled.bundled_dir("solvers") == tmp_path / "solvers"
