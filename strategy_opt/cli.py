@@ -920,7 +920,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--privacy", choices=["pure", "approx"], help="pure: epsilon-DP, L1 sensitivity; approx: (epsilon,delta)-DP, L2 (default)")
     p.add_argument("--method", help="strategy method (default auto; see 'strategy-opt list methods')")
     p.add_argument("--objective", help="objective over per-query variances (default total; see 'list objectives')")
-    p.add_argument("--basis", help="design basis: for l1-weighting eigen|wavelet|fourier|hierarchical, for eigen-design eigen|wavelet|fourier|identity")
+    p.add_argument("--basis", help="design basis: for l1-weighting eigen|wavelet|fourier|hierarchical (default wavelet), for eigen-design eigen|wavelet|fourier|identity (default eigen)")
     p.add_argument("--branching", type=int, help="branching factor of hierarchical strategies (default: the best of 2, 3, 4, 5, 6, 8, 10, 12 and 16 for the workload; auto-pure tries 2 to 16)")
     p.add_argument("--solver", metavar="PROFILE", help="solver profile name (scs, clarabel, native) or path to a .toml (default native; minerror-l2 under max: clarabel where its program fits, else native; under a user objective: clarabel or scs); see 'list solvers'")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="method option (repeatable), e.g. --option group_size=16; each method's options: 'list methods'")

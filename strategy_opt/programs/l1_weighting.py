@@ -479,7 +479,7 @@ def solve_l1_weighting(c, B, profile: SolverProfile) -> L1WeightingResult:
     options=("basis", "branching"),
     privacy=("pure",),
     source="Li 2013, Sec. 5.1.5, Program 5.1.3 (L1 constraint |Q|^T u <= 1)",
-    summary="epsilon-DP: optimal L1 weights of a design basis (option basis: eigen|wavelet|fourier|hierarchical); native barrier solver or cvxpy",
+    summary="epsilon-DP: optimal L1 weights of a design basis (option basis: eigen|wavelet|fourier|hierarchical, default wavelet); native barrier solver or cvxpy",
 )
 def l1_weighting(problem: Problem):
     """Weighted design basis ``A = diag(u) Q`` with the optimal Program 5.1.3 weights.
