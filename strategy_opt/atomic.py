@@ -182,6 +182,8 @@ def atomic_paths(*paths: str | os.PathLike):
 def _stage(path: Path):
     """A temporary file beside ``path``: ``(fd of an unnamed file or None, its path, directory, path)``."""
     directory = path.parent if str(path.parent) else Path(".")
+    if directory.exists() and not directory.is_dir():
+        raise InputError(f"output directory {directory} is not a directory (it is a file)")
     if not directory.is_dir():
         raise InputError(f"output directory does not exist: {directory}")
     if path.is_dir():  # refused before anything is written: a file and its sidecar are written together or not at all
@@ -260,6 +262,8 @@ def check_writable(path: str | os.PathLike) -> None:
         raise InputError(f"--out {text!r} names a directory (it ends in {text[-1] if text.endswith(seps) else last!r}), not a file; give a file name")
     out = Path(path)
     parent = out.parent if str(out.parent) else Path(".")
+    if parent.exists() and not parent.is_dir():
+        raise InputError(f"output directory {parent} is not a directory (it is a file)")
     if not parent.is_dir():
         raise InputError(f"output directory does not exist: {parent}")
     if out.is_dir():
