@@ -44,6 +44,8 @@ __all__ = ["compile_strategy", "strategy_from_gram", "finite_or_none", "ratio_to
 
 log = logging.getLogger("strategy_opt")
 
+#: A step of the compiler's checks taking at least this many seconds gets a progress line.
+STEP_LOG_SECONDS = 2.0
 #: Product domains up to this many cells also try completing a Kronecker strategy's product (`_completed_l1`).
 FLAT_COMPLETION_MAX_N = 1024
 #: Identity shares tried when a strategy misses directions the workload needs (`supported_strategy`).
@@ -424,12 +426,25 @@ def compile_strategy(
     W = problem.workload
     if W.n >= PROGRESS_MIN_N:
         log.info("%s: checking the %d x %d strategy (completion, support, error, lower bound)", method, *A.shape)
+    step = [t0]
+
+    def done(what: str) -> None:
+        """A progress line for a step of at least `STEP_LOG_SECONDS` (an 8192-cell check was silent for 3 minutes)."""
+        now = time.perf_counter()
+        if now - step[0] >= STEP_LOG_SECONDS:
+            log.info("%s: %s in %.1f s", method, what, now - step[0])
+        step[0] = now
+
     A, completed, profile = final_strategy(A, problem.p, W)
+    done("columns completed")
     weights = (lambda: query_weights(problem)) if problem.objective in ("weighted", "relative") else None
     A, profile, repair = supported_strategy(A, W, problem.p, profile, what=f"the {method} strategy", weights=weights)
+    done("support checked")
     E = scaled_unit_error(A, W, problem.p, profile=profile)
+    done("error computed")
     if objective_value is None and problem.objective != "total":  # the total error is not this objective's value
         objective_value = _objective_at(A, problem)
+        done("objective evaluated")
     log_scale = W.log_scale
     log_E = (math.log(E) + log_scale) if E > 0 else -math.inf
     # exact value when no rescaling is involved; through logs only when it could overflow
@@ -437,6 +452,7 @@ def compile_strategy(
     if problem.p == 1 and lower_bound is None:
         lower_bound, lower_bound_kind = compile_lower_bound(W)
     log_svdb, no_bound = log_svd_bound_or_reason(W)
+    done("lower bounds computed")
     lb_log, lb_kind = log_svdb, "svd-bound"
     lb_value = None  # the program's own number when it is the bound and no rescaling is involved (no exp(log) rounding)
     if lower_bound is not None and lower_bound > 0 and math.log(lower_bound) + log_scale > log_svdb - BOUND_TIE_RTOL:
@@ -493,6 +509,7 @@ def compile_strategy(
     if isinstance(A, MarginalsMatrix):  # read back as stacked marginals (`MarginalsMatrix.from_meta`)
         meta["marginal_weights"] = A.weights_by_subset()
     ratio = ratio_to_identity(A, W, problem.p, E)
+    done("ratio to the identity computed")
     if ratio is not None:
         meta["ratio_to_identity"] = ratio
     if extra:

@@ -48,6 +48,19 @@ def test_compiler_and_run_name_their_phases_from_1024_cells(lines):
     assert "run: 1024 noisy strategy answers drawn; reconstructing 1024 cells (ls)" in text
 
 
+def test_the_compiler_reports_each_long_step(lines, monkeypatch):
+    """An 8192-cell Eigen-Design check was silent for 3 minutes: steps of at least STEP_LOG_SECONDS get a line each."""
+    import strategy_opt.compiler as compiler
+
+    monkeypatch.setattr(compiler, "STEP_LOG_SECONDS", 0.0)  # every step is long enough
+    solve("prefix:16", privacy="pure", method="hierarchical", branching=2)
+    steps = [t.split(": ", 1)[1].rsplit(" in ", 1)[0] for t in lines() if t.startswith("hierarchical: ") and t.endswith(" s")]
+    assert steps == ["columns completed", "support checked", "error computed", "lower bounds computed", "ratio to the identity computed"]
+    monkeypatch.setattr(compiler, "STEP_LOG_SECONDS", 1e9)
+    solve("prefix:16", privacy="pure", method="wavelet")
+    assert not [t for t in lines() if t.startswith("wavelet: ") and t.endswith(" s")]
+
+
 def test_an_external_solver_shows_it_is_alive(lines, monkeypatch):
     # SCS and Clarabel print nothing with verbose off: a 190 s max-objective solve said nothing between its
     # first and last line; a heartbeat now logs while cvxpy runs
