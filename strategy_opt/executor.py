@@ -481,9 +481,9 @@ def _hybrid(workload: Workload, x_ls: np.ndarray) -> np.ndarray:
 
     Up to `NNLS_DENSE_MAX_N` cells, exact active-set NNLS on a factor R of the
     unit-diagonal scaling of ``W^T W`` (eigenvalues at rounding level dropped), in
-    cells scaled by their column norms. Larger domains: `_nonneg_lbfgsb` on ``(x - x_ls)^T W^T W (x - x_ls) / 2``, its gradient by the workload's own
-    products ``W^T (W d)`` where they cost less than the dense Gram matrix's
-    (interval, sparse and Kronecker workloads), else by ``W^T W`` (n x n), never a factor
+    cells scaled by their column norms. Larger domains: `_nonneg_lbfgsb` on ``(x - x_ls)^T W^T W (x - x_ls) / 2``, its gradient by the workload's
+    `Workload.gram_matvec` where it costs less than the dense Gram matrix's (interval, sparse and
+    Kronecker workloads; all ranges in O(n)), else by ``W^T W`` (n x n), never a factor
     (at 8192 cells the factor took minutes and the L-BFGS-B steps on it more).
     """
     n = workload.n
@@ -504,9 +504,8 @@ def _hybrid(workload: Workload, x_ls: np.ndarray) -> np.ndarray:
         x = np.zeros(n)
         x[read] = _nonneg_ls(R, R @ (d * x_ls[read]), reduced=True) / d
         return x
-    if _product_cost(workload) <= n * n:
-        def gram_times(d):
-            return workload.rmatvec(workload.matvec(d))
+    if workload.gram_matvec_cost() <= n * n:
+        gram_times = workload.gram_matvec
     else:
         G = workload.gram()
 
@@ -519,24 +518,6 @@ def _hybrid(workload: Workload, x_ls: np.ndarray) -> np.ndarray:
 
     log.info("hybrid estimator: non-negative fit to the least-squares answers on %d cells (L-BFGS-B from the clipped estimate)", n)
     return _nonneg_lbfgsb(objective, np.clip(x_ls, 0.0, None), "hybrid")
-
-
-#: A Kronecker factor's product is one Python call per fibre: about this many operations' worth of overhead.
-KRONECKER_CALL_COST = 2000.0
-
-
-def _product_cost(workload: Workload) -> float:
-    """Operations of one ``W^T (W d)`` by the workload's own products: its non-zeros (prefix sums for intervals),
-    for a Kronecker product its factors' applied along each axis (plus a per-call overhead); inf if unknown."""
-    from .workload import ExplicitWorkload, IntervalWorkload, Kronecker
-
-    if isinstance(workload, IntervalWorkload):
-        return 8.0 * workload.m  # two passes with np.add.at over the interval ends
-    if isinstance(workload, ExplicitWorkload):
-        return 2.0 * workload.nnz()
-    if isinstance(workload, Kronecker):  # each factor applied to every fibre of its axis, one Python call per fibre
-        return sum(workload.n / f.n * (_product_cost(f) + KRONECKER_CALL_COST) for f in workload.factors)
-    return math.inf
 
 
 def reconstruct(A, y: np.ndarray, estimator: str = "ls", workload: Workload | None = None, profile: ErrorProfile | None = None) -> np.ndarray:

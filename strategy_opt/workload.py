@@ -205,6 +205,33 @@ class Workload(ABC):
         """
         return self._checked_product(y, self.m, "vector y", "query", self._rmatvec)
 
+    def gram_matvec(self, v) -> np.ndarray:
+        """``W^T W v`` for a vector v of length n (shape ``(n,)``, or ``(n, 1)`` giving ``(n, 1)``).
+
+        By the workload's own products (``W^T (W v)``), or a closed form where one
+        avoids the m answers (all ranges: O(n), not O(n^2)).
+
+        Examples
+        --------
+        >>> all_range(3).gram_matvec([1.0, 0.0, 0.0]).tolist()  # the first column of W^T W
+        [3.0, 2.0, 1.0]
+        """
+        return self._checked_product(v, self.n, "vector v", "cell", self._gram_matvec)
+
+    def _gram_matvec(self, v: np.ndarray) -> np.ndarray:
+        """``W^T W v`` for a float vector of shape ``(n,)`` (checked by `gram_matvec`)."""
+        return self._rmatvec(self._matvec(v))
+
+    def gram_matvec_cost(self) -> float:
+        """Operations of one `gram_matvec` (an estimate, to choose between it and the dense Gram matrix); inf if unknown.
+
+        Examples
+        --------
+        >>> all_range(1000).gram_matvec_cost() < 1000**2 < 8 * all_range(1000).m  # all ranges: a closed form, not the m answers
+        True
+        """
+        return math.inf
+
     @staticmethod
     def _checked_product(v, size: int, what: str, unit: str, apply) -> np.ndarray:
         """``apply`` on ``v`` as a float vector of ``size`` entries; `InputError` for another shape (never a truncated product)."""
@@ -643,6 +670,9 @@ class ExplicitWorkload(Workload):
         """
         return self._W.shape[0]
 
+    def gram_matvec_cost(self) -> float:
+        return 2.0 * self.nnz()
+
     def nnz(self) -> int:
         """Number of non-zero entries of the workload matrix.
 
@@ -956,6 +986,9 @@ class IntervalWorkload(Workload):
         c = np.concatenate([[0.0], np.cumsum(np.asarray(x, dtype=float))])
         return c[hi + 1] - c[lo]
 
+    def gram_matvec_cost(self) -> float:
+        return 8.0 * self.m  # two passes with np.add.at over the interval ends
+
     def _rmatvec(self, y):
         lo, hi = self.intervals
         d = np.zeros(self.n + 1)
@@ -1111,6 +1144,19 @@ class _AllRange(IntervalWorkload):
         j = np.arange(self.n, dtype=float)
         return (j + 1.0) * (self.n - j)  # intervals [a, b] with a <= j <= b, without listing n(n+1)/2 of them
 
+    def _gram_matvec(self, v):
+        # (W^T W v)_j = sum over [a, b] containing j of (S_b - S_{a-1}), S the prefix sums of v (S_{-1} = 0):
+        # (j + 1) sum_{b >= j} S_b - (n - j) sum_{a <= j} S_{a-1}, in O(n) instead of the n(n+1)/2 answers
+        n = self.n
+        S = np.cumsum(np.asarray(v, dtype=float))
+        right = np.cumsum(S[::-1])[::-1]  # sum_{b >= j} S_b
+        left = np.concatenate([[0.0], np.cumsum(S[:-1])])  # sum_{k = -1}^{j - 1} S_k
+        j = np.arange(n, dtype=float)
+        return (j + 1.0) * right - (n - j) * left
+
+    def gram_matvec_cost(self) -> float:
+        return 10.0 * self.n
+
     # G = (n + 1) T^{-1} with T = tridiag(-1, 2, -1): eigenvectors are the DST-I basis.
     def gram_eigvals(self):
         n = self.n
@@ -1231,6 +1277,10 @@ class AllPredicate(Workload):
         return np.asarray(self.matrix().T @ np.asarray(y, dtype=float)).ravel()
 
 
+#: A Kronecker factor's product is one Python call per fibre: about this many operations' worth of overhead (`Kronecker.gram_matvec_cost`).
+KRONECKER_CALL_COST = 2000.0
+
+
 class Kronecker(Workload):
     """Kronecker (cross) product of workloads: one query per tuple of factor queries.
 
@@ -1289,6 +1339,10 @@ class Kronecker(Workload):
         [0.0, 0.0, 2.0, 2.0]
         """
         return np.sort(reduce(np.kron, [f.gram_eigvals() for f in self.factors]))
+
+    def gram_matvec_cost(self) -> float:
+        # each factor applied to every fibre of its axis, one Python call per fibre
+        return sum(self.n / f.n * (f.gram_matvec_cost() + KRONECKER_CALL_COST) for f in self.factors)
 
     def gram_diagonal(self) -> np.ndarray:
         """The Kronecker product of the factors' Gram diagonals.
@@ -1376,23 +1430,27 @@ class Kronecker(Workload):
             )
         return sp.csr_matrix(reduce(lambda a, b: sp.kron(a, b, format="csr"), [f.matrix() for f in self.factors]))
 
-    def _apply(self, x, forward: bool):
-        sizes_in = [f.n if forward else f.m for f in self.factors]
+    def _apply(self, x, op: str):
+        """Each factor's product ``op`` (``'matvec'``, ``'rmatvec'`` or ``'gram_matvec'``) along its axis."""
+        sizes_in = [f.m if op == "rmatvec" else f.n for f in self.factors]
         X = np.asarray(x, dtype=float).reshape(sizes_in)
         for axis, f in enumerate(self.factors):
             X = np.moveaxis(X, axis, -1)
             shp = X.shape
             flat = X.reshape(-1, shp[-1])
-            op = f.matvec if forward else f.rmatvec
-            res = np.stack([op(row) for row in flat]) if flat.shape[0] else flat
+            apply = getattr(f, op)
+            res = np.stack([apply(row) for row in flat]) if flat.shape[0] else flat
             X = np.moveaxis(res.reshape(shp[:-1] + (res.shape[-1],)), -1, axis)
         return X.ravel()
 
     def _matvec(self, x):
-        return self._apply(x, True)
+        return self._apply(x, "matvec")
 
     def _rmatvec(self, y):
-        return self._apply(y, False)
+        return self._apply(y, "rmatvec")
+
+    def _gram_matvec(self, v):
+        return self._apply(v, "gram_matvec")  # W^T W is the Kronecker product of the factors' Gram matrices
 
 
 def stated_domain(W: "Workload") -> tuple[int, ...] | None:

@@ -95,6 +95,30 @@ def test_kronecker_gram_matvec_and_variances():
     assert W.domain == (3, 4)
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: all_range(1), lambda: all_range(2), lambda: all_range(37), lambda: prefix(9), lambda: random_range(20, 30, 1),
+        lambda: kronecker(prefix(3), all_range(4)), lambda: kronecker(all_range(5), identity(2), total(3)),
+        lambda: from_matrix(np.random.default_rng(3).normal(size=(7, 6))), lambda: union(identity(5), prefix(5), weights=[1.0, 3.0]),
+    ],
+)
+def test_gram_matvec_equals_the_product_with_the_brute_force_gram(make):
+    """``gram_matvec`` (all ranges by a closed form in O(n), Kronecker factors along their axes) against M^T M v from the listed rows."""
+    W = make()
+    M = W.matrix().toarray()
+    v = np.random.default_rng(2).normal(size=W.n)
+    np.testing.assert_allclose(W.gram_matvec(v), M.T @ (M @ v), rtol=1e-12, atol=1e-12 * np.abs(M.T @ M).sum())
+    np.testing.assert_allclose(W.gram_matvec(v.reshape(-1, 1)).ravel(), W.gram_matvec(v))
+    with pytest.raises(InputError, match=f"must have {W.n} entries"):
+        W.gram_matvec(np.ones(W.n + 1))
+
+
+def test_all_range_gram_matvec_cost_is_linear_in_n():
+    """The hybrid estimator takes the closed form over the dense Gram (it took the n^2 Gram at 8192 cells: 8 m > n^2)."""
+    assert all_range(8192).gram_matvec_cost() == 10.0 * 8192 < 8192**2 < 8 * all_range(8192).m  # not by the m answers
+
+
 def test_union_and_weights():
     W = union(identity(4), total(4), weights=[1.0, 2.0])
     M = np.vstack([np.eye(4), 2 * np.ones((1, 4))])
