@@ -143,7 +143,7 @@ def test_auto_pure_stops_at_a_candidate_that_reaches_the_bound(spec, optimum, mo
 
 
 def test_auto_pure_searches_on_when_no_candidate_reaches_the_bound():
-    """prefix:8: every candidate is above the bound (36 against 17.87), so svd-approx, minerror-l1 and the signed search run."""
+    """prefix:8: the candidates before the searches are above the bound (36 against 17.87), so svd-approx, minerror-l1 and the signed search run."""
     meta = solve("prefix:8", privacy="pure", method="auto-pure").meta
     assert {"svd-approx", "minerror-l1", "signed-search"} <= set(meta["auto_pure_candidates"])
     assert "auto_pure_skipped" not in meta or "signed-search" not in meta["auto_pure_skipped"]
