@@ -69,10 +69,6 @@ AUTO_ORTHOGONAL_MAX_ENTRIES = 10**6
 #: 1-2 s at 8 cells, ~30 s at 16; it beats every other candidate on signed, low-rank workloads
 #: (rank 2 over 6 cells: 53.30 against the identity's 61.65; rank 3 over 16: 613 against 707).
 AUTO_MINERROR_L1_MAX_N = 8
-#: Up to `AUTO_SVD_MAX_N` cells the lower bound is computed before the small-domain searches (svd-approx,
-#: minerror-l1, the signed search, Fourier): a candidate whose E_1 is within this (relative) of it is optimal
-#: (``CHOICE_RTOL`` would keep it against any later one), and they are skipped (total:8 took 4.8 s, identity:16 3 s).
-OPTIMAL_RTOL = 1e-9
 #: ... and p-identity's OPT_0-style random start from the outset up to AUTO_SVD_MAX_N cells (cheap there).
 AUTO_RANDOM_STARTS_SMALL = 1
 #: auto-pure runs the signed multi-start search (`strategy_opt.programs.signed_search`, warm-started from
@@ -82,6 +78,10 @@ AUTO_SIGNED_SEARCH_MAX_N, AUTO_SIGNED_SEARCH_SECONDS = 32, 30.0
 #: A candidate replaces an earlier one only when its E_1 is lower by more than this (relative): the signed
 #: search refining the best candidate ties it to ~1e-10 where that is already a local optimum.
 CHOICE_RTOL = 1e-9
+#: Up to `AUTO_SVD_MAX_N` cells the lower bound is computed before the small-domain searches (svd-approx,
+#: minerror-l1, the signed search, Fourier): a candidate whose E_1 is within this (relative) of it is optimal
+#: (``CHOICE_RTOL`` would keep it against any later one), and they are skipped (total:8 took 4.8 s, identity:16 3 s).
+OPTIMAL_RTOL = 1e-9
 #: p-identity's convergence tolerance inside auto-pure (option ``tol``; the solver profile's
 #: if looser): a start stops when E_1 falls by less than 1e-4 (relative) over `STALL_WINDOW`
 #: iterations. Against the native profile's 1e-8 (measured, one BLAS thread, auto-pure on
@@ -246,7 +246,8 @@ def auto_pure(problem: Problem):
     if optimal is not None:
         reason = f"{optimal} reaches the certified lower bound (E_1 {cands[optimal][1]:.10g}): optimal"
         log.info("auto-pure: %s; the small-domain searches are skipped", reason)
-        for name in ("svd-approx", "minerror-l1", "signed-search", "fourier", "l1-weighting/fourier"):
+        searches = ["svd-approx"] + ["minerror-l1"] * (n <= AUTO_MINERROR_L1_MAX_N) + ["signed-search"] * (n <= AUTO_SIGNED_SEARCH_MAX_N)
+        for name in searches + ["fourier", "l1-weighting/fourier"] * (marginal_attribute_sets(W) is not None):
             skipped[name] = reason
     elif n <= AUTO_SVD_MAX_N or (W.m < n and n <= AUTO_SVD_LOW_RANK_MAX_N):
         from .svd_approx import svd_approx
