@@ -16,7 +16,7 @@ Usage::
 
     python benchmarks/eigen_design.py            # full run (about 10 minutes at 9d7a913; 30-60 at earlier commits)
     python benchmarks/eigen_design.py --quick    # small sizes only
-    python benchmarks/eigen_design.py --replot   # rewrite .md/.png from results/eigen_design.json
+    python benchmarks/eigen_design.py --replot   # rewrite .md/.png from results/eigen_design.json (keeps its machine line)
     python benchmarks/eigen_design.py --workloads marginals:8x16x16:2 prefix:2048
         # re-run only these workloads' rows; the other rows are kept from results/eigen_design.json
 
@@ -46,7 +46,7 @@ from strategy_opt.registry import methods
 from strategy_opt.spec import parse_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import git_commit  # noqa: E402
+from _common import RENDER_FALLBACK, git_commit, thread_settings, write_result  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results"
 LN10 = math.log(10)
@@ -214,6 +214,8 @@ def _measure(args, name: str, workloads):
         "load_average": list(os.getloadavg()),
         "cores": os.cpu_count(),
         "threadpool_info": threadpool_info(),
+        "machine": thread_settings(),  # inside the run's thread limit; --replot writes this line, never its own
+        "commit": commit,
         "factorization_threads": threads.FACTORIZATION_THREADS,
         "notes": notes,
         "rows": rows,
@@ -245,6 +247,7 @@ def _fmt(v, digits=4):
 
 
 def _report(result: dict, name: str):
+    """Write ``<name>.md`` and ``<name>.png`` from a results dict (a measurement's, or the saved JSON with --replot)."""
     rows, load = result["rows"], result["load_average"]
     runs = list(dict.fromkeys(json.dumps({k: v for k, v in r["run"].items() if k != "load_average"}, sort_keys=True) for r in rows if "run" in r))
     run_lines = []
@@ -255,14 +258,12 @@ def _report(result: dict, name: str):
         run_lines.append(f"- Run {i + 1}: `{run['command']}`, finished {run['finished']}, commit {run['commit']}, BLAS pools {run['pools']}, "
                          f"1-minute load average {min(loads):.1f}-{max(loads):.1f} over its rows; rows: {', '.join(ws)}.")
     lines = [
-        "# Eigen-Design benchmark",
-        "",
         f"Last run: `{result['command']}`, finished {result['finished']}. (epsilon, delta)-DP unit total squared error; "
         "ratios to the SVD bound (Li 2013 Thm 4.1) and to the exact optimum (minerror-l2, where available). "
         "Lower bound = the strategy's certified bound (`meta.lower_bound`) over the SVD bound. "
         "Seconds = median wall-clock of the `solve` call over the runs shown (runs longer than 20 s timed once).",
         "",
-        f"Machine: {result['cores']} cores, shared with other jobs (load average at the end "
+        f"Cores: {result['cores']}, shared with other jobs (load average at the end "
         f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}): times are noisy, compare methods within a row group only. "
         f"Eigen-Design runs its dense factorizations (Cholesky, eigh, the compiler's A^T A factorization) on "
         f"{result['factorization_threads']} BLAS thread(s) (`strategy_opt.threads.FACTORIZATION_THREADS`); "
@@ -284,8 +285,16 @@ def _report(result: dict, name: str):
         lines += ["", f"Changed against {ch['against']} (rows re-run since whose E / SVD bound, E / optimum, lower bound or its kind "
                   "moved at 4 decimals; times not compared):", ""] + ([f"- {c}" for c in ch["rows"]] or ["- none"])
     lines += ["", "Notes:", ""] + [f"- {n}" for n in result["notes"]]
-    lines += ["", "Thread settings of the last run (threadpoolctl.threadpool_info()):", "", "```", json.dumps(result["threadpool_info"], indent=1), "```", ""]
-    (OUT / f"{name}.md").write_text("\n".join(lines))
+    lines += ["", "Thread settings of the last run (threadpoolctl.threadpool_info()):", "", "```", json.dumps(result["threadpool_info"], indent=1), "```"]
+    lines += ["", f"![Eigen-Design on all 1-D ranges: error ratio to the SVD bound and time versus n]({name}.png)"]
+    # the machine line and commit of the last measurement run (older JSON files: the line at replot time, marked, and the rows' commits)
+    machine = result.get("machine") or thread_settings() + RENDER_FALLBACK
+    commits = list(dict.fromkeys(r["run"]["commit"] for r in rows if "run" in r))
+    if result.get("commit"):
+        commit = result["commit"] + (" (the last run; every run's commit is listed above)" if len(commits) > 1 else "")
+    else:
+        commit = ", ".join(commits) + " (the rows' runs, listed above)" if commits else git_commit() + " (at replot time)"
+    write_result(name, "Eigen-Design benchmark", "\n".join(lines), machine=machine, commit=commit)
     _plot(rows, OUT / f"{name}.png")
 
 

@@ -36,7 +36,7 @@ import numpy as np  # noqa: F401  (loads OpenBLAS so that the thread settings be
 from threadpoolctl import threadpool_info, threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, git_commit, markdown_table, write_result  # noqa: E402
+from _common import RESULTS, git_commit, markdown_table, stored_commit, stored_machine, thread_settings, write_result  # noqa: E402
 
 NAME = "minerror_l2"
 SIZES = [64, 128, 256, 512, 1024, 2048, 4096]
@@ -193,15 +193,21 @@ def main(argv=None) -> int:
     if args.render:
         args.reuse, args.sizes = True, []
 
-    old = {}
+    old, stored = {}, {}
     if args.reuse and (RESULTS / f"{NAME}.json").is_file():
-        old = json.loads((RESULTS / f"{NAME}.json").read_text()).get("results", {})
+        stored = json.loads((RESULTS / f"{NAME}.json").read_text())
+        old = stored.get("results", {})
     results = {b: dict(old.get(b, {})) for b in ["native", "scs", "clarabel"]}
+    commit_at_start = git_commit()
     for n in args.sizes:
         for backend in args.backends:
             repeats = args.repeats if (backend == "native" and n <= 1024) else 1
             print(f"{backend} n={n} ...", flush=True)
             results[backend][str(n)] = measure(backend, n, repeats, args.cvxpy_time, args.memory_gb, args.threads)
+    if args.sizes and args.backends:  # a measurement: its own machine line, pools and commit
+        machine, threads, commit = thread_settings(), threadpool_info(), commit_at_start
+    else:  # only re-rendering: keep what the last measurement recorded
+        machine, threads, commit = stored_machine(stored), stored.get("threads", threadpool_info()), stored_commit(stored)
 
     rows = []
     for n in sorted({int(k) for r in results.values() for k in r}):
@@ -245,9 +251,14 @@ def main(argv=None) -> int:
         "'BLAS pools / commit': the child's pools (threadpoolctl) and the git commit of each entry; entries "
         "without them come from the first run (fb4323d, 2026-11-22), whose children were not pinned (the parent's "
         "pools were openblas:2) and ran on older code: compare times only between entries of the same run.\n"
-        "The Machine line below is the parent's, written when the table was last rebuilt."
+        "The Machine and Commit lines below are the parent's, recorded at the end of the last measurement run "
+        "(re-rendering with --render keeps them).\n\n"
+        f"![minerror-l2: wall time and certified gap versus n]({NAME}.png)"
     )
-    write_result(NAME, "minerror-l2: time and certified gap versus n (all-range)", body, {"results": results, "threads": threadpool_info()})
+    data = {"results": results, "threads": threads}
+    if args.sizes and args.backends or stored.get("machine"):  # never store a render-time line as the measurement's
+        data.update(machine=machine, commit=commit)
+    write_result(NAME, "minerror-l2: time and certified gap versus n (all-range)", body, data, machine=machine, commit=commit)
     plot(results, RESULTS / f"{NAME}.png")
     print((RESULTS / f"{NAME}.md").read_text())
     return 0

@@ -49,7 +49,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, markdown_table, thread_settings, write_result  # noqa: E402
+from _common import RESULTS, git_commit, markdown_table, stored_commit, thread_settings, write_result  # noqa: E402
 
 NAME = "minerror_l2_max"
 TITLE = "minerror-l2 --objective max: value against a reference min-max SDP, time"
@@ -331,12 +331,14 @@ def main(argv=None) -> None:
     if args.render:
         data = json.loads((RESULTS / f"{NAME}.json").read_text())
         body = render(data["runs"], data.get("beyond", []), data["settings"], data["scs_cap"], data.get("native_cap", args.native_cap))
-        print(write_result(NAME, TITLE, body, data))
+        # the measurement's machine line: "machine" (taken at its end), or in older files "settings" (at its start, under the
+        # same one-thread limit); never the render's
+        print(write_result(NAME, TITLE, body, data, machine=data.get("machine") or data["settings"], commit=stored_commit(data)))
         return
     from strategy_opt.registry import methods
 
     methods()  # import every program (and cvxpy) before the first clock starts
-    records, beyond = [], []
+    records, beyond, commit = [], [], git_commit()  # the commit of the code this process loads
     with threadpool_limits(1):
         settings = thread_settings()
         for name, M in workloads().items():
@@ -347,8 +349,11 @@ def main(argv=None) -> None:
                 continue
             print(f"{spec} ...", flush=True)
             beyond.append(run_beyond(spec, args.scs_cap, args.native_cap))
-    data = {"runs": records, "beyond": beyond, "settings": settings, "scs_cap": args.scs_cap, "native_cap": args.native_cap}
-    path = write_result(NAME, TITLE, render(records, beyond, settings, args.scs_cap, args.native_cap), data)
+        machine = thread_settings()  # inside the limit: the pools the runs used
+    data = {"runs": records, "beyond": beyond, "settings": settings, "scs_cap": args.scs_cap, "native_cap": args.native_cap,
+            "machine": machine, "commit": commit}
+    path = write_result(NAME, TITLE, render(records, beyond, settings, args.scs_cap, args.native_cap), data, machine=machine,
+                        commit=data["commit"])
     print(path)
 
 

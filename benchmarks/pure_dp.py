@@ -29,7 +29,9 @@ Usage: ``python benchmarks/pure_dp.py [--sections methods opt0 weighting minerro
 Writes ``benchmarks/results/pure_dp.{md,json,png}``. Cached entries are kept and not measured again;
 ``--remeasure`` measures the selected sections anew (methods and OPT_0: only workloads at ``--sizes``). Timings on a shared 2-core machine are
 noisy: compare only within a section (same run, same thread setting); medians of ``--repeats``
-runs where n <= 256.
+runs where n <= 256. Every ``methods|...`` entry records the git commit it was measured at (the tables' 'measured at'
+column), and every measuring invocation appends its command, commit and machine line to the cache's ``meta|runs``:
+the Markdown's Machine line is the last one's (``--render`` never writes its own).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ import scipy.optimize as so
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, markdown_table, median_time, thread_settings, write_result  # noqa: E402
+from _common import RENDER_FALLBACK, RESULTS, git_commit, markdown_table, median_time, thread_settings, write_result  # noqa: E402
 
 from strategy_opt.api import solve  # noqa: E402
 from strategy_opt.bases import wavelet_matrix  # noqa: E402
@@ -57,6 +59,8 @@ from strategy_opt.workload import IntervalWorkload  # noqa: E402
 NAME = "pure_dp"
 SIZES = (64, 256, 1024, 4096)
 SECTIONS = ("methods", "opt0", "weighting", "minerror")
+#: Cache key of the list of measuring invocations (command, commit, machine line, entries measured); not a section.
+RUNS_KEY = "meta|runs"
 WORKLOADS = {
     "all-range": lambda n: f"all-range:{n}",
     "prefix": lambda n: f"prefix:{n}",
@@ -167,6 +171,7 @@ def _run(spec: str, method: str, options: dict, repeats: int):
 
 
 def section_methods(cache: dict, sizes, repeats: int) -> None:
+    commit = git_commit()
     for wname, spec_of in WORKLOADS.items():
         for n in sizes:
             spec = spec_of(n)
@@ -176,17 +181,17 @@ def section_methods(cache: dict, sizes, repeats: int) -> None:
                     continue
                 rule = SKIP.get(label)
                 if rule and rule[0](n, wname):
-                    cache[key] = {"skipped": rule[1]}
+                    cache[key] = {"skipped": rule[1], "commit": commit}
                     continue
                 try:
                     s, sec = _run(spec, method, opts, repeats if n <= 256 else 1)
                 except Exception as exc:  # record and go on: one failing pair must not stop the table
-                    cache[key] = {"skipped": f"{type(exc).__name__}: {exc}"}
+                    cache[key] = {"skipped": f"{type(exc).__name__}: {exc}", "commit": commit}
                     print(key, "FAILED", exc, flush=True)
                     _save(cache)
                     continue
                 m = s.meta
-                cache[key] = {"E1": m["unit_total_squared_error"], "seconds": sec, "lower_bound": m["lower_bound"], "lower_bound_kind": m["lower_bound_kind"], "svd_bound": m["svd_bound"], "shape": m["shape"], "choice": m.get("auto_pure_choice")}
+                cache[key] = {"E1": m["unit_total_squared_error"], "seconds": sec, "lower_bound": m["lower_bound"], "lower_bound_kind": m["lower_bound_kind"], "svd_bound": m["svd_bound"], "shape": m["shape"], "choice": m.get("auto_pure_choice"), "commit": commit}
                 print(key, cache[key], flush=True)
                 _save(cache)
 
@@ -343,18 +348,42 @@ def findings(cache: dict) -> str:
         "and the best at the start, to convergence; auto-pure stops p-identity at tol 1e-6), its 4096-cell rows at cead07e (without the "
         "best-at-start finalist), with OPT_0 under its published stopping rule; until then OPT_0 ran to SciPy's default tolerances (its "
         "'to SciPy defaults' column), ~40x more iterations than the published code at 1024 cells, which made auto-pure look faster than "
-        "OPT_0. The method tables: the rows at 64, 256 and 1024 cells at 05b60d4 (after l1-weighting's scale search: where the "
-        "program's completed optimum loses to the identity past its local search, the identity is returned; and its BLAS cost and "
-        "gradient products, which let its time-budgeted local search go further at 256 cells; every column of a "
-        "size in one run, so their times compare; the l1-weighting/* columns after its completion-aware local search gained three "
-        "starts, GreedyH's weights a fourth on 1-D hierarchical bases, and drops design queries: where it runs, up to 512 cells and up "
-        "to 2048 for at most 512 design queries, many cells now have the identity's E_1), the 4096-cell rows at ac91737 (cead07e for "
-        "auto-pure); the svd-approx column at 64 and 256 cells at e2076e4, after its Program 3.4.3 search runs each smoothing stage "
-        "to convergence (E_1 about half what 60 steps a stage gave; 70-87 s at 256 cells, within its 120 s default budget), "
-        "measured alone, so its times compare with the others' only roughly. The minerror-l1 table at e2076e4 too (its "
-        "svd-approx candidate converged).",
+        "OPT_0. " + methods_provenance(cache) + " The minerror-l1 table at e2076e4 (its svd-approx candidate converged: Program 3.4.3's "
+        "search runs each smoothing stage to convergence).",
     ]
     return "\n".join(lines)
+
+
+#: Where the method tables' entries from before commits were recorded per entry (``methods|...`` without "commit") come from.
+LEGACY_METHODS_PROVENANCE = {
+    64: "05b60d4", 256: "05b60d4",
+    1024: "05b60d4 (after l1-weighting's scale search: where the program's completed optimum loses to the identity past its local "
+          "search, the identity is returned; every column of a size in one run, so their times compare; the l1-weighting/* columns "
+          "after its completion-aware local search gained three starts, GreedyH's weights a fourth on 1-D hierarchical bases, and drops "
+          "design queries: where it runs, up to 512 cells and up to 2048 for at most 512 design queries, many cells have the identity's E_1)",
+    4096: "ac91737 (cead07e for auto-pure)",
+}
+
+
+def methods_provenance(cache: dict) -> str:
+    """The commit(s) of the method tables' rows, sizes of the same provenance together (recorded per entry, or the legacy note)."""
+    groups: dict[tuple, list[int]] = {}
+    for n in SIZES:
+        entries = [v for k, v in cache.items() if k.startswith("methods|") and k.split("|")[1] in {f(n) for f in WORKLOADS.values()}]
+        recorded = tuple(sorted({v["commit"] for v in entries if "commit" in v}))
+        legacy = LEGACY_METHODS_PROVENANCE.get(n, "an unrecorded commit") if any("commit" not in v for v in entries) else None
+        if entries:
+            groups.setdefault((recorded, legacy), []).append(n)
+    parts = []
+    for (recorded, legacy), sizes in groups.items():
+        cells = " and ".join(", ".join(map(str, sizes)).rsplit(", ", 1)) + " cells"
+        if recorded:
+            parts.append(f"at {cells} at {', '.join(recorded)} (recorded per entry: the 'measured at' column; every method of a size in "
+                         "one run, so their times compare)" + (f", older entries at {legacy}" if legacy else ""))
+        else:
+            parts.append(f"at {cells} at {legacy}")
+    return ("The method tables: the rows " + "; ".join(parts) + ". svd-approx's search is time-budgeted (120 s by default): where it "
+            "takes about that long (256 cells) its E_1 depends on the machine's load at the time.")
 
 
 def _time_finding(cache: dict) -> str:
@@ -371,6 +400,19 @@ def _time_finding(cache: dict) -> str:
     )
 
 
+def measured_at(entries: dict) -> str:
+    """Which commit a row's entries (label -> cache entry) were measured at: one commit, or each commit with its methods."""
+    by_commit: dict[str, list[str]] = {}
+    for label, r in entries.items():
+        by_commit.setdefault(r.get("commit", "not recorded"), []).append(label)
+    if len(by_commit) == 1:
+        commit = next(iter(by_commit))
+        return commit + (" (see Provenance)" if commit == "not recorded" else "")
+    rest = max(by_commit, key=lambda c: len(by_commit[c]))  # the commit of most of the row: "the others"
+    parts = [f"{c}: {', '.join(labels)}" for c, labels in by_commit.items() if c != rest]
+    return "; ".join(parts) + f"; {rest}" + (" (see Provenance)" if rest == "not recorded" else "") + ": the others"
+
+
 def render(cache: dict) -> None:
     parts = []
     # methods
@@ -385,8 +427,11 @@ def render(cache: dict) -> None:
                 row.append("—" if r is None else ("skip" if "skipped" in r else f"{r['E1']:.5g} ({r['seconds']:.3g} s)"))
             lb = next((cache[f"methods|{spec}|{lab}"] for lab in ("auto-pure", "identity") if "E1" in cache.get(f"methods|{spec}|{lab}", {})), None)
             row.append("—" if lb is None else f"{lb['lower_bound']:.5g} ({lb['lower_bound_kind']})")
+            entries = {label: cache[f"methods|{spec}|{label}"] for label in labels if f"methods|{spec}|{label}" in cache}
+            row.append(measured_at(entries) if entries else "—")
             rows.append(row)
-        parts.append(f"### {wname}\n\nE_1 (median seconds of `solve`, program + compiler)\n\n" + markdown_table(["workload", *labels, "lower bound"], rows))
+        parts.append(f"### {wname}\n\nE_1 (median seconds of `solve`, program + compiler); 'measured at': the git commit of the row's "
+                     "entries (each method's where they differ)\n\n" + markdown_table(["workload", *labels, "lower bound", "measured at"], rows))
     skips = sorted({(k.split("|")[2], v["skipped"]) for k, v in cache.items() if k.startswith("methods|") and "skipped" in v})
     if skips:
         parts.append("Skipped:\n\n" + "\n".join(f"- {m}: {why}" for m, why in skips))
@@ -419,7 +464,17 @@ def render(cache: dict) -> None:
             rows.append([k.split("|")[1], _fmt(r["E1"]), r["winner"], _fmt(c.get("identity")), _fmt(c.get("svd-approx")), _fmt(c.get("l2-route")), _fmt(r["p_identity"]), _fmt(r["lower_bound"]), r["rounds"], f"{r['seconds_per_round']:.3g}", f"{r['seconds']:.3g}"])
     parts.append("### minerror-l1 (Program 3.4.1, convex iteration, 10 rounds per start)\n\n" + markdown_table(["workload", "E_1", "winner", "identity", "svd-approx", "L2 route", "p-identity", "lower bound", "SDP rounds", "s / round", "total s"], rows))
     parts.insert(0, findings(cache))
-    write_result(NAME, "epsilon-DP strategies: unit error E_1 = ||A||_1^2 trace(G (A^T A)^+), time", "\n\n".join(parts))
+    parts.append(f"![E_1 over the identity's per workload and method, all-range seconds, auto-pure against OPT_0]({NAME}.png)")
+    runs = cache.get(RUNS_KEY) or []
+    if runs:  # the last measuring invocation's line, never the render's
+        last = runs[-1]
+        machine = f"{last['machine']} (the last measuring run, `{last['command']}`, {last['finished']})"
+        commit = f"{last['commit']} (the last measuring run; the methods tables give each row's commit, the Provenance paragraph the others')"
+    else:
+        machine = thread_settings() + RENDER_FALLBACK
+        commit = git_commit() + " (at render time; see the Provenance paragraph for the measurements' commits)"
+    write_result(NAME, "epsilon-DP strategies: unit error E_1 = ||A||_1^2 trace(G (A^T A)^+), time", "\n\n".join(parts),
+                 machine=machine, commit=commit)
     _save(cache)
     plot(cache)
 
@@ -516,9 +571,15 @@ def main() -> None:
             specs = {spec_of(n) for spec_of in WORKLOADS.values() for n in args.sizes}
             for key in [k for k in cache if k.split("|")[0] in args.sections and (k.split("|")[0] in ("weighting", "minerror") or k.split("|")[1] in specs)]:
                 del cache[key]
+        before, commit = {k: id(v) for k, v in cache.items()}, git_commit()  # the commit of the code this process loads
         for name in args.sections:
             {"methods": lambda: section_methods(cache, args.sizes, args.repeats), "opt0": lambda: section_opt0(cache, OPT0_CASES),
              "weighting": lambda: section_weighting(cache), "minerror": lambda: section_minerror(cache)}[name]()
+        measured = [k for k, v in cache.items() if before.get(k) != id(v) and k != RUNS_KEY]
+        if measured:  # this invocation's provenance: the Markdown's Machine line comes from here, also when re-rendered
+            cache.setdefault(RUNS_KEY, []).append({
+                "command": "python benchmarks/pure_dp.py " + " ".join(sys.argv[1:]), "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "commit": commit, "machine": thread_settings(), "entries": len(measured)})
     render(cache)
 
 

@@ -18,8 +18,9 @@ target is out of reach for the matrix mechanism on that workload (a strong indic
 proof: the problem is non-convex and the certified lower bound is ~4x below).
 
 Usage: ``python benchmarks/pure_dp_families.py [--sizes 64 256] [--max-iters 20000] [--starts NAME ...]
-[--time-limit S] [--name NAME]``. Writes ``benchmarks/results/NAME.{md,json}`` (default
-``pure_dp_families``). One BLAS thread throughout. At 1024 cells the polish of the p-identity
+[--time-limit S] [--name NAME] [--keep-other-sizes]``. Writes ``benchmarks/results/NAME.{md,json}`` (default
+``pure_dp_families``); ``--keep-other-sizes`` keeps the stored runs of NAME.json at sizes not in ``--sizes``.
+Every run records the git commit it was measured at (the table's 'commit' column). One BLAS thread throughout. At 1024 cells the polish of the p-identity
 optimum alone (``--sizes 1024 --starts "p-identity optimum, exact" --time-limit 900 --name
 pure_dp_families_1024``) is what fits a session.
 """
@@ -27,6 +28,7 @@ pure_dp_families_1024``) is what fits a session.
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 import time
@@ -36,7 +38,7 @@ import scipy.linalg as la
 import scipy.optimize as so
 from threadpoolctl import threadpool_limits
 
-from _common import markdown_table, write_result
+from _common import RESULTS, git_commit, markdown_table, thread_settings, write_result
 from strategy_opt.bases import hierarchical_matrix, wavelet_matrix
 from strategy_opt.programs.pidentity import pidentity_matrix, solve_pidentity
 from strategy_opt.workload import all_range, prefix
@@ -129,12 +131,28 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=np.inf, help="seconds per run (default: none)")
     ap.add_argument("--name", default="pure_dp_families", help="results/NAME.{md,json}")
     ap.add_argument("--auto-pure", action="store_true", help="also record `auto-pure`'s E_1 on each workload (the library's answer)")
+    ap.add_argument("--keep-other-sizes", action="store_true",
+                    help="keep the runs (and auto-pure values) of results/NAME.json at sizes not in --sizes, each with its recorded commit")
     args = ap.parse_args()
+    commit = git_commit()
+    kept, kept_auto = [], {}
+    if args.keep_other_sizes and (RESULTS / f"{args.name}.json").is_file():
+        old = json.loads((RESULTS / f"{args.name}.json").read_text())
+        size = lambda workload: int(workload.rsplit(":", 1)[1])  # noqa: E731
+        kept = [r for r in old["runs"] if size(r["workload"]) not in args.sizes]
+        kept_auto = {w: a for w, a in old.get("auto_pure", {}).items() if size(w) not in args.sizes}
     with threadpool_limits(1):
         worst = check_gradient()
         assert worst < 1e-5, f"signed_loss gradient check failed: {worst:.2e}"
         rows, data = [], {"gradient_check_max_rel_error": worst, "runs": []}
-        for n in args.sizes:
+        for n in sorted(set(args.sizes) | {int(r["workload"].rsplit(":", 1)[1]) for r in kept}):
+            old_runs = [r for r in kept if int(r["workload"].rsplit(":", 1)[1]) == n]
+            if old_runs:  # kept from the stored file, not measured now
+                for r in old_runs:
+                    data["runs"].append(r)
+                    rows.append(_row(r))
+                data["auto_pure"] = {**data.get("auto_pure", {}), **{w: a for w, a in kept_auto.items() if w.endswith(f":{n}")}}
+                continue
             for name, make in WORKLOADS.items():
                 G = make(n).gram()
                 ref = REFERENCE.get((name, n))
@@ -147,27 +165,40 @@ def main() -> None:
                     print(f"{name}:{n} auto-pure: {ap_e1:.7g} ({time.perf_counter() - t0:.1f} s)", flush=True)
                 for start, B0 in starts(n, G, np.random.default_rng(n), args.starts).items():
                     r = optimise(B0, G, args.max_iters, args.time_limit)
-                    r.update(workload=f"{name}:{n}", start=start, reference=ref)
+                    r.update(workload=f"{name}:{n}", start=start, reference=ref, commit=commit)
                     data["runs"].append(r)
                     print(f"{name}:{n} {start}: {r['start_E1']:.7g} -> {r['E1']:.7g} ({r['iterations']} its, {r['seconds']:.1f} s)", flush=True)
-                    rows.append([f"{name}:{n}", start, r["rows"], f"{r['start_E1']:.7g}", f"{r['E1']:.7g}", r["iterations"], f"{r['seconds']:.1f}",
-                                 f"{r['negative_share']:.3f}", f"{r['E1'] / ref:.4f}" if ref else "-", f"{0.95 * ref:.7g}" if ref else "-"])
+                    rows.append(_row(r))
         body = (
             "General strategies B (any sign, any rows; columns L1-normalised inside E_1) optimised by L-BFGS-B on B = P - N, "
             f"P, N >= 0, from each start until {args.max_iters} iterations"
             + (f", {args.time_limit:g} s" if np.isfinite(args.time_limit) else "")
             + f" or no progress (`python benchmarks/pure_dp_families.py {shlex.join(sys.argv[1:])}`). "
             f"Gradient checked against central differences first (max relative error {worst:.1e}). "
-            "All runs under one BLAS thread (threadpoolctl; the machine line below is written inside that limit).\n\n"
+            "All runs under one BLAS thread (threadpoolctl; the machine line below is written inside that limit)."
+            + (f" Rows at {', '.join(sorted({r['workload'].rsplit(':', 1)[1] for r in kept}, key=int))} cells are kept from the stored "
+               f"results/{args.name}.json (`--keep-other-sizes`), not measured in this run; 'commit' says where each row was measured."
+               if kept else "")
+            + "\n\n"
             + markdown_table(["workload", "start", "rows", "E_1 at start", "E_1 after", "iterations", "seconds", "negative mass share",
-                              "÷ issue's OPT_0 reference", "5% target (0.95 × reference)"], rows)
+                              "÷ issue's OPT_0 reference", "5% target (0.95 × reference)", "commit"], rows)
         )
         if data.get("auto_pure"):
             best = {w: min(r["E1"] for r in data["runs"] if r["workload"] == w) for w in data["auto_pure"]}
             body += "\n\n`auto-pure` (default options) on the same workloads, and the best E_1 above against it:\n\n" + markdown_table(
                 ["workload", "auto-pure E_1", "seconds", "best E_1 above", "best / auto-pure - 1"],
                 [[w, f"{a['E1']:.7g}", f"{a['seconds']:.1f}", f"{best[w]:.7g}", f"{best[w] / a['E1'] - 1:+.4%}"] for w, a in data["auto_pure"].items()])
-        write_result(args.name, "epsilon-DP: general signed strategies from diverse starts (is 5% below OPT_0 reachable?)", body, data)
+        data.update(machine=thread_settings(), commit=commit, command="python benchmarks/pure_dp_families.py " + shlex.join(sys.argv[1:]))
+        write_result(args.name, "epsilon-DP: general signed strategies from diverse starts (is 5% below OPT_0 reachable?)", body, data,
+                     machine=data["machine"], commit=commit)
+
+
+def _row(r: dict) -> list:
+    """A table row of one run (``commit``: where it was measured; runs from before commits were recorded say so)."""
+    ref = r.get("reference")
+    return [r["workload"], r["start"], r["rows"], f"{r['start_E1']:.7g}", f"{r['E1']:.7g}", r["iterations"], f"{r['seconds']:.1f}",
+            f"{r['negative_share']:.3f}", f"{r['E1'] / ref:.4f}" if ref else "-", f"{0.95 * ref:.7g}" if ref else "-",
+            r.get("commit", "not recorded")]
 
 
 if __name__ == "__main__":

@@ -13,8 +13,10 @@ The objective and its gradient are the library's (`strategy_opt.programs.signed_
 exact where no entry of B is zero), which auto-pure's own signed search uses on up to 32 cells. The best E_1 over
 all starts is compared with ``auto --privacy pure``, the identity and the lower bound.
 
-Usage: ``python benchmarks/pure_dp_small_global.py [--starts 40]``. Writes
-``benchmarks/results/pure_dp_small_global.{md,json}``. One BLAS thread throughout.
+Usage: ``python benchmarks/pure_dp_small_global.py [--starts 40] [--render]``. Writes
+``benchmarks/results/pure_dp_small_global.{md,json}`` (``--render`` rewrites the Markdown from the JSON, keeping the
+measurement's machine line and commit). One BLAS thread throughout. Run time with the default 40 starts: 281 s wall at
+commit 3b45437 on the shared 2-core machine at load average 3.7-4.1 (the searches alone 247 s; about 80 s at load 1.5).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np
 import scipy.optimize as so
 from threadpoolctl import threadpool_limits
 
-from _common import RESULTS, markdown_table, thread_settings, write_result
+from _common import RENDER_FALLBACK, RESULTS, git_commit, markdown_table, stored_commit, stored_machine, thread_settings, write_result
 from strategy_opt.api import solve
 from strategy_opt.programs.signed_search import normalised_error
 from strategy_opt.spec import parse_spec
@@ -51,8 +53,10 @@ def search(G: np.ndarray, starts: int, seed: int) -> dict:
     return {"best_E1": best, "found_at": where, "runs": runs}
 
 
-def render(out: dict, starts: int) -> None:
-    """Write the Markdown table and finding (and the JSON) from the results."""
+def render(out: dict, starts: int, machine: str | None = None, commit: str | None = None) -> None:
+    """Write the Markdown table and finding (and the JSON) from the results.
+
+    ``machine`` and ``commit``: the ones recorded at measurement time (None: the current ones)."""
     rows = []
     for spec, r in out.items():
         rows.append([spec, f"{r['identity_E1']:.6g}", f"{r['auto_E1']:.6g}", f"{r['best_E1']:.6g}", f"{r['best_E1'] / r['auto_E1']:.4f}",
@@ -76,11 +80,19 @@ def render(out: dict, starts: int) -> None:
     )
     body = (
         "General signed strategies (n to 3n rows) optimised by L-BFGS from random dense or sparse Gaussian starts "
-        f"({starts} per row count; `python benchmarks/pure_dp_small_global.py`), against `auto --privacy pure`.\n\n"
+        f"({starts} per row count; `python benchmarks/pure_dp_small_global.py`), against `auto --privacy pure`. "
+        "'seconds': wall time of the search on one BLAS thread, on a machine shared with other jobs (load average below).\n\n"
         + table
         + f"\n\nFinding: {finding}\n"
     )
-    write_result("pure_dp_small_global", "epsilon-DP on small domains: multi-start random search against auto-pure", body, out)
+    data = {"data": out, "starts": starts}
+    if machine is None:  # a measurement (under its thread limit): its own line and commit, stored for --render
+        machine, commit = thread_settings(), commit or git_commit()
+        data.update(machine=machine, commit=commit)
+    elif not machine.endswith(RENDER_FALLBACK):  # re-rendering: keep the stored measurement line (never store a render-time one)
+        data.update(machine=machine, commit=commit)
+    write_result("pure_dp_small_global", "epsilon-DP on small domains: multi-start random search against auto-pure", body, data,
+                 machine=machine, commit=commit)
 
 
 def main() -> None:
@@ -90,9 +102,11 @@ def main() -> None:
     args = ap.parse_args()
     if args.render:
         stored = json.loads((RESULTS / "pure_dp_small_global.json").read_text())
-        render(stored.get("data", stored), args.starts)
+        wrapped = "data" in stored  # old files hold the per-workload results alone
+        render(stored["data"] if wrapped else stored, stored.get("starts", args.starts),
+               machine=stored_machine(stored if wrapped else None), commit=stored_commit(stored if wrapped else None))
         return
-    out = {}
+    out, commit = {}, git_commit()  # the commit of the code this process loads
     with threadpool_limits(1):
         for spec in CASES:
             W = parse_spec(spec)
@@ -104,7 +118,7 @@ def main() -> None:
             out[spec] = {**found, "seconds": seconds, "auto_E1": auto["unit_total_squared_error"], "identity_E1": float(np.trace(G)),
                          "lower_bound": auto["lower_bound"], "lower_bound_kind": auto["lower_bound_kind"], "threads": thread_settings()}
             print(spec, out[spec], flush=True)
-    render(out, args.starts)
+        render(out, args.starts, commit=commit)  # inside the thread limit: the machine line records the pools the runs used
 
 
 if __name__ == "__main__":

@@ -34,7 +34,9 @@ rows) and with that completion.
 
 Usage: ``python benchmarks/seed_systems.py [--quick] [--timeout S] [--render] [--rerun-online]``;
 writes ``benchmarks/results/seed_systems.{md,json}`` and ``seed_systems_{om,wd,online}.png`` (not
-with ``--quick``, a one-minute smoke run). ``--render`` re-writes the report and plots from the
+with ``--quick``, a smoke run on small sizes that writes nothing: 176 s wall at commit 71103b1 on the shared 2-core
+machine at load average 3-4, of which l1-weighting 8-21 s per workload, 91 s in all; svd-approx and auto-pure get a
+``QUICK_BUDGET`` of 10 s each there, where svd-approx's default 120 s had made it take over 6.5 minutes). ``--render`` re-writes the report and plots from the
 json; ``--rerun-online`` re-runs only experiment 3; ``--rerun-wd auto-pure ...`` re-runs only the named strategy
 methods on experiment 2's workloads (same workloads, seeds and trials), keeping everything else. Run with one BLAS thread
 (``OPENBLAS_NUM_THREADS=1``) on a shared machine: about 25 minutes on 2 shared cores.
@@ -57,7 +59,7 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_info
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, git_commit, markdown_table, thread_settings, write_result  # noqa: E402
+from _common import RESULTS, RENDER_FALLBACK, git_commit, markdown_table, thread_settings, write_result  # noqa: E402
 
 from strategy_opt.api import solve  # noqa: E402
 from strategy_opt.bases import hierarchical_matrix  # noqa: E402
@@ -86,6 +88,8 @@ SKIPPED = {
 }
 #: Options passed to a method (auto-pure's own default budget would be 60 s + 300 s (n/4096)^2).
 AUTO_PURE_BUDGET = {1000: 60.0, 4096: 60.0}
+#: With ``--quick``: the time budget (seconds) of every budgeted method (svd-approx, whose default is 120 s, and auto-pure).
+QUICK_BUDGET = 10.0
 #: Online answerers compared: never infer (fresh), the paper's Bayes, weighted LS, weighted LS with fused budgets.
 INFERENCES = ("none", "bayes", "wls", "wls+fuse")
 #: Runs per online setting (seeds 100.., 200.., 300..); R_i varies by 0.03-0.08 between runs.
@@ -279,13 +283,16 @@ def in_child(func, args, timeout: float):
             return ("timeout", f"over the {timeout:.0f} s limit")
 
 
-def method_options(name: str, n: int) -> dict:
+def method_options(name: str, n: int, quick: bool = False) -> dict:
+    """Options of ``name`` on n cells; with ``quick``, a small time budget for the budgeted methods."""
+    if name in ("auto-pure", "svd-approx") and quick:
+        return {"time_budget": QUICK_BUDGET}
     if name == "auto-pure":
         return {"time_budget": AUTO_PURE_BUDGET.get(n, 60.0)}
     return {}
 
 
-def compare_strategies(W, names: list[str], *, trials: int, seed: int, timeout: float) -> dict:
+def compare_strategies(W, names: list[str], *, trials: int, seed: int, timeout: float, quick: bool = False) -> dict:
     """Evaluate every method on W; also LM (A = W, direct answers)."""
     rows = {}
     m, n = W.shape
@@ -293,7 +300,7 @@ def compare_strategies(W, names: list[str], *, trials: int, seed: int, timeout: 
     rows["LM (A = W, direct)"] = {"sq": 2.0 * delta**2, "l1": delta, "seconds": 0.0, "privacy": "pure"}
     for name in names:
         t0 = time.perf_counter()
-        status, res = in_child(_evaluate, (W, name, trials, seed, method_options(name, n)), timeout)
+        status, res = in_child(_evaluate, (W, name, trials, seed, method_options(name, n, quick)), timeout)
         rows.update(split_completion(name, res) if status == "ok" else {name: {"note": f"{status}: {res}"}})
         brief = {k: round(v, 4) for k, v in res.items() if k in ("sq", "l1", "seconds")} if status == "ok" else res
         print(f"  {name:20s} {status:8s} {time.perf_counter() - t0:6.1f} s  {brief}", flush=True)
@@ -448,7 +455,8 @@ def online_experiments(x_full: np.ndarray, n_queries: int, reps: int) -> tuple[d
 # ----------------------------------------------------------------------------------- main
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small sizes for a smoke run (nothing written)")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"small sizes for a smoke run (nothing written; {QUICK_BUDGET:g} s budgets; about 3 minutes on the shared machine)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per method and workload (default 300)")
     ap.add_argument("--render", action="store_true", help="only re-write the report and plots from results/seed_systems.json")
     ap.add_argument("--rerun-online", action="store_true", help="re-run only the online experiment; OM and WD results come from results/seed_systems.json")
@@ -481,7 +489,7 @@ def main(argv=None) -> int:
             ctx["online"], curves = online_experiments(nettrace, ctx["n_queries"], ctx["reps"])
             ctx["timings"]["online"] = time.perf_counter() - t0
             ctx["timings"]["total"] = sum(ctx["timings"][k] for k in ("OM family", "WD family", "online"))
-            ctx["online_rerun"] = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "settings_end": thread_settings()}
+            ctx["online_rerun"] = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "settings_end": thread_settings(), "commit": git_commit()}
         publish(ctx, curves)
         print(f"re-rendered {RESULTS / (NAME + '.md')} from the saved results" + (" and a new online run" if args.rerun_online else ""))
         return 0
@@ -503,7 +511,7 @@ def collect(quick: bool, timeout: float) -> tuple[dict, dict]:
     names = present + [s for s in SEED_METHODS if s in registered]
     skipped = {k: v for k, v in SKIPPED.items() if k in registered}
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    settings_start = thread_settings()
+    settings_start, commit = thread_settings(), git_commit()  # the commit of the code this process loads
     print(f"start {started}: {settings_start}", flush=True)
     t_all = time.perf_counter()
     timings = {}
@@ -516,7 +524,7 @@ def collect(quick: bool, timeout: float) -> tuple[dict, dict]:
     for tau in taus:
         print(f"OM family: tau = {tau}, m = {om_m}, n = {om_n}", flush=True)
         W = random_tau_workload(om_m, om_n, tau, om_seed(tau, om_m, om_n))
-        om[tau] = compare_strategies(W, names, trials=0, seed=0, timeout=timeout)
+        om[tau] = compare_strategies(W, names, trials=0, seed=0, timeout=timeout, quick=quick)
         om[tau]["_pred"] = 2 * om_n * tau / 3  # notes: OM = identity, 2 n tau E[U^2] per query
     examples = om_examples()
     print(f"OM examples: {examples}", flush=True)
@@ -533,7 +541,7 @@ def collect(quick: bool, timeout: float) -> tuple[dict, dict]:
     for p in ps:
         print(f"WD family: p = {p}, m = {wd_m}, n = {wd_n}", flush=True)
         W = hotspot_ranges(wd_m, wd_n, p, 10.0, wd_seed(p))
-        wd[p] = compare_strategies(W, names, trials=trials, seed=1, timeout=timeout)
+        wd[p] = compare_strategies(W, names, trials=trials, seed=1, timeout=timeout, quick=quick)
         if "workload-division" in registered:
             status, res = in_child(_evaluate, (W, "workload-division", 0, 1, {"split": "equal"}), timeout)
             if status == "ok":
@@ -567,6 +575,7 @@ def collect(quick: bool, timeout: float) -> tuple[dict, dict]:
         "names": names, "missing": missing, "skipped": skipped, "om_shape": (om_m, om_n), "wd_shape": (wd_m, wd_n),
         "trials": trials, "release_trials": release_trials, "n_queries": n_queries, "reps": reps,
         "started": started, "settings_start": settings_start, "settings_end": settings_end, "thread_pools": pools, "environment": env, "timings": timings, "timeout": timeout,
+        "machine": settings_end, "commit": commit, "python": platform.python_version(), "platform": platform.machine(), "cpu_count": os.cpu_count(),
     }
     return ctx, curves
 
@@ -580,7 +589,11 @@ def publish(ctx: dict, curves: dict) -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{NAME}.json").write_text(json.dumps(data, indent=1, sort_keys=True))  # first, so that --render can redo the rest
     body = write_report(ctx)
-    write_result(NAME, "Seed systems: Orthogonal Mechanism, Workload Division, online Bayesian answering", body, data)
+    # the machine line and commit of the measurement (the main run), never the render's: older files lack "machine" and
+    # "commit", but their "settings_end" is the line taken at the end of the run
+    machine = ctx.get("machine") or ctx.get("settings_end") or thread_settings() + RENDER_FALLBACK
+    commit = ctx.get("commit") or git_commit() + " (at render time; the main run's was not recorded)"
+    write_result(NAME, "Seed systems: Orthogonal Mechanism, Workload Division, online Bayesian answering", body, data, machine=machine, commit=commit)
     plot(ctx, curves)
 
 
@@ -810,13 +823,16 @@ def write_report(c: dict) -> str:
     tm = c["timings"]
     L = []
     L.append(f"Generated by `benchmarks/seed_systems.py` (issue 7), started {c['started']}, total {tm['total'] / 60:.1f} min "
-             f"(OM {tm['OM family'] / 60:.1f}, WD {tm['WD family'] / 60:.1f}, online {tm['online'] / 60:.1f} min), Python "
-             f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores shared with other jobs: timings are noisy; "
+             f"(OM {tm['OM family'] / 60:.1f}, WD {tm['WD family'] / 60:.1f}, online {tm['online'] / 60:.1f} min)"
+             + (f", commit {c['commit']}" if c.get("commit") else "") + ", Python "
+             f"{c.get('python', platform.python_version())}, {c.get('platform', platform.machine())}, {c.get('cpu_count', os.cpu_count())} "
+             "cores shared with other jobs: timings are noisy; "
              "errors are analytic or seeded simulations.\n")
     L.append(f"- At the start of the run: {c['settings_start']}.")
     L.append(f"- At the end of the run: {c['settings_end']}.")
     if c.get("online_rerun"):
-        L.append(f"- The online experiment (Sec. 3) was re-run on its own (`--rerun-online`) at {c['online_rerun']['started']}, same seeds; "
+        L.append(f"- The online experiment (Sec. 3) was re-run on its own (`--rerun-online`) at {c['online_rerun']['started']}"
+                 + (f", commit {c['online_rerun']['commit']}" if c["online_rerun"].get("commit") else "") + ", same seeds; "
                  f"at its end: {c['online_rerun']['settings_end']}.")
     for r in c.get("wd_reruns", []):
         L.append(f"- {', '.join(r['methods'])} re-run on the WD workloads (Sec. 2) on their own (`--rerun-wd`) at {r['started']}, commit "
