@@ -8,8 +8,8 @@ import numpy as np
 
 
 def dense(A) -> np.ndarray:
-    """A strategy (dense, sparse or Kronecker) as a dense array."""
-    if hasattr(A, "factors"):
+    """A strategy (dense, sparse, Kronecker or stacked marginals) as a dense array."""
+    if hasattr(A, "factors") or type(A).__name__ == "MarginalsMatrix":
         A = A.tocsr()
     return A.toarray() if hasattr(A, "toarray") else np.asarray(A, dtype=float)
 
