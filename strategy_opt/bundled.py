@@ -9,6 +9,7 @@ copies them to ``<data>/share/strategy_opt/`` (``pyproject.toml``, ``[tool.setup
 from __future__ import annotations
 
 import sysconfig
+from importlib import metadata
 from pathlib import Path
 
 __all__ = ["bundled_dir"]
@@ -37,6 +38,19 @@ def bundled_dir(name: str) -> Path:
     ('solvers', True)
     """
     source = _SOURCE_ROOT / name
-    if source.is_dir():
+    if source.is_dir() and (_SOURCE_ROOT / "pyproject.toml").is_file():  # a checkout, not a `problems` package in site-packages
         return source
-    return Path(sysconfig.get_path("data")) / "share" / "strategy_opt" / name
+    return _installed_dir(name) or Path(sysconfig.get_path("data")) / "share" / "strategy_opt" / name
+
+
+def _installed_dir(name: str) -> Path | None:
+    """Where the installed distribution put ``share/strategy_opt/<name>`` (any scheme: a venv, ``--user``,
+    ``--prefix``), from its record of installed files; None if it is not installed that way."""
+    try:
+        files = metadata.files("strategy-opt") or []
+    except metadata.PackageNotFoundError:
+        return None
+    for f in files:
+        if f.parts[-3:-1] == ("strategy_opt", name) and f.parts[-4:-3] == ("share",):
+            return Path(f.locate()).resolve().parent
+    return None

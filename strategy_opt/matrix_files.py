@@ -619,8 +619,8 @@ def read_mtx(path: Path, what: str):
     entries = dims[2] if layout == "coordinate" else dims[0] * dims[1]
     # one entry per line (a symmetric array stores its lower triangle): an impossible size line is refused as such, not as too large to load
     stored = entries if layout == "coordinate" or symmetry == "general" else dims[0] * (dims[0] + (1 if symmetry != "skew-symmetric" else -1)) // 2
-    if stored > len(lines) - k - 1:
-        raise InputError(f"cannot read {path}: the size line declares {stored:,} entries but the file has {len(lines) - k - 1:,} lines after it")
+    if stored > len(lines) - k - 1 and stored > (available := sum(1 for line in lines[k + 1 :] if line.strip())):
+        raise InputError(f"cannot read {path}: the size line declares {stored:,} entries but the file has {available:,} non-blank lines after it")
     # entries and their conversions, and index arrays (COO to CSR, int64) of the larger dimension in several copies
     require_memory(48.0 * entries + 48.0 * (max(shape) + 1), f"{what} {path} (shape {shape})", "it is too large to load")
     width = {"coordinate": 3 if field != "pattern" else 2, "array": 1}[layout]

@@ -367,6 +367,32 @@ def test_an_installed_copy_reads_the_profiles_from_the_data_directory(tmp_path, 
     from strategy_opt import bundled
 
     monkeypatch.setattr(bundled, "_SOURCE_ROOT", tmp_path)  # no problems/ or solvers/ there
+    monkeypatch.setattr(bundled, "_installed_dir", lambda name: None)  # (this test's install is editable)
     assert bundled.bundled_dir("solvers") == Path(sysconfig.get_path("data")) / "share" / "strategy_opt" / "solvers"
-    (tmp_path / "solvers").mkdir()
+    (tmp_path / "solvers").mkdir()  # a `solvers` package in site-packages (audit R4) is not a checkout ...
+    assert bundled.bundled_dir("solvers") != tmp_path / "solvers"
+    (tmp_path / "pyproject.toml").write_text("")  # ... a directory beside pyproject.toml is
     assert bundled.bundled_dir("solvers") == tmp_path / "solvers"
+
+
+def test_the_installed_files_are_found_in_any_install_scheme(tmp_path, monkeypatch):
+    """A `pip install --user .` put the files under the user base, not sysconfig's data path (audit R4): they are
+    looked up in the distribution's record of installed files."""
+    from importlib import metadata
+    from pathlib import PurePosixPath
+
+    from strategy_opt import bundled
+
+    share = tmp_path / "userbase" / "share" / "strategy_opt" / "problems"
+    share.mkdir(parents=True)
+    (share / "quickstart.toml").write_text("")
+
+    class Recorded(PurePosixPath):
+        def locate(self):
+            return tmp_path / "userbase" / "lib" / "python" / "site-packages" / self
+
+    record = [Recorded("strategy_opt/bundled.py"), Recorded("../../../share/strategy_opt/problems/quickstart.toml")]
+    monkeypatch.setattr(metadata, "files", lambda name: record if name == "strategy-opt" else None)
+    monkeypatch.setattr(bundled, "_SOURCE_ROOT", tmp_path)  # not a checkout
+    assert bundled.bundled_dir("problems") == share.resolve()
+    assert bundled._installed_dir("solvers") is None

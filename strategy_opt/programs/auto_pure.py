@@ -108,8 +108,25 @@ def _reaching_bound(cands: dict, W, seconds_spent: float) -> str | None:
     True
     """
     bound = lower_bound_facts(W, seconds_spent).get("lower_bound")
-    best = min(cands, key=lambda k: cands[k][1])
+    best = _chosen(cands)
     return best if bound is not None and cands[best][1] <= bound * (1 + OPTIMAL_RTOL) else None
+
+
+def _chosen(cands: dict) -> str:
+    """The candidate auto-pure returns: in the order tried, a later one must be better beyond rounding (`CHOICE_RTOL`).
+
+    Examples
+    --------
+    >>> _chosen({"orthogonal": (None, 3.0), "p-identity": (None, 3.0 * (1 - 1e-12)), "wavelet": (None, 2.0)})
+    'wavelet'
+    >>> _chosen({"orthogonal": (None, 3.0), "p-identity": (None, 3.0 * (1 - 1e-12))})
+    'orthogonal'
+    """
+    choice = None
+    for name, (_, value) in cands.items():
+        if choice is None or value < cands[choice][1] * (1 - CHOICE_RTOL):
+            choice = name
+    return choice
 
 
 def _per_dimension(domain, build):
@@ -283,10 +300,7 @@ def auto_pure(problem: Problem):
 
         attempt("fourier", lambda: reported_error(fourier_matrix(W.domain, sets), W, 1))
         attempt("l1-weighting/fourier", lambda: reported_error(weighted_basis(problem.with_options(basis="fourier"))[0], W, 1))
-    choice = None
-    for name, (_, value) in cands.items():  # in the order tried: a later candidate must be better beyond rounding
-        if choice is None or value < cands[choice][1] * (1 - CHOICE_RTOL):
-            choice = name
+    choice = _chosen(cands)
     bound = lower_bound_facts(W, time.perf_counter() - t0)
     extra = bound.pop("extra")
     extra.update(
