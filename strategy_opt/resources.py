@@ -316,7 +316,7 @@ def operation_bytes(size: WorkloadSize, operation: str | None) -> tuple[float, s
     --------
     >>> b, why = operation_bytes(WorkloadSize(n=200000, m=200000 * 200001 // 2), "error")
     >>> format_bytes(b), why
-    ('2.88 TB', '6 dense 200000x200000 matrices (320 GB each)')
+    ('1.92 TB', '6 dense 200000x200000 matrices (320 GB each)')
     """
     if operation not in OPERATIONS:
         raise InputError(f"unknown operation {operation!r}; one of {', '.join(repr(o) for o in OPERATIONS)}")
@@ -338,7 +338,8 @@ def operation_bytes(size: WorkloadSize, operation: str | None) -> tuple[float, s
             terms.append((_dense_bytes(n), f"{DENSE_WORK_COPIES} dense {n}x{n} matrices ({format_bytes(8.0 * n * n)} each)"))
         elif dense and size.kron_blocks and operation != "run":
             terms.append((sum(_dense_bytes(k) for k in size.kron_blocks), f"dense factor matrices of sizes {size.kron_blocks}"))
-        if operation in ("run", "release", "release-data") or (operation == "error" and not size.rescaled and not per_factor):
+        # (error enumerates the per-query variances only where they fit: `api.error_report`; the total is exact without them)
+        if operation in ("run", "release", "release-data"):
             terms.append((BYTES_PER_QUERY * float(size.m), f"{size.m:,} workload queries ({BYTES_PER_QUERY} bytes each)"))
     total = sum(t[0] for t in terms)
     reason = max(terms, key=lambda t: t[0])[1]

@@ -711,3 +711,16 @@ def test_the_summary_line_states_the_objectives_own_gap(tmp_path, capsys):
     meta = json.loads(str(np.load(tmp_path / "r.npz")["meta"]))
     assert float(fields["objective_gap"]) == pytest.approx(meta["objective_relative_gap"], abs=1e-3)
     assert float(fields["objective_gap"]) < 1e-4 < float(fields["ratio"]) - 1  # the objective is solved; the total's ratio is not a gap
+
+
+def test_error_reads_back_what_solve_wrote_when_the_queries_are_too_many_to_enumerate(tmp_path, capsys):
+    """`error` refused the identity on all-range:65536 that `solve` had just written ("needs about 103 GB ... for
+    2,147,516,416 workload queries"; audit A6): the total is exact without enumerating the queries, so it reports
+    E_1 = n(n+1)(n+2)/6 (each cell in (j+1)(n-j) ranges) and says the largest variance was not computed."""
+    n = 65536
+    assert cli("-q", "solve", "--workload", f"all-range:{n}", "--privacy", "pure", "--method", "identity", "--out", tmp_path / "i.npz") == 0
+    capsys.readouterr()
+    assert cli("error", tmp_path / "i.npz", "--workload", f"all-range:{n}", "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["unit_total_squared_error"] == n * (n + 1) * (n + 2) // 6
+    assert report["unit_max_query_variance"] is None
