@@ -179,13 +179,19 @@ def atomic_paths(*paths: str | os.PathLike):
                 os.close(fd)
 
 
-def _stage(path: Path):
-    """A temporary file beside ``path``: ``(fd of an unnamed file or None, its path, directory, path)``."""
+def _output_directory(path: Path) -> Path:
+    """The directory ``path`` would be written in; `InputError` if it is missing or a file."""
     directory = path.parent if str(path.parent) else Path(".")
     if directory.exists() and not directory.is_dir():
         raise InputError(f"output directory {directory} is not a directory (it is a file)")
     if not directory.is_dir():
         raise InputError(f"output directory does not exist: {directory}")
+    return directory
+
+
+def _stage(path: Path):
+    """A temporary file beside ``path``: ``(fd of an unnamed file or None, its path, directory, path)``."""
+    directory = _output_directory(path)
     if path.is_dir():  # refused before anything is written: a file and its sidecar are written together or not at all
         raise InputError(f"cannot write {path}: Is a directory")
     fd = _anonymous_file(directory)
@@ -261,11 +267,7 @@ def check_writable(path: str | os.PathLike) -> None:
     if text.endswith(seps) or last in (".", ".."):
         raise InputError(f"--out {text!r} names a directory (it ends in {text[-1] if text.endswith(seps) else last!r}), not a file; give a file name")
     out = Path(path)
-    parent = out.parent if str(out.parent) else Path(".")
-    if parent.exists() and not parent.is_dir():
-        raise InputError(f"output directory {parent} is not a directory (it is a file)")
-    if not parent.is_dir():
-        raise InputError(f"output directory does not exist: {parent}")
+    parent = _output_directory(out)
     if out.is_dir():
         raise InputError(f"--out {str(path)!r} is a directory; give a file name")
     try:  # a trial file, as the output itself will be staged: a read-only filesystem or directory is refused now, not after the work

@@ -426,14 +426,15 @@ def compile_strategy(
     W = problem.workload
     if W.n >= PROGRESS_MIN_N:
         log.info("%s: checking the %d x %d strategy (completion, support, error, lower bound)", method, *A.shape)
-    step = [t0]
+    step_start = t0
 
     def done(what: str) -> None:
         """A progress line for a step of at least `STEP_LOG_SECONDS` (an 8192-cell check was silent for 3 minutes)."""
+        nonlocal step_start
         now = time.perf_counter()
-        if now - step[0] >= STEP_LOG_SECONDS:
-            log.info("%s: %s in %.1f s", method, what, now - step[0])
-        step[0] = now
+        if now - step_start >= STEP_LOG_SECONDS:
+            log.info("%s: %s in %.1f s", method, what, now - step_start)
+        step_start = now
 
     A, completed, profile = final_strategy(A, problem.p, W)
     done("columns completed")

@@ -264,8 +264,6 @@ class WorkloadSize:
     kron_blocks : list of int
         Factor domain sizes when every part is a Kronecker product over the
         same factor domains (structured analysis); empty otherwise.
-    rescaled : bool
-        Whether the Gram matrix is kept rescaled (``log_scale != 0``).
 
     Examples
     --------
@@ -273,8 +271,8 @@ class WorkloadSize:
     1024 x 1024 float64 matrices:
 
     >>> size = WorkloadSize(n=1024, m=1024 * 1025 // 2)
-    >>> size.m, size.kron_blocks, size.rescaled
-    (524800, [], False)
+    >>> size.m, size.kron_blocks
+    (524800, [])
     >>> nbytes, why = operation_bytes(size, "solve")
     >>> nbytes == DENSE_WORK_COPIES * 8 * 1024**2, why
     (True, '6 dense 1024x1024 matrices (8.39 MB each)')
@@ -284,7 +282,6 @@ class WorkloadSize:
     m: int
     build_bytes: float = 0.0
     kron_blocks: list = field(default_factory=list)
-    rescaled: bool = False
 
 
 def _dense_bytes(k: int) -> float:

@@ -243,7 +243,7 @@ def _sized(node: _Node, spec: str) -> WorkloadSize:
     if kind == "all-range":
         return WorkloadSize(args[0], args[0] * (args[0] + 1) // 2, WORKLOAD_OBJECT_BYTES)
     if kind == "all-predicate":
-        return WorkloadSize(args[0], 2 ** args[0], WORKLOAD_OBJECT_BYTES, rescaled=args[0] != 2)
+        return WorkloadSize(args[0], 2 ** args[0], WORKLOAD_OBJECT_BYTES)
     if kind == "random-range":
         return WorkloadSize(args[0], args[1], 48.0 * args[1] + WORKLOAD_OBJECT_BYTES)
     if kind == "marginals":
@@ -268,12 +268,12 @@ def _sized(node: _Node, spec: str) -> WorkloadSize:
         n = math.prod(s.n for s in sizes)
         if n > MAX_CELLS:
             raise InputError(f"workload SPEC {spec!r} has {n:,} cells; at most {MAX_CELLS:,}")
-        return WorkloadSize(n, math.prod(s.m for s in sizes), build, [s.n for s in sizes], any(s.rescaled for s in sizes))
+        return WorkloadSize(n, math.prod(s.m for s in sizes), build, [s.n for s in sizes])
     ns = [s.n for s in sizes]
     if len(set(ns)) != 1:
         raise InputError(f"workload SPEC {spec!r}: union of workloads over different domain sizes {ns}")
     blocks = sizes[0].kron_blocks if all(s.kron_blocks == sizes[0].kron_blocks for s in sizes) else []
-    return WorkloadSize(ns[0], sum(s.m for s in sizes), build, blocks, any(s.rescaled for s in sizes))
+    return WorkloadSize(ns[0], sum(s.m for s in sizes), build, blocks)
 
 
 def _build(node: _Node) -> Workload:

@@ -259,12 +259,13 @@ def auto_pure(problem: Problem):
     A, pid_meta = pidentity_strategy(pid_problem, max(float(budget) - (started - t0), 1.0), fallback_random_starts=fallback)
     attempt("p-identity", lambda: reported_error(A, W, 1), started)
     random_start = pid_meta.get("starts", {}).get("random0", {}).get("unit_error") if fallback else None
+    sets = marginal_attribute_sets(W)
     optimal = _reaching_bound(cands, W, time.perf_counter() - t0) if n <= AUTO_SVD_MAX_N else None
     if optimal is not None:
         reason = f"{optimal} reaches the certified lower bound (E_1 {cands[optimal][1]:.10g}): optimal"
         log.info("auto-pure: %s; the small-domain searches are skipped", reason)
         searches = ["svd-approx"] + ["minerror-l1"] * (n <= AUTO_MINERROR_L1_MAX_N) + ["signed-search"] * (n <= AUTO_SIGNED_SEARCH_MAX_N)
-        for name in searches + ["fourier", "l1-weighting/fourier"] * (marginal_attribute_sets(W) is not None):
+        for name in searches + ["fourier", "l1-weighting/fourier"] * (sets is not None):
             skipped[name] = reason
     elif n <= AUTO_SVD_MAX_N or (W.m < n and n <= AUTO_SVD_LOW_RANK_MAX_N):
         from .svd_approx import svd_approx
@@ -291,7 +292,6 @@ def auto_pure(problem: Problem):
             return reported_error(res.A, W, 1)
 
         attempt("signed-search", searched)
-    sets = marginal_attribute_sets(W)
     if optimal is None and sets is not None and n > MAX_DENSE_N:
         skipped["fourier"] = skipped["l1-weighting/fourier"] = f"{n} cells > {MAX_DENSE_N}: the Fourier basis is dense (not a Kronecker product)"
     elif optimal is None and sets is not None:
