@@ -225,17 +225,19 @@ def test_an_l2_optimum_that_ties_the_svd_bound_is_named_as_such():
 
 
 def test_a_start_runs_to_convergence():
-    # prefix:96 from two-level hats (spacings 8 and 48): a strict L-BFGS-B run (ftol 1e-15,
-    # gtol 1e-12, 14999 iterations) ends at 1667.9180; L-BFGS-B's one-step ftol = 1e-8 test
-    # stopped at 1673.56 after 3542 iterations; the windowed test must end within 1e-4.
+    # prefix:40 from two-level hats (spacings 8 and 20): a strict L-BFGS-B run (ftol 1e-15,
+    # gtol 1e-12) ends at 445.36120; L-BFGS-B's one-step ftol = 1e-8 test stops 4.1e-4 above it
+    # (1486 iterations); the windowed test ended within 1.1e-4 from eight starts perturbed by
+    # 1e-12 (relative), where the long, slow descents of larger domains (prefix:96) end anywhere
+    # in a 0.3% band.
     import math
 
     from strategy_opt.programs.pidentity import optimise_theta
 
-    n = 96
-    T0 = np.vstack([hat_rows(n, 8), hat_rows(n, 48)])
+    n = 40
+    T0 = np.vstack([hat_rows(n, 8), hat_rows(n, 20)])
     _, f, _, stop = optimise_theta(prefix(n).gram(), T0, max_iters=50_000, deadline=math.inf, ftol=1e-8)
-    assert f <= 1667.9180 * (1 + 1e-4)
+    assert f <= 445.36120 * (1 + 2e-4)
     assert stop == "converged"
     _, _, it, stop = optimise_theta(prefix(n).gram(), T0, max_iters=50_000, deadline=0.0, ftol=1e-8)
     assert (it, stop) == (1, "time")  # the deadline is checked after each iteration

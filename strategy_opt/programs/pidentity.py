@@ -101,6 +101,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as la
+from scipy.linalg import lapack
 import scipy.optimize as so
 import scipy.sparse as sp
 from threadpoolctl import ThreadpoolController
@@ -112,6 +113,7 @@ from ..exceptions import InputError, OptionError, SolverError, setting
 from ..problem import Problem
 from ..pure_bound import lower_bound_facts
 from ..registry import register_method
+from ..semiseparable import SemiseparableGram
 from ..threads import one_blas_thread
 from ..workload import Kronecker, Union, Workload, gram_unit
 from .marginals_template import MARGINALS_MAX_ITERS, marginals_strategy
@@ -178,8 +180,46 @@ DENSE_SUPPORT_SHARE = 0.2
 _THREADPOOLS = ThreadpoolController()
 
 
-def pidentity_loss(theta: np.ndarray, G: np.ndarray, p: int) -> tuple[float, np.ndarray]:
+def _capacitance_solver(T: np.ndarray, C: np.ndarray | None = None):
+    """``X -> C^{-1} X`` for the p x p capacitance matrix ``C = I + Theta Theta^T`` (given, or formed from ``T``).
+
+    By the inverse of C's Cholesky factor, ``C^{-1} X = L^{-T} (L^{-1} X)``: two
+    BLAS products instead of two triangular solves against the p x n right-hand
+    sides, which took 100 us of a 450 us loss on prefix:256 (p = 25). Not by
+    the explicit ``C^{-1}``: E_1 is a difference of two large terms, and with it
+    the loss was noisy at 3e-10 relative against 1e-12 (cond(C) ~ 2e4,
+    prefix:40), enough for L-BFGS-B's line search to give up early.
+
+    Examples
+    --------
+    >>> solve = _capacitance_solver(np.array([[1.0, 1.0]]))  # C = 1 + 2
+    >>> np.round(solve(np.array([[3.0, 6.0]])), 12).tolist()
+    [[1.0, 2.0]]
+    """
+    if C is None:
+        C = np.eye(T.shape[0]) + T @ T.T
+    try:
+        L = la.cholesky(C, lower=True, check_finite=False)
+    except la.LinAlgError:
+        raise SolverError("p-identity: I + Theta Theta^T lost positive definiteness (non-finite Theta); try another seed") from None
+    Li, info = lapack.dtrtri(L, lower=1)
+    if info != 0:
+        raise SolverError("p-identity: I + Theta Theta^T lost positive definiteness (non-finite Theta); try another seed")
+    Li = np.tril(Li)
+    return lambda X: Li.T @ (Li @ X)
+
+
+def _gram_product(T: np.ndarray, s: np.ndarray, G: np.ndarray, structure: SemiseparableGram | None) -> np.ndarray:
+    """``Theta G~`` with ``G~ = diag(s) G diag(s)``, for a dense Theta, by G's generators where given."""
+    Ts = T * s[None, :]
+    return (Ts @ G if structure is None else structure.right_product(Ts)) * s[None, :]
+
+
+def pidentity_loss(theta: np.ndarray, G: np.ndarray, p: int, structure: SemiseparableGram | None = None) -> tuple[float, np.ndarray]:
     """``E_1`` of ``A(Theta) = [I; Theta] D`` and its gradient in Theta (flattened), O(p n^2).
+
+    With ``structure``, G's semiseparable generators, the products with G take
+    O(p n) (`strategy_opt.semiseparable`) and the cost is O(p^2 n).
 
     Examples
     --------
@@ -192,27 +232,26 @@ def pidentity_loss(theta: np.ndarray, G: np.ndarray, p: int) -> tuple[float, np.
     n = G.shape[0]
     T = theta.reshape(p, n)
     s = 1.0 + T.sum(axis=0)
-    Gt = G * np.outer(s, s)
-    C = np.eye(p) + T @ T.T
-    try:
-        cf = la.cho_factor(C, lower=True, check_finite=False)
-    except la.LinAlgError:
-        raise SolverError("p-identity: I + Theta Theta^T lost positive definiteness (non-finite Theta); try another seed") from None
-    CiT = la.cho_solve(cf, T, check_finite=False)
-    TG = T @ Gt
-    f = float(np.trace(Gt) - np.einsum("ij,ij->", CiT, TG))
-    Z = CiT @ Gt
+    solve = _capacitance_solver(T)
+    CiT = solve(T)
+    TG = _gram_product(T, s, G, structure)  # Theta G~
+    Gt_diag = np.diag(G) * s * s
+    f = float(Gt_diag.sum() - np.einsum("ij,ij->", CiT, TG))
+    Z = solve(TG)  # C^{-1} Theta G~
     ZM = Z - (Z @ T.T) @ CiT
-    diag = np.diag(Gt) - np.einsum("ij,ij->j", TG, CiT)
+    diag = Gt_diag - np.einsum("ij,ij->j", TG, CiT)
     grad = -2.0 * ZM + (2.0 * diag / s)[None, :]
     return f, grad.ravel()
 
 
-def pidentity_loss_on_support(values: np.ndarray, G: np.ndarray, rows: np.ndarray, cols: np.ndarray, p: int) -> tuple[float, np.ndarray]:
+def pidentity_loss_on_support(
+    values: np.ndarray, G: np.ndarray, rows: np.ndarray, cols: np.ndarray, p: int, structure: SemiseparableGram | None = None
+) -> tuple[float, np.ndarray]:
     """`pidentity_loss` for a Theta that is zero outside the pattern ``(rows, cols)``; gradient on the pattern.
 
     Cost O(nnz n + p^2 n) instead of O(p n^2): ``Theta G~`` is a sparse-dense
-    product and the gradient ``-2 (Z - (Z Theta^T) C^{-1} Theta)`` (``Z = C^{-1} Theta G~``)
+    product (O(p n) with G's semiseparable generators ``structure``) and the
+    gradient ``-2 (Z - (Z Theta^T) C^{-1} Theta)`` (``Z = C^{-1} Theta G~``)
     is only needed at the nnz pattern entries. A pattern covering at least
     `DENSE_SUPPORT_SHARE` of Theta is multiplied as a dense array: on 256 cells
     SciPy's sparse bookkeeping cost more than the flops it saved (0.74 ms
@@ -228,6 +267,8 @@ def pidentity_loss_on_support(values: np.ndarray, G: np.ndarray, rows: np.ndarra
         The pattern.
     p : int
         Rows of Theta.
+    structure : SemiseparableGram, optional
+        G's generators, when it has them (`SemiseparableGram.detect`).
 
     Returns
     -------
@@ -242,27 +283,24 @@ def pidentity_loss_on_support(values: np.ndarray, G: np.ndarray, rows: np.ndarra
     4.0
     """
     n = G.shape[0]
+    Td = np.zeros((p, n))
+    Td[rows, cols] = values
+    s = 1.0 + Td.sum(axis=0)
     if rows.size >= DENSE_SUPPORT_SHARE * p * n:
-        T = np.zeros((p, n))
-        T[rows, cols] = values
-        Td = T
-        s = 1.0 + T.sum(axis=0)
-        C = np.eye(p) + T @ T.T
-        TG = ((T * s[None, :]) @ G) * s[None, :]
+        C = None
+        TG = _gram_product(Td, s, G, structure)
     else:
         T = sp.csr_matrix((values, (rows, cols)), shape=(p, n))
-        Td = T.toarray()
-        s = 1.0 + np.asarray(T.sum(axis=0)).ravel()
         C = np.eye(p) + (T @ T.T).toarray()
-        TG = np.asarray(T.multiply(s[None, :]).tocsr() @ G) * s[None, :]  # Theta G~ without forming G~
-    try:
-        cf = la.cho_factor(C, lower=True, check_finite=False)
-    except la.LinAlgError:
-        raise SolverError("p-identity: I + Theta Theta^T lost positive definiteness (non-finite Theta); try another seed") from None
-    CiT = la.cho_solve(cf, Td, check_finite=False)
+        if structure is None:
+            TG = np.asarray(T.multiply(s[None, :]).tocsr() @ G) * s[None, :]  # Theta G~ without forming G~
+        else:
+            TG = _gram_product(Td, s, G, structure)
+    solve = _capacitance_solver(Td, C)
+    CiT = solve(Td)
     Gt_diag = np.diag(G) * s * s
     f = float(Gt_diag.sum() - np.einsum("ij,ij->", CiT, TG))
-    Z = la.cho_solve(cf, TG, check_finite=False)
+    Z = solve(TG)
     ZTt = Z @ Td.T  # Z Theta^T, p x p
     zm = Z[rows, cols] - (ZTt @ CiT)[rows, cols]  # a p x n product (BLAS) beats gathering two nnz x p arrays
     diag = Gt_diag - np.einsum("ij,ij->j", TG, CiT)
@@ -410,7 +448,17 @@ EVALUATIONS_PER_ITERATION = 20
 
 
 def optimise_theta(
-    G: np.ndarray, T0: np.ndarray, *, max_iters: int, deadline: float, ftol: float, label: str = "", support=None, unit: float = 1.0, exact: bool = True
+    G: np.ndarray,
+    T0: np.ndarray,
+    *,
+    max_iters: int,
+    deadline: float,
+    ftol: float,
+    label: str = "",
+    support=None,
+    unit: float = 1.0,
+    exact: bool = True,
+    structure: SemiseparableGram | None = None,
 ) -> tuple[np.ndarray, float, int, str]:
     """L-BFGS-B over ``Theta >= 0`` from T0 until convergence, ``max_iters`` or ``deadline``.
 
@@ -421,7 +469,8 @@ def optimise_theta(
     state E_1 times ``unit`` (the scale the caller divided G by).
 
     With ``support = (rows, cols)`` only those entries of Theta are free (the
-    others stay 0) and the loss is `pidentity_loss_on_support`.
+    others stay 0) and the loss is `pidentity_loss_on_support`. With
+    ``structure`` (G's semiseparable generators) the losses multiply by G in O(p n).
 
     SciPy's L-BFGS-B (C, since 1.15) calls BLAS on vectors of length p n; with
     OpenBLAS threads on a shared 2-core machine each such call costs
@@ -446,19 +495,19 @@ def optimise_theta(
     p, n = T0.shape
     state = {"last": time.perf_counter(), "it": 0, "f": math.inf, "stop": "lbfgsb"}
     history = collections.deque(maxlen=STALL_WINDOW + 1)  # best E_1 after each of the last iterations
-    outer = blas_threads() if p * n * n > THREADED_LOSS_FLOPS else 1
+    outer = blas_threads() if p * n * (n if structure is None else p) > THREADED_LOSS_FLOPS else 1
 
     if support is None:
         x0 = T0.ravel()
 
         def loss(x):
-            return pidentity_loss(x, G, p)
+            return pidentity_loss(x, G, p, structure)
     else:
         rows, cols = support
         x0 = T0[rows, cols]
 
         def loss(x):
-            return pidentity_loss_on_support(x, G, rows, cols, p)
+            return pidentity_loss_on_support(x, G, rows, cols, p, structure)
 
     def fun(x):
         with _THREADPOOLS.limit(limits=outer, user_api="blas"):
@@ -607,6 +656,7 @@ def solve_pidentity(
     # lost their way on a workload scaled by 1e60 (it returned the identity); values are reported in G's units
     unit = gram_unit(G)
     G = G / unit
+    structure = SemiseparableGram.detect(G)  # ranges, prefixes: products with G in O(p n)
     plain: list[tuple[str, np.ndarray, tuple | None]] = [("identity", np.zeros((1, n)), None)]
     if warm is not None:
         plain.append(("warm", warm, None))
@@ -615,7 +665,7 @@ def solve_pidentity(
         scored = []
         for spacings in hat_templates(n):
             T = _template_theta(n, spacings)
-            scored.append((pidentity_loss(T.ravel(), G, T.shape[0])[0], spacings, T))
+            scored.append((pidentity_loss(T.ravel(), G, T.shape[0], structure)[0], spacings, T))
         scored.sort(key=lambda t: t[0])
         hats = [(f"hats{tuple(round(h, 1) for h in sp)}", T, hat_support(T, SUPPORT_MARGIN)) for _, sp, T in scored[:RACED_STARTS]]
     rng = np.random.default_rng(seed)
@@ -636,7 +686,9 @@ def solve_pidentity(
         elif until <= now:  # no time left (a warm start, a race's leader): priced as it stands, not one costly iteration more
             T, f, it, stop = T0, exact_error(T0, G), 0, "time"
         else:
-            T, f, it, stop = optimise_theta(G, T0, max_iters=iters, deadline=until, ftol=ftol, label=name, support=support, unit=unit, exact=final)
+            T, f, it, stop = optimise_theta(
+                G, T0, max_iters=iters, deadline=until, ftol=ftol, label=name, support=support, unit=unit, exact=final, structure=structure
+            )
         f *= unit
         record[name] = {"unit_error": f, "iterations": done["iterations"] + it, "seconds": done["seconds"] + time.perf_counter() - now, "stopped_by": stop}
         if final:
