@@ -344,9 +344,12 @@ def findings(cache: dict) -> str:
         "",
         _time_finding(cache),
         "",
-        "Provenance: the OPT_0 table at commit 555c316 (p-identity races its 4 best hat templates for 50 iterations and runs the best 2, "
-        "and the best at the start, to convergence; auto-pure stops p-identity at tol 1e-6), its 4096-cell rows at cead07e (without the "
-        "best-at-start finalist), with OPT_0 under its published stopping rule; until then OPT_0 ran to SciPy's default tolerances (its "
+        "Provenance: the OPT_0 table at commit 6cd8371 (p-identity races its 4 best hat templates for 50 iterations and runs the best 2, "
+        "and the best at the start, to convergence; auto-pure stops p-identity at tol 1e-6; products with range and prefix Gram matrices "
+        "in O(p n); 256 and 1024 cells measured together, 4096 cells in a second run at dac8f09, the same code), with OPT_0 under its published stopping rule "
+        "(its loss is ours, so both gained from the cheaper products: OPT_0's E_1 differs from the earlier table at rounding-driven "
+        "trajectory level, and its seconds were 1.3-2x those of the earlier run at 555c316, a slower machine that day); before "
+        "555c316 OPT_0 ran to SciPy's default tolerances (its "
         "'to SciPy defaults' column), ~40x more iterations than the published code at 1024 cells, which made auto-pure look faster than "
         "OPT_0. " + methods_provenance(cache) + " The minerror-l1 table at e2076e4 (its svd-approx candidate converged: Program 3.4.3's "
         "search runs each smoothing stage to convergence).",

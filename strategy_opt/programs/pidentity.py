@@ -38,17 +38,22 @@ local; on all ranges n = 256 the restriction changes E_1 by 3e-5), so
 ``Theta G~`` is a sparse-dense product and the gradient is needed on the
 support only: O(nnz n + p^2 n) per evaluation instead of O(p n^2)
 (`pidentity_loss_on_support`); with p ~ n/14 and nnz ~ 6n at n = 4096 about
-ten times cheaper.
+ten times cheaper. The Gram matrices of all ranges and of prefixes are
+semiseparable (``G_ij = u_min(i,j) v_max(i,j)``, `strategy_opt.semiseparable`):
+on them ``Theta G~`` takes O(p n) whatever the support, leaving O(p^2 n) per
+evaluation (with ``C^{-1}`` applied through its inverse Cholesky factor; median
+of a hat template's loss on prefixes, one BLAS thread, same session: 0.34 ->
+0.22 ms at 256 cells, 12.0 -> 4.8 ms at 1024, 410 -> 176 ms at 4096).
 
 Measured here (auto-pure, one BLAS thread, same run as our re-implementation
 of OPT_0 with its published stopping rule, L-BFGS-B ftol 1e-4, median of three
 seeds; benchmarks/results/pure_dp.md has the table): all ranges n = 256: E_1
-1067782 in 0.29 s against OPT_0's 1078205 in 0.03 s; n = 1024: 31781083 in
-7.5 s against 32403811 in 1.8 s (the issue's reference OPT_0 values are
-1075312 and 32721311: 0.7% and 2.9% below them); prefix n = 256: 6873.2 in
-1.0 s (OPT_0 6985.2 in 0.05 s, reference 6918.3), n = 1024: 46464 in 11.2 s
-(OPT_0 47149 in 2.2 s, reference 47391); all ranges n = 4096: 8.449e8 in
-286 s (OPT_0 8.752e8 in 167 s). The local optima of
+1067782 in 0.43 s against OPT_0's 1078205 in 0.057 s; n = 1024: 31781200 in
+10.0 s against 32402853 in 2.4 s (the issue's reference OPT_0 values are
+1075312 and 32721311: 0.7% and 2.9% below them); prefix n = 256: 6874.1 in
+1.3 s (OPT_0 6985.2 in 0.064 s, reference 6918.3), n = 1024: 46465 in 11.8 s
+(OPT_0 47574 in 3.2 s, reference 47391); all ranges n = 4096: 8.449e8 in
+214 s (OPT_0 8.724e8 in 256 s). The local optima of
 this template lie within about 1% of each other: on all ranges n = 256 every
 start we tried (one- and two-level hats, quadratic B-splines, shifted
 duplicate levels, random starts with p = 16 ... 128, uniform or sparse) ends at
