@@ -137,8 +137,8 @@ def _null_space_removed(A) -> tuple[object, ErrorProfile | None]:
     if not isinstance(A, np.ndarray):
         return A, None
     profile = ErrorProfile(A)
-    N = profile.null_space
-    return (A, profile) if N.shape[1] == 0 else (A - (A @ N) @ N.T, None)
+    removed = profile.without_null_directions(A)
+    return (A, profile) if removed is None else (removed, None)
 
 
 def _completed_l1(A, workload) -> tuple[object, int]:

@@ -101,7 +101,8 @@ def test_small_unsupported_query_is_refused_per_query():
         per_query_variances(A, W, 1)
     # a supported rank-deficient strategy passes both tests
     W2 = from_matrix([[1e5, 1e5], [2.0, 2.0]])
-    assert ErrorProfile(np.array([[1.0, 1.0]])).unsupported_query(W2)[1] < 1e-20
+    # (a strategy of few rows keeps its row space, and a query's outside share is its norm minus the inside: rounding)
+    assert ErrorProfile(np.array([[1.0, 1.0]])).unsupported_query(W2)[1] < 1e-12
 
 
 def test_error_scale_invariance_and_sensitivity():
