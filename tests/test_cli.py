@@ -631,13 +631,32 @@ def test_problem_file_with_a_byte_order_mark(tmp_path, capsys):
     assert read_strategy(tmp_path / "s.npz").meta["workload"] == "prefix:4"
 
 
-def test_unsupported_sparse_formats_are_named(tmp_path, capsys):
+def test_every_save_npz_layout_loads_and_broken_ones_are_named(tmp_path, capsys):
+    """CLI.md: a workload or strategy .npz may use any layout of scipy.sparse.save_npz (bsr and dia were refused)."""
     import scipy.sparse as sp
 
-    sp.save_npz(tmp_path / "dia.npz", sp.dia_matrix(np.eye(4)))
+    rng = np.random.default_rng(5)
+    M = np.where(rng.random((6, 8)) < 0.5, rng.integers(1, 4, (6, 8)), 0).astype(float)
+    M[np.arange(6), np.arange(6)] = 1.0  # every cell in some query
+    M[:, 6:] += 1.0
     out = tmp_path / "s.npz"
-    assert "unsupported sparse format 'dia'" in _bad(tmp_path, capsys, "solve", "--workload", f"file:{tmp_path / 'dia.npz'}", "--out", out, out=out)
-    assert "unsupported sparse format 'dia'" in _bad(tmp_path, capsys, "error", tmp_path / "dia.npz", "--workload", "identity:4")
+    expected = None
+    for name, X in {"bsr": sp.bsr_matrix(M, blocksize=(2, 4)), "dia": sp.dia_matrix(M), "csc": sp.csc_matrix(M)}.items():
+        sp.save_npz(tmp_path / f"{name}.npz", X)
+        assert cli("-q", "solve", "--workload", f"file:{tmp_path / name}.npz", "--method", "identity", "--out", tmp_path / f"s_{name}.npz") == 0
+        E = read_strategy(tmp_path / f"s_{name}.npz").meta["unit_total_squared_error"]
+        assert E == pytest.approx(float(np.sum(M**2)), rel=1e-12)  # the identity: ||W||_F^2
+        expected = E if expected is None else expected
+        assert E == expected
+    sp.save_npz(tmp_path / "strategy.npz", sp.dia_matrix(np.eye(8) * 2.0))
+    capsys.readouterr()
+    assert cli("-q", "error", tmp_path / "strategy.npz", "--workload", f"file:{tmp_path / 'bsr.npz'}", "--privacy", "pure") == 0
+    np.savez(tmp_path / "bad.npz", format=np.array("bsr"), shape=np.array([6, 8]), data=np.ones((1, 4, 4)), indices=np.array([0]), indptr=np.array([0, 1]))
+    assert "tile the shape" in _bad(tmp_path, capsys, "solve", "--workload", f"file:{tmp_path / 'bad.npz'}", "--out", out, out=None)
+    np.savez(tmp_path / "bad.npz", format=np.array("dia"), shape=np.array([4, 4]), data=np.ones((2, 4)), offsets=np.array([1, 1]))
+    assert "distinct integers" in _bad(tmp_path, capsys, "solve", "--workload", f"file:{tmp_path / 'bad.npz'}", "--out", tmp_path / "t.npz", out=tmp_path / "t.npz")
+    np.savez(tmp_path / "bad.npz", format=np.array("lil"), shape=np.array([4, 4]), data=np.ones(2))
+    assert "unsupported sparse format 'lil'" in _bad(tmp_path, capsys, "solve", "--workload", f"file:{tmp_path / 'bad.npz'}", "--out", tmp_path / "t.npz", out=tmp_path / "t.npz")
 
 
 def test_auto_checks_the_branching_before_its_candidates_run(capsys):
@@ -724,3 +743,19 @@ def test_error_reads_back_what_solve_wrote_when_the_queries_are_too_many_to_enum
     report = json.loads(capsys.readouterr().out)
     assert report["unit_total_squared_error"] == n * (n + 1) * (n + 2) // 6
     assert report["unit_max_query_variance"] is None
+
+
+def _declared_options():
+    from strategy_opt.registry import methods
+
+    return [(name, info.privacy[0], option) for name, info in sorted(methods().items()) if info.options for option in sorted(info.options)]
+
+
+@pytest.mark.parametrize("method, privacy, option", _declared_options(), ids=lambda v: str(v))
+def test_an_invalid_option_value_is_one_line_before_any_work(tmp_path, capsys, method, privacy, option):
+    """Every declared option of every method refuses a value of the wrong kind with one line and no file, before
+    progress output (svd-approx printed its eigendecomposition line before refusing time_budget=-1)."""
+    out = tmp_path / "s.npz"
+    workload = "marginals:2x2x2:1" if method == "marginals" else "prefix:8"
+    err = _bad(tmp_path, capsys, "solve", "--workload", workload, "--privacy", privacy, "--method", method, "--option", f"{option}=[1, 2]", "--out", out, out=out)
+    assert option in err

@@ -258,20 +258,22 @@ def svd_approx(problem: Problem):
     refine = problem.options.get("refine", n <= REFINE_MAX_N)
     if not isinstance(refine, (bool, np.bool_)):
         raise OptionError(f"option refine must be true or false, got {refine!r}")
+    budget = problem.option(
+        "time_budget", min(problem.solver.time_limit, SEARCH_SECONDS), lambda v: is_number(v) and v > 0, "a positive number of seconds", method="svd-approx"
+    )
+    stage_steps = problem.option("stage_steps", _MAX_STEPS_PER_STAGE, lambda v: is_integer(v, 1), "an integer >= 1", method="svd-approx")
+    rows = problem.options.get("rows", n)
+    if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1:  # its least value, the rank, is known below
+        raise OptionError(f"option rows must be an integer >= rank of the workload, got {rows!r}")
     G = W.gram()
     log.info("svd-approx: eigendecomposition of the %d x %d Gram matrix (Thm 3.8)%s", n, n, ", then the min-L1 rotation (Program 3.4.3)" if refine else "")
     # the strategy does not depend on G's scale; its search (smoothing, step sizes) is tuned for
     # mean diagonal 1 (on a workload scaled by 1e30 it ended 22% worse)
     A, lam, V = svd_factor(G / gram_unit(G))
-    rows = problem.options.get("rows", n)
-    if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < A.shape[0]:
+    if rows < A.shape[0]:
         raise OptionError(f"option rows must be an integer >= rank of the workload ({A.shape[0]}), got {rows!r}")
     # the search keeps a few rows x (rank + n) arrays (iterate, gradient, trial step, the factor and its signs)
     require_memory(SEARCH_COPIES * 8.0 * int(rows) * (A.shape[0] + n), f"svd-approx with option rows={rows}", hint=f"use fewer rows (default: the {n} cells)")
-    budget = problem.option(
-        "time_budget", min(problem.solver.time_limit, SEARCH_SECONDS), lambda v: is_number(v) and v > 0, "a positive number of seconds", method="svd-approx"
-    )
-    stage_steps = problem.option("stage_steps", _MAX_STEPS_PER_STAGE, lambda v: is_integer(v, 1), "an integer >= 1", method="svd-approx")
     extra = {"rank": int(A.shape[0]), "refined": bool(refine)}
     if refine:
         A, facts = min_l1_factor(A, int(rows), V, time_limit=float(budget), stage_steps=int(stage_steps))
