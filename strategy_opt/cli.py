@@ -907,10 +907,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"strategy-opt {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress output on stderr")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug output on stderr")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug lines on stderr as well (few outside the online command)")
     common = _Parser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress output on stderr")
-    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug output on stderr")
+    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug lines on stderr as well (few outside the online command)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
@@ -1091,7 +1091,7 @@ def main(argv=None) -> int:
         # the commands turn their own file errors into InputErrors: what reaches here is writing
         # standard output (> /dev/full, a full disk)
         _silence_stdout()
-        print(f"strategy-opt: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        print(f"strategy-opt: error: cannot write to standard output: {exc.strerror or exc} (files the command wrote are complete and kept)", file=sys.stderr)
         return 1
     finally:
         if in_main_thread:

@@ -60,6 +60,7 @@ from .fingerprints import SEAL_LENGTH, SEAL_PREFIX, content_hash, file_sha256, m
 from .marginals import MarginalsMatrix
 from .matrix_files import (
     COO_KEYS,
+    DIA_KEYS,
     READ_ERRORS,
     SPARSE_KEYS,
     missing_file,
@@ -450,19 +451,19 @@ def read_strategy(path: str | os.PathLike, verify: bool = True) -> Strategy:
                     raise InputError(f"strategy file {path} is corrupted: its zip directory is damaged")
                 factor_keys = [f"factor_{i}" for i in range(len(keys))]
                 factor_keys = factor_keys[: next((i for i, k in enumerate(factor_keys) if k not in keys), len(factor_keys))]
-                extra = keys - {"A", "meta"} - SPARSE_KEYS - COO_KEYS - set(factor_keys)
+                extra = keys - {"A", "meta"} - SPARSE_KEYS - COO_KEYS - DIA_KEYS - set(factor_keys)
                 if factor_keys and keys - {"meta"} - set(factor_keys):
                     raise InputError(f"strategy file {path} has unexpected members {sorted(keys)}; it is corrupted or not a strategy file")
                 if extra and "A" not in keys and {"format", "shape"} <= keys:
                     sparse_from_npz(z, path, what)  # names an unsupported format (dia, bsr, ...)
-                if extra or ("A" in keys and keys & (SPARSE_KEYS | COO_KEYS)):
+                if extra or ("A" in keys and keys & (SPARSE_KEYS | COO_KEYS | DIA_KEYS)):
                     raise InputError(f"strategy file {path} has unexpected members {sorted(keys)}; it is corrupted or not a strategy file")
                 meta = _parse_meta(_npz_meta_text(z, path), path) if "meta" in keys else {}
                 if factor_keys:  # a Kronecker strategy too large to store flat (`FLAT_MAX_NONZEROS`)
                     A = KroneckerMatrix([validate_matrix(npz_array(z, k, path, f"{what} factor"), path, f"{what} factor") for k in factor_keys])
                 elif "A" in keys:
                     A = npz_array(z, "A", path, what)
-                elif SPARSE_KEYS <= keys or COO_KEYS <= keys:
+                elif SPARSE_KEYS <= keys or COO_KEYS <= keys or DIA_KEYS <= keys:
                     A = sparse_from_npz(z, path, what)
                 else:
                     raise InputError(f"{path}: no strategy matrix (expected key 'A' or the scipy.sparse layout)")

@@ -31,7 +31,7 @@ import scipy.sparse as sp
 from .exceptions import InputError
 from .resources import require_memory
 
-__all__ = ["read_workload_file", "read_npy", "npy_shape", "npy_header", "missing_file", "open_npz", "npz_array", "sparse_from_npz", "read_mtx", "read_csv_matrix", "validate_matrix", "require_array_memory", "unreadable", "READ_ERRORS", "SPARSE_KEYS", "COO_KEYS"]
+__all__ = ["read_workload_file", "read_npy", "npy_shape", "npy_header", "missing_file", "open_npz", "npz_array", "sparse_from_npz", "read_mtx", "read_csv_matrix", "validate_matrix", "require_array_memory", "unreadable", "READ_ERRORS", "SPARSE_KEYS", "COO_KEYS", "DIA_KEYS"]
 
 
 #: Exceptions that parsing a malformed or corrupted file can raise (NumPy, zipfile,
@@ -83,11 +83,10 @@ def unreadable(path: Path, exc: BaseException) -> InputError:
     return InputError(f"cannot read {path}: {text[:200]} (corrupted or truncated file)")
 
 
-#: Members of a ``scipy.sparse.save_npz`` file: CSR/CSC layout, and the extra COO members.
+#: Members of a ``scipy.sparse.save_npz`` file: CSR/CSC/BSR layout, and those of the COO and DIA layouts.
 SPARSE_KEYS = {"data", "indices", "indptr", "shape", "format"}
-
-
 COO_KEYS = {"data", "row", "col", "shape", "format"}
+DIA_KEYS = {"data", "offsets", "shape", "format"}
 
 
 #: dtype kinds accepted for matrices and histograms: bool, signed and unsigned int, float.
@@ -377,14 +376,14 @@ def npz_array(z, key: str, path: Path, what: str) -> np.ndarray:
 
 
 def sparse_from_npz(z, path: Path, what: str) -> sp.csr_matrix:
-    """The CSR matrix stored in the open archive ``z`` in `scipy.sparse.save_npz`'s layout (csr, csc or coo),
+    """The CSR matrix stored in the open archive ``z`` in `scipy.sparse.save_npz`'s layout (csr, csc, coo, bsr or dia),
     its shape, format and index arrays checked (`InputError` naming ``path`` and ``what``).
 
     Parameters
     ----------
     z : numpy.lib.npyio.NpzFile
-        An archive opened with `open_npz`, with members ``format``, ``shape``, ``data`` and either
-        ``indices``/``indptr`` (csr, csc) or ``row``/``col`` (coo).
+        An archive opened with `open_npz`, with members ``format``, ``shape``, ``data`` and
+        ``indices``/``indptr`` (csr, csc, bsr), ``row``/``col`` (coo) or ``offsets`` (dia).
     path : Path
         The archive's file (named in errors).
     what : str
@@ -412,18 +411,42 @@ def sparse_from_npz(z, path: Path, what: str) -> sp.csr_matrix:
     shape = tuple(int(s) for s in np.asarray(z["shape"]).ravel())
     if len(shape) != 2 or min(shape) < 0:
         raise InputError(f"{path}: malformed sparse matrix shape {shape}")
-    if fmt not in ("csr", "csc", "coo"):
-        raise InputError(f"{path}: unsupported sparse format {fmt!r} (use csr, csc or coo)")
+    if fmt not in ("csr", "csc", "coo", "bsr", "dia"):
+        raise InputError(f"{path}: unsupported sparse format {fmt!r} (use csr, csc, coo, bsr or dia)")
     # CSR index pointers of the larger dimension, plus data/index copies
     require_memory(16.0 * (max(shape) + 1), f"{what} {path} (shape {shape})", "it is too large to load")
     if fmt == "coo":
         data, row, col = (npz_array(z, k, path, what) for k in ("data", "row", "col"))
         return sp.coo_matrix((data, (row, col)), shape=shape).tocsr()
+    if fmt == "dia":
+        return _dia_to_csr(npz_array(z, "data", path, what), npz_array(z, "offsets", path, what), shape, path, what)
     data, indices, indptr = (npz_array(z, k, path, what) for k in ("data", "indices", "indptr"))
+    if fmt == "bsr":
+        return _bsr_to_csr(data, indices, indptr, shape, path, what)
     major, minor = shape if fmt == "csr" else shape[::-1]
     _check_compressed(data, indices, indptr, major, minor, path, f"{what} ({fmt})")
     cls = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
     return cls((data, indices, indptr), shape=shape).tocsr()
+
+
+def _dia_to_csr(data, offsets, shape: tuple[int, int], path: Path, what: str) -> sp.csr_matrix:
+    """A DIA matrix's arrays (``data`` k x L, ``offsets`` of k distinct integers) checked and converted to CSR."""
+    if data.ndim != 2 or offsets.ndim != 1 or data.shape[0] != offsets.size:
+        raise InputError(f"{path}: {what} (dia): 'data' must be k x L for k 'offsets', got shapes {data.shape} and {offsets.shape}")
+    if offsets.dtype.kind not in "iu" or np.unique(offsets).size != offsets.size:
+        raise InputError(f"{path}: {what} (dia): 'offsets' must be distinct integers")
+    if data.shape[1] > shape[1]:
+        raise InputError(f"{path}: {what} (dia): 'data' has {data.shape[1]} columns, the shape has {shape[1]}")
+    return sp.dia_matrix((data, offsets), shape=shape).tocsr()
+
+
+def _bsr_to_csr(data, indices, indptr, shape: tuple[int, int], path: Path, what: str) -> sp.csr_matrix:
+    """A BSR matrix's arrays (``data`` of R x C blocks, block ``indices``/``indptr``) checked and converted to CSR."""
+    if data.ndim != 3 or min(data.shape[1:]) < 1 or shape[0] % data.shape[1] or shape[1] % data.shape[2]:
+        raise InputError(f"{path}: {what} (bsr): 'data' must hold R x C blocks that tile the shape {shape}, got shape {data.shape}")
+    R, C = data.shape[1:]
+    _check_compressed(np.empty(data.shape[0]), indices, indptr, shape[0] // R, shape[1] // C, path, f"{what} (bsr)")
+    return sp.bsr_matrix((data, indices, indptr), shape=shape).tocsr()
 
 
 def _check_compressed(data, indices, indptr, major: int, minor: int, path: Path, what: str) -> None:
@@ -741,7 +764,7 @@ def read_workload_file(path: str | os.PathLike):
             try:
                 if "W" in z.files:
                     W = npz_array(z, "W", path, what)
-                elif SPARSE_KEYS <= set(z.files) or COO_KEYS <= set(z.files) or {"format", "shape"} <= set(z.files):
+                elif SPARSE_KEYS <= set(z.files) or COO_KEYS <= set(z.files) or DIA_KEYS <= set(z.files) or {"format", "shape"} <= set(z.files):
                     W = sparse_from_npz(z, path, what)  # it names an unsupported format (dia, bsr, ...) itself
                 else:
                     raise InputError(f"{path}: expected a dense array under key 'W' or a scipy.sparse matrix")

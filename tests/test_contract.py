@@ -218,7 +218,7 @@ def test_a_closed_stdout_stops_quietly(buffered, command):
     assert p.stderr == b""
 
 
-def test_a_closed_or_full_stdout_gives_no_traceback():
+def test_a_closed_or_full_stdout_gives_no_traceback(tmp_path):
     """stdout closed at start (>&-: Python has no sys.stdout) ends quietly; a device that refuses the
     write (/dev/full) gives one line and exit 1 (both were AttributeError/OSError tracebacks)."""
     import os
@@ -232,7 +232,14 @@ def test_a_closed_or_full_stdout_gives_no_traceback():
         with open("/dev/full", "wb") as full:
             p = subprocess.run(cmd, stdout=full, stderr=subprocess.PIPE, timeout=60)
         lines = p.stderr.decode().strip().splitlines()
-        assert p.returncode == 1 and lines == ["strategy-opt: error: cannot write the output: No space left on device"]
+        assert p.returncode == 1 and lines == ["strategy-opt: error: cannot write to standard output: No space left on device (files the command wrote are complete and kept)"]
+        out = tmp_path / "s.npz"  # solve writes its file, then its summary line to the full device: the file stays, whole
+        with open("/dev/full", "wb") as full:
+            p = subprocess.run([sys.executable, "-m", "strategy_opt.cli", "-q", "solve", "--workload", "prefix:6", "--method", "identity", "--out", str(out)], stdout=full, stderr=subprocess.PIPE, timeout=60)
+        assert p.returncode == 1 and "files the command wrote are complete and kept" in p.stderr.decode()
+        from strategy_opt.io import read_strategy
+
+        assert read_strategy(out).meta["unit_total_squared_error"] == 21.0  # trace of prefix:6's Gram
 
 
 @pytest.mark.parametrize("privacy", ["pure", "approx"])
