@@ -28,6 +28,11 @@ __all__ = ["SemiseparableGram"]
 DETECT_RTOL = 1e-12
 
 
+#: Largest ratio of a generator's largest to its smallest entry (`SemiseparableGram.detect`): all ranges span n,
+#: while the Kac matrix ``0.25^|i - j|`` on 512 cells spans 1e307 and overflowed the products.
+MAX_GENERATOR_RANGE = 1e50
+
+
 class SemiseparableGram:
     """The symmetric matrix ``G_ij = u_min(i,j) v_max(i,j)`` from its generators u, v.
 
@@ -101,7 +106,8 @@ class SemiseparableGram:
         """The generators of a dense symmetric G, or None when G has no such form (to `DETECT_RTOL`).
 
         With ``u_0 = 1``: ``v_j = G_0j`` and ``u_i = G_ii / v_i``; they are kept
-        when every ``v_j`` is positive and they reproduce G. O(n^2) once.
+        when they are positive, span at most `MAX_GENERATOR_RANGE` each and
+        reproduce G. O(n^2) once.
 
         Examples
         --------
@@ -118,7 +124,12 @@ class SemiseparableGram:
         v = G[0].copy()
         if not np.all(v > 0):
             return None
-        candidate = cls(np.diag(G) / v, v)
+        u = np.diag(G) / v
+        # generators spanning a huge range (the Kac matrix rho^|i-j| has u_i = rho^-i) overflow X u in `right_product`
+        # where X G is finite: such a G is used densely
+        if not (np.all(u > 0) and u.max() <= MAX_GENERATOR_RANGE * u.min() and v.max() <= MAX_GENERATOR_RANGE * v.min()):
+            return None
+        candidate = cls(u, v)
         scale = np.abs(G).max()
         if not np.isfinite(scale) or np.abs(candidate.dense() - G).max() > DETECT_RTOL * scale:
             return None

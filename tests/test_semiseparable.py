@@ -47,6 +47,21 @@ def test_prefix_plus_all_range_is_semiseparable_too():
     np.testing.assert_allclose(S.u * S.v[0], (np.arange(9) + 2) * 9, rtol=1e-14)
 
 
+def test_generators_of_a_huge_range_are_refused():
+    # the Kac matrix rho^|i-j| is exactly semiseparable (u_i = rho^-i), but u spans 1e307 on 512 cells: X u overflowed
+    # and the p-identity loss came out NaN where the dense product is finite (audit R5)
+    i = np.arange(512)
+    K = 0.25 ** np.abs(i[:, None] - i[None, :])
+    assert SemiseparableGram.detect(K) is None
+    T = np.random.default_rng(0).random((32, 512))
+    f, g = pidentity_loss(T.ravel(), K, 32, SemiseparableGram.detect(K))
+    assert np.isfinite(f) and np.all(np.isfinite(g))
+    mild = 0.9 ** np.abs(i[:40, None] - i[None, :40])  # u spans 0.9^-39 = 61: kept, and exact
+    S = SemiseparableGram.detect(mild)
+    X = np.random.default_rng(1).standard_normal((3, 40))
+    np.testing.assert_allclose(S.right_product(X), X @ mild, rtol=1e-12, atol=1e-13 * np.abs(X).sum(axis=1).max())
+
+
 def test_a_near_miss_is_refused():
     G = all_range(10).gram().copy()
     G[3, 7] = G[7, 3] = G[3, 7] * (1 + 1e-9)  # off by far more than rounding
