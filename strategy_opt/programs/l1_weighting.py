@@ -75,7 +75,7 @@ scaling and the plain basis, and then drops weights left at its floor where
 that pays (dropping all leaves the identity, which is then returned: it is the
 zero weighting completed). On a 1-D hierarchical basis GreedyH's node weights are
 a start too, where its tree is the basis's (`weights_of`). Hierarchical basis,
-prefix:64: 2084 -> 1057 (GreedyH 1310, identity 2080). Where the local search
+prefix:64: 2084 -> 1056 (GreedyH 1310, identity 2080). Where the local search
 does not run (up to `REFINE_LARGE_MAX_N` cells), a completed optimum worse than
 the identity is priced at the scalings `IDENTITY_SCALES` of its weights, the
 identity included, and the best is returned with a warning
