@@ -1772,7 +1772,7 @@ class Union(Workload):
         >>> union(identity(2), total(2), weights=[1.0, 2.0]).query_variances(np.eye(2)).tolist()  # 1, 1, 4 * 2
         [1.0, 1.0, 8.0]
         """
-        return np.concatenate([w**2 * p.query_variances(M) for w, p in zip(self.weights, self.parts)])
+        return self._stacked_forms(lambda part: part.query_variances(M))
 
     def row_space_norms(self, V):
         """The parts' `row_space_norms` in row order, part k's times ``weights[k]^2``.
@@ -1782,7 +1782,11 @@ class Union(Workload):
         >>> union(identity(2), total(2), weights=[1.0, 2.0]).row_space_norms(np.eye(2)).tolist()  # 1, 1, 4 * 2
         [1.0, 1.0, 8.0]
         """
-        return np.concatenate([w**2 * p.row_space_norms(V) for w, p in zip(self.weights, self.parts)])
+        return self._stacked_forms(lambda part: part.row_space_norms(V))
+
+    def _stacked_forms(self, per_part) -> np.ndarray:
+        """Per-query quadratic forms ``per_part(part)`` of every part in row order, part k's times ``weights[k]^2``."""
+        return np.concatenate([w**2 * per_part(p) for w, p in zip(self.weights, self.parts)])
 
     def gram_diagonal(self) -> np.ndarray:
         """``sum_k w_k^2 diag(W_k^T W_k)``, from the parts.
