@@ -435,6 +435,8 @@ def _dia_to_csr(data, offsets, shape: tuple[int, int], path: Path, what: str) ->
         raise InputError(f"{path}: {what} (dia): 'data' must be k x L for k 'offsets', got shapes {data.shape} and {offsets.shape}")
     if offsets.dtype.kind not in "iu" or np.unique(offsets).size != offsets.size:
         raise InputError(f"{path}: {what} (dia): 'offsets' must be distinct integers")
+    if offsets.size and (offsets.min() <= -shape[0] or offsets.max() >= shape[1]):  # SciPy would wrap them to 32 bits or drop them
+        raise InputError(f"{path}: {what} (dia): an offset lies outside ({-shape[0]}, {shape[1]}) (found {offsets.min()}..{offsets.max()})")
     if data.shape[1] > shape[1]:
         raise InputError(f"{path}: {what} (dia): 'data' has {data.shape[1]} columns, the shape has {shape[1]}")
     return sp.dia_matrix((data, offsets), shape=shape).tocsr()

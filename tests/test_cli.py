@@ -655,6 +655,9 @@ def test_every_save_npz_layout_loads_and_broken_ones_are_named(tmp_path, capsys)
     assert "tile the shape" in _bad(tmp_path, capsys, "solve", "--workload", f"file:{tmp_path / 'bad.npz'}", "--out", out, out=None)
     np.savez(tmp_path / "bad.npz", format=np.array("dia"), shape=np.array([4, 4]), data=np.ones((2, 4)), offsets=np.array([1, 1]))
     assert "distinct integers" in _bad(tmp_path, capsys, "solve", "--workload", f"file:{tmp_path / 'bad.npz'}", "--out", tmp_path / "t.npz", out=tmp_path / "t.npz")
+    for offset in (2**32 + 1, 2**62, -(2**32) + 2, 100):  # SciPy reads 2**32 + 1 as offset 1 (a different matrix, audit R6)
+        np.savez(tmp_path / "bad.npz", format=np.array("dia"), shape=np.array([8, 8]), data=np.ones((1, 8)), offsets=np.array([offset]))
+        assert "offset lies outside" in _bad(tmp_path, capsys, "solve", "--workload", f"file:{tmp_path / 'bad.npz'}", "--out", tmp_path / "t.npz", out=tmp_path / "t.npz")
     np.savez(tmp_path / "bad.npz", format=np.array("lil"), shape=np.array([4, 4]), data=np.ones(2))
     assert "unsupported sparse format 'lil'" in _bad(tmp_path, capsys, "solve", "--workload", f"file:{tmp_path / 'bad.npz'}", "--out", tmp_path / "t.npz", out=tmp_path / "t.npz")
 
@@ -759,3 +762,10 @@ def test_an_invalid_option_value_is_one_line_before_any_work(tmp_path, capsys, m
     workload = "marginals:2x2x2:1" if method == "marginals" else "prefix:8"
     err = _bad(tmp_path, capsys, "solve", "--workload", workload, "--privacy", privacy, "--method", method, "--option", f"{option}=[1, 2]", "--out", out, out=out)
     assert option in err
+
+
+def test_svd_approx_refuses_too_few_rows_in_one_line(tmp_path, capsys):
+    """rows below the workload's rank is known only after the eigendecomposition: still one line (audit R6)."""
+    out = tmp_path / "s.npz"
+    assert "rank of the workload (16)" in _bad(tmp_path, capsys, "solve", "--workload", "prefix:16", "--privacy", "pure", "--method", "svd-approx", "--option", "rows=1", "--out", out, out=out)
+    assert "rows=100000000000" in _bad(tmp_path, capsys, "solve", "--workload", "prefix:16", "--privacy", "pure", "--method", "svd-approx", "--option", "rows=100000000000", "--out", out, out=out)

@@ -97,12 +97,13 @@ def test_time_budget_bounds_the_search(package_log):
 
 
 def test_too_many_rows_are_refused_with_an_estimate(capsys):
-    """rows=10^12 on 8 cells: about 8 * 6 * 10^12 * 16 bytes, refused before the search allocates anything."""
+    """rows=10^12 on 8 cells: refused before the eigendecomposition by the memory the search needs whatever the rank,
+    8 * 6 * 10^12 * (1 + 8) bytes (with the rank, 8: 768 TB)."""
     from strategy_opt.cli import main
 
     assert main(["-q", "solve", "--workload", "prefix:8", "--privacy", "pure", "--method", "svd-approx", "--option", "rows=1000000000000", "--out", "unused.npz"]) == 2
     err = capsys.readouterr().err
-    assert "svd-approx with option rows=1000000000000 needs about 768 TB of memory" in err
+    assert "svd-approx with option rows=1000000000000 needs about 432 TB of memory" in err
 
 
 def test_auto_pure_runs_svd_approx_at_a_fixed_number_of_steps_per_stage():

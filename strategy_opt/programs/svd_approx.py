@@ -63,6 +63,7 @@ from ..compiler import compile_strategy
 from ..defaults import EIG_RTOL
 from ..exceptions import InputError, OptionError, setting
 from ..problem import Problem, is_integer, is_number
+from ..progress import heartbeat
 from ..pure_bound import lower_bound_facts
 from ..registry import register_method
 from ..resources import require_memory
@@ -265,15 +266,19 @@ def svd_approx(problem: Problem):
     rows = problem.options.get("rows", n)
     if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1:  # its least value, the rank, is known below
         raise OptionError(f"option rows must be an integer >= rank of the workload, got {rows!r}")
+    # the search keeps a few rows x (rank + n) arrays (iterate, gradient, trial step, the factor and its signs): the
+    # part without the rank is checked before any work, the whole once the rank is known
+    memory_hint = f"use fewer rows (default: the {n} cells)"
+    require_memory(SEARCH_COPIES * 8.0 * int(rows) * (1 + n), f"svd-approx with option rows={rows}", hint=memory_hint)
     G = W.gram()
-    log.info("svd-approx: eigendecomposition of the %d x %d Gram matrix (Thm 3.8)%s", n, n, ", then the min-L1 rotation (Program 3.4.3)" if refine else "")
     # the strategy does not depend on G's scale; its search (smoothing, step sizes) is tuned for
     # mean diagonal 1 (on a workload scaled by 1e30 it ended 22% worse)
-    A, lam, V = svd_factor(G / gram_unit(G))
+    with heartbeat(f"svd-approx: eigendecomposition of the {n} x {n} Gram matrix (Thm 3.8)"):
+        A, lam, V = svd_factor(G / gram_unit(G))
     if rows < A.shape[0]:
         raise OptionError(f"option rows must be an integer >= rank of the workload ({A.shape[0]}), got {rows!r}")
-    # the search keeps a few rows x (rank + n) arrays (iterate, gradient, trial step, the factor and its signs)
-    require_memory(SEARCH_COPIES * 8.0 * int(rows) * (A.shape[0] + n), f"svd-approx with option rows={rows}", hint=f"use fewer rows (default: the {n} cells)")
+    require_memory(SEARCH_COPIES * 8.0 * int(rows) * (A.shape[0] + n), f"svd-approx with option rows={rows}", hint=memory_hint)
+    log.info("svd-approx: Thm 3.8 factor of rank %d from the %d x %d Gram matrix%s", A.shape[0], n, n, ", then the min-L1 rotation (Program 3.4.3)" if refine else "")
     extra = {"rank": int(A.shape[0]), "refined": bool(refine)}
     if refine:
         A, facts = min_l1_factor(A, int(rows), V, time_limit=float(budget), stage_steps=int(stage_steps))
