@@ -26,8 +26,6 @@ __all__ = ["SemiseparableGram"]
 #: Largest entrywise deviation, relative to the largest entry, of a Gram matrix from its
 #: generators' reconstruction for the structure to be used.
 DETECT_RTOL = 1e-12
-
-
 #: Largest ratio of a generator's largest to its smallest entry (`SemiseparableGram.detect`): all ranges span n,
 #: while the Kac matrix ``0.25^|i - j|`` on 512 cells spans 1e307 and overflowed the products.
 MAX_GENERATOR_RANGE = 1e50
@@ -55,11 +53,6 @@ class SemiseparableGram:
     def __init__(self, u: np.ndarray, v: np.ndarray):
         self.u = np.asarray(u, dtype=float)
         self.v = np.asarray(v, dtype=float)
-
-    @property
-    def n(self) -> int:
-        """The matrix order."""
-        return self.u.size
 
     def dense(self) -> np.ndarray:
         """The n x n matrix.

@@ -98,6 +98,7 @@ the profile's is looser, or its option ``tol``) and ``time_limit`` (shared among
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 import itertools
 import logging
 import math
@@ -106,7 +107,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as la
-from scipy.linalg import lapack
 import scipy.optimize as so
 import scipy.sparse as sp
 from threadpoolctl import ThreadpoolController
@@ -185,7 +185,7 @@ DENSE_SUPPORT_SHARE = 0.2
 _THREADPOOLS = ThreadpoolController()
 
 
-def _capacitance_solver(T: np.ndarray, C: np.ndarray | None = None):
+def _capacitance_solver(T: np.ndarray, C: np.ndarray | None = None) -> Callable[[np.ndarray], np.ndarray]:
     """``X -> C^{-1} X`` for the p x p capacitance matrix ``C = I + Theta Theta^T`` (given, or formed from ``T``).
 
     By the inverse of C's Cholesky factor, ``C^{-1} X = L^{-T} (L^{-1} X)``: two
@@ -203,13 +203,14 @@ def _capacitance_solver(T: np.ndarray, C: np.ndarray | None = None):
     """
     if C is None:
         C = np.eye(T.shape[0]) + T @ T.T
+    lost = SolverError("p-identity: I + Theta Theta^T lost positive definiteness (non-finite Theta); try another seed")
     try:
         L = la.cholesky(C, lower=True, check_finite=False)
     except la.LinAlgError:
-        raise SolverError("p-identity: I + Theta Theta^T lost positive definiteness (non-finite Theta); try another seed") from None
-    Li, info = lapack.dtrtri(L, lower=1)
+        raise lost from None
+    Li, info = la.lapack.dtrtri(L, lower=1)
     if info != 0:
-        raise SolverError("p-identity: I + Theta Theta^T lost positive definiteness (non-finite Theta); try another seed")
+        raise lost
     Li = np.tril(Li)
     return lambda X: Li.T @ (Li @ X)
 
