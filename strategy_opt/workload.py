@@ -1583,7 +1583,7 @@ def _marginal_union_gram(parts, weights) -> np.ndarray | None:
     if not parts or not all(isinstance(p, Kronecker) and p.log_scale == 0 for p in parts):
         return None
     sizes = [f.n for f in parts[0].factors]
-    if len(sizes) > 30 or any([f.n for f in p.factors] != sizes for p in parts):
+    if len(sizes) > 20 or any([f.n for f in p.factors] != sizes for p in parts):  # a table of at most 2^20 sets
         return None
     if not all(isinstance(f, (_Identity, _Total)) for p in parts for f in p.factors):
         return None
