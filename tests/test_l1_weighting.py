@@ -271,6 +271,22 @@ def test_past_the_local_search_a_weighting_worse_than_the_identity_is_scaled_tow
     assert s.meta["l1_weighting_returned"] == ("identity (the zero weighting)" if best == 0.0 else f"weights scaled by {best:g}")
 
 
+def test_past_2048_cells_a_weighting_worse_than_the_identity_gives_the_identity(monkeypatch):
+    """Beyond REFINE_LARGE_MAX_N cells only the identity is priced against the completed optimum (audit A8: the
+    Fourier basis on the 2-way marginals of 3^7 cells returned 131009, 2.85 times the identity's 45950)."""
+    import strategy_opt.programs.l1_weighting as l1w
+
+    monkeypatch.setattr(l1w, "REFINE_MAX_N", 8)
+    monkeypatch.setattr(l1w, "REFINE_LARGE_MAX_N", 16)  # 27 cells count as 'past it'
+    W = parse_spec("marginals:3x3x3:2")
+    s = solve(W, privacy="pure", method="l1-weighting", basis="fourier")
+    facts = s.meta["identity_scale_search"]
+    assert set(facts["points"]) == {"1.0", "0.0"}  # the optimum and the identity, no other scaling
+    assert facts["points"]["1.0"] > facts["points"]["0.0"] == pytest.approx(float(np.trace(W.gram())), rel=1e-12)
+    assert s.meta["unit_total_squared_error"] == pytest.approx(float(np.trace(W.gram())), rel=1e-12)
+    assert s.meta["l1_weighting_returned"] == "identity (the zero weighting)"
+
+
 def test_a_weighting_better_than_the_identity_is_not_rescaled(monkeypatch):
     import strategy_opt.programs.l1_weighting as l1w
 

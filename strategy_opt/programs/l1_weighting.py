@@ -605,7 +605,9 @@ def completion_line_search(u: np.ndarray, Q, B, W) -> tuple[np.ndarray, dict]:
 IDENTITY_SCALES = (0.5, 0.2, 0.1, 0.03, 0.01, 0.0)
 
 
-def scale_search_against_identity(u: np.ndarray, Q, W, G: np.ndarray, error: float | None = None) -> tuple[object | None, dict]:
+def scale_search_against_identity(
+    u: np.ndarray, Q, W, G: np.ndarray, error: float | None = None, scales: tuple[float, ...] = IDENTITY_SCALES
+) -> tuple[object | None, dict]:
     """Scalings of ``u`` when the completed Program 5.1.3 optimum is worse than the identity, where the local search does not run.
 
     Every ``s u`` with ``0 <= s <= 1`` is feasible, and ``s = 0`` completes to the
@@ -613,7 +615,8 @@ def scale_search_against_identity(u: np.ndarray, Q, W, G: np.ndarray, error: flo
     eigen and Fourier bases of range workloads are many times worse than the
     identity at the program's optimum (all-range:1024, eigen basis: 1.97e9 against
     1.79e8; shrinking the weights approaches the identity monotonically there), so
-    when the optimum loses to the identity the scalings `IDENTITY_SCALES` are priced
+    when the optimum loses to the identity the scalings ``scales`` (default `IDENTITY_SCALES`; the
+    identity alone past `REFINE_LARGE_MAX_N` cells, where each scaling is a dense analysis) are priced
     and the best is returned: the strategy (``diag(s u) Q`` completed to unit
     column norms, or the identity) and the prices (``E_1`` without the workload's
     log scale, as `reported_error`); ``(None, {})`` when the optimum beats the
@@ -635,7 +638,7 @@ def scale_search_against_identity(u: np.ndarray, Q, W, G: np.ndarray, error: flo
     errors = {1.0: _compiled_error(Q, u, W) if error is None else error}
     if errors[1.0] <= identity_error:
         return None, {}
-    for s in IDENTITY_SCALES:  # the compiler completes to the largest column norm: complete to 1 here, or every scaling is u's
+    for s in scales:  # the compiler completes to the largest column norm: complete to 1 here, or every scaling is u's
         errors[s] = identity_error if s == 0.0 else reported_error(_completed(Q, s * u), W, 1)[1]
     best = min(errors, key=errors.get)
     log.info("l1-weighting: completed E_1 at scalings of the program's weights %s; %g chosen", {s: f"{e:.6g}" for s, e in errors.items()}, best)
@@ -936,9 +939,10 @@ def weighted_basis(problem: Problem):
         deadline = min(t0 + problem.solver.time_limit, time.perf_counter() + REFINE_MAX_SECONDS)
         refined, search["local_search"] = refine_completed_weights(u, Q, W, G, deadline, _greedy_h_start(W, basis, int(branching), Q))
     scaled, scale_search = None, {}
-    if not refine and W.n <= REFINE_LARGE_MAX_N:
+    if not refine:  # past REFINE_LARGE_MAX_N cells only against the identity itself (each scaling is a dense analysis)
         known = search["points"][str(search["chosen_t"])] if search else None  # the line search priced u already
-        scaled, scale_search = scale_search_against_identity(u, Q, W, G, known)
+        scales = IDENTITY_SCALES if W.n <= REFINE_LARGE_MAX_N else (0.0,)
+        scaled, scale_search = scale_search_against_identity(u, Q, W, G, known, scales)
     if scaled is not None:
         A = scaled
     else:
