@@ -504,6 +504,15 @@ def _gram_of(A) -> np.ndarray:
 
 
 
+#: Why a strategy whose ``A^T A`` overflows float64 is refused.
+_TOO_LARGE = "strategy entries are too large for error analysis in float64 (A^T A overflows); rescale the strategy (its error does not depend on scale)"
+
+
+def _too_small(largest: float) -> str:
+    """Why a strategy whose largest squared column norm is below `TINY_GRAM` is refused."""
+    return f"strategy entries are too small for error analysis in float64 (largest column norm^2 {largest:.3g}); rescale the strategy (its error does not depend on scale)"
+
+
 #: `ErrorProfile` factors a strategy of at most this share of n rows from its SVD (`ErrorProfile._factor_rows`),
 #: not from the n x n ``A^T A``: below about half, O(p^2 n) beats the eigendecomposition's O(n^3).
 ROWS_ONLY_SHARE = 0.5
@@ -604,11 +613,11 @@ class ErrorProfile:
             finite = np.all(np.isfinite(A.data if sp.issparse(A) else np.asarray(A)))
             raise InputError(
                 "strategy matrix contains NaN or infinite entries" if not finite
-                else "strategy entries are too large for error analysis in float64 (A^T A overflows); rescale the strategy (its error does not depend on scale)"
+                else _TOO_LARGE
             )
         d = np.diag(AtA)
         if d.max() < TINY_GRAM and (A.count_nonzero() if sp.issparse(A) else np.count_nonzero(A)):
-            raise InputError(f"strategy entries are too small for error analysis in float64 (largest column norm^2 {d.max():.3g}); rescale the strategy (its error does not depend on scale)")
+            raise InputError(_too_small(d.max()))
         if d.min() > 0 and np.all(np.isfinite(1.0 / d)) and np.count_nonzero(AtA) == np.count_nonzero(d):
             self._inv_diag = 1.0 / d  # exact: disjoint columns need no rank cutoff (diag(1e5, 1) has full rank)
             return
@@ -643,15 +652,15 @@ class ErrorProfile:
         with np.errstate(over="ignore", invalid="ignore"):
             d = _column_sq_norms(dense)
         if not np.all(np.isfinite(d)):
-            raise InputError("strategy entries are too large for error analysis in float64 (A^T A overflows); rescale the strategy (its error does not depend on scale)")
+            raise InputError(_TOO_LARGE)
         if d.max(initial=0.0) < TINY_GRAM and np.count_nonzero(dense):
-            raise InputError(f"strategy entries are too small for error analysis in float64 (largest column norm^2 {d.max():.3g}); rescale the strategy (its error does not depend on scale)")
+            raise InputError(_too_small(d.max()))
         with factorization_threads():
             _, sv, Vt = np.linalg.svd(dense, full_matrices=False)
         with np.errstate(over="ignore"):
             lam = sv * sv
         if not np.all(np.isfinite(lam)):
-            raise InputError("strategy entries are too large for error analysis in float64 (A^T A overflows); rescale the strategy (its error does not depend on scale)")
+            raise InputError(_TOO_LARGE)
         keep = lam > EIG_RTOL * max(lam.max(initial=0.0), 1e-300)
         self._V = np.ascontiguousarray(Vt[keep].T)
         self._inv_eig = 1.0 / lam[keep]

@@ -36,7 +36,7 @@ from .exceptions import InputError
 from .resources import require_memory
 from .workload import Union, Workload, _factors_on, _Identity, _Total
 
-__all__ = ["MarginalsMatrix", "marginal_attribute_sets", "marginal_spectrum", "subset_mask", "marginals_trace", "marginals_query_variances", "marginal_variance_terms", "superset_sums", "subset_sums"]
+__all__ = ["MarginalsMatrix", "marginal_attribute_sets", "marginal_gram", "marginal_spectrum", "subset_mask", "marginals_trace", "marginals_query_variances", "marginal_variance_terms", "superset_sums", "subset_sums"]
 
 #: `MarginalsMatrix.from_meta`: largest entry difference from the stored product, relative to its largest entry.
 PRODUCT_RTOL = 1e-12
@@ -64,6 +64,50 @@ def marginal_attribute_sets(workload: Workload) -> list[tuple[int, ...]] | None:
             return None
         sets.append(tuple(i for i, f in enumerate(factors) if isinstance(f, _Identity)))
     return sets
+
+
+#: `marginal_gram` fills this many Gram entries at a time ...
+MARGINAL_GRAM_BLOCK_ENTRIES = 4_000_000
+#: ... and is used for at most this many attributes (a table of 2^d subsets).
+MARGINAL_GRAM_MAX_ATTRIBUTES = 20
+
+
+def marginal_gram(workload: Workload) -> np.ndarray | None:
+    """``W^T W`` of a marginal workload (`marginal_attribute_sets`) without a Kronecker product; None for others.
+
+    Entry (x, y) of marginal S's Gram is 1 when cells x and y agree on every
+    attribute of S, else 0. So the weighted sum depends only on the set U of
+    attributes where x and y agree: one lookup per entry in the table
+    ``sum_{S ⊆ U} w_S^2`` (`subset_sums`) (marginals over 12 binary attributes:
+    0.9 s where the 66 Kronecker Grams took 24 s).
+
+    Examples
+    --------
+    >>> from strategy_opt.workload import marginals
+    >>> W = marginals((2, 3), 1)
+    >>> bool(np.array_equal(marginal_gram(W), (W.matrix().T @ W.matrix()).toarray()))
+    True
+    """
+    sets = marginal_attribute_sets(workload)
+    d = len(workload.domain)
+    if sets is None or d > MARGINAL_GRAM_MAX_ATTRIBUTES:
+        return None
+    weights = workload.weights if isinstance(workload, Union) else np.ones(1)
+    b = np.zeros(2**d)
+    for S, w in zip(sets, weights):
+        b[subset_mask(S, d)] += float(w) ** 2
+    table = subset_sums(b, d)
+    n = workload.n
+    coords = np.unravel_index(np.arange(n), tuple(workload.domain))  # each cell's value on each attribute (C order)
+    G = np.empty((n, n))
+    step = max(1, MARGINAL_GRAM_BLOCK_ENTRIES // max(n, 1))
+    for r0 in range(0, n, step):
+        rows = slice(r0, min(n, r0 + step))
+        agree = np.zeros((rows.stop - r0, n), dtype=np.int64)  # bit d - 1 - i: the cells agree on attribute i
+        for i, c in enumerate(coords):
+            agree |= (c[rows, None] == c[None, :]).astype(np.int64) << (d - 1 - i)
+        G[rows] = table[agree]
+    return G
 
 
 def superset_sums(a: np.ndarray, d: int) -> np.ndarray:

@@ -1433,11 +1433,14 @@ class Kronecker(Workload):
         >>> kronecker(total(2), identity(2)).row_space_norms(np.eye(4)).tolist()  # two queries of two cells each
         [2.0, 2.0]
         """
-        nnz_est = float(np.prod([float(f.matrix().nnz) for f in self.factors]))
-        if self.log_scale != 0 or nnz_est > MAX_MATRIX_ENTRIES:
+        if self.log_scale != 0 or self._nnz_estimate() > MAX_MATRIX_ENTRIES:
             return super().row_space_norms(V)
         Y = np.asarray(self.matrix() @ V)
         return np.einsum("ij,ij->i", Y, Y)
+
+    def _nnz_estimate(self) -> float:
+        """Non-zeros of the multiplied-out matrix: the product of the factors' (before it is built)."""
+        return float(np.prod([float(f.matrix().nnz) for f in self.factors]))
 
     def matrix(self):
         """The Kronecker product of the factor matrices, as CSR.
@@ -1452,7 +1455,7 @@ class Kronecker(Workload):
         >>> kronecker(total(2), identity(2)).matrix().toarray().tolist()
         [[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0]]
         """
-        nnz_est = float(np.prod([float(f.matrix().nnz) for f in self.factors]))
+        nnz_est = self._nnz_estimate()
         if nnz_est > MAX_MATRIX_ENTRIES:
             raise InputError(
                 f"workload {self.spec!r} has about {nnz_est:,.0f} non-zeros; too large to build "
@@ -1560,54 +1563,6 @@ def _kron_vector_factors(d: np.ndarray, sizes: list[int], rtol: float = 1e-12) -
     return parts
 
 
-#: `_marginal_union_gram` fills this many Gram entries at a time.
-MARGINAL_GRAM_BLOCK_ENTRIES = 4_000_000
-
-
-def _marginal_union_gram(parts, weights) -> np.ndarray | None:
-    """``sum_k w_k^2 W_k^T W_k`` for parts that are Kronecker products of identities and totals over the same
-    attribute sizes (marginals), without a Kronecker product; None for other parts.
-
-    Entry (x, y) of a part's Gram is 1 when x and y agree on every attribute where
-    the part has an identity factor, else 0. So the sum depends only on the set of
-    attributes where x and y agree: one lookup per entry in a table over those
-    sets, ``table[S] = sum of w_k^2 over the parts whose identity attributes lie in S``
-    (marginals over 12 binary attributes: 2.7 s where the 66 Kronecker Grams took 24 s).
-
-    Examples
-    --------
-    >>> W = marginals((2, 3), 1).matrix()
-    >>> bool(np.array_equal(_marginal_union_gram(marginals((2, 3), 1).parts, np.ones(2)), (W.T @ W).toarray()))
-    True
-    """
-    if not parts or not all(isinstance(p, Kronecker) and p.log_scale == 0 for p in parts):
-        return None
-    sizes = [f.n for f in parts[0].factors]
-    if len(sizes) > 20 or any([f.n for f in p.factors] != sizes for p in parts):  # a table of at most 2^20 sets
-        return None
-    if not all(isinstance(f, (_Identity, _Total)) for p in parts for f in p.factors):
-        return None
-    table = np.zeros(2 ** len(sizes))
-    sets = np.arange(table.size)
-    for w, p in zip(weights, parts):
-        need = sum(1 << i for i, f in enumerate(p.factors) if isinstance(f, _Identity) and f.n > 1)
-        table[(sets & need) == need] += float(w) ** 2
-    n = int(np.prod(sizes))
-    coords = np.unravel_index(np.arange(n), sizes)  # each cell's value on each attribute (C order)
-    G = np.empty((n, n))
-    step = max(1, MARGINAL_GRAM_BLOCK_ENTRIES // max(n, 1))
-    for r0 in range(0, n, step):
-        rows = slice(r0, min(n, r0 + step))
-        agree = np.zeros((rows.stop - r0, n), dtype=np.int64)
-        for i, c in enumerate(coords):
-            if sizes[i] > 1:
-                agree |= (c[rows, None] == c[None, :]).astype(np.int64) << i
-            else:
-                agree |= 1 << i
-        G[rows] = table[agree]
-    return G
-
-
 class Union(Workload):
     """Weighted union (stack) of workloads over the same domain (`union_domain`).
 
@@ -1690,7 +1645,9 @@ class Union(Workload):
         if self._gram_cache is None:
             # the sum, a part's Gram and its weighted copy
             _require_dense(self.n, "the Gram matrix", 3, self.spec)
-            G = _marginal_union_gram(self.parts, self.weights)
+            from .marginals import marginal_gram  # (marginals.py builds on this module)
+
+            G = marginal_gram(self)
             if G is None:
                 G = np.zeros((self.n, self.n))
                 with np.errstate(over="ignore"):

@@ -9,7 +9,8 @@ import strategy_opt.error as error_module
 from strategy_opt.api import solve
 from strategy_opt.bases import fourier_matrix
 from strategy_opt.error import ErrorProfile
-from strategy_opt.workload import _marginal_union_gram, from_matrix, marginals, prefix, union
+from strategy_opt.marginals import marginal_gram
+from strategy_opt.workload import from_matrix, marginals, prefix, union
 
 
 def _both_routes(A, monkeypatch):
@@ -80,9 +81,9 @@ def test_marginal_union_gram_matches_the_sum_of_kronecker_grams():
         W = marginals(shape, k)
         w = rng.uniform(0.5, 2.0, len(W.parts))
         expected = sum(wk**2 * (p.matrix().T @ p.matrix()).toarray() for wk, p in zip(w, W.parts))
-        np.testing.assert_allclose(_marginal_union_gram(W.parts, w), expected, rtol=1e-14)
+        np.testing.assert_allclose(marginal_gram(union(*W.parts, weights=w)), expected, rtol=1e-14)
         np.testing.assert_array_equal(W.gram(), (W.matrix().T @ W.matrix()).toarray())
-    assert _marginal_union_gram(union(prefix(4), prefix(4)).parts, [1.0, 1.0]) is None  # not identities and totals
+    assert marginal_gram(union(prefix(4), prefix(4), weights=[1.0, 1.0])) is None  # not identities and totals
 
 
 def test_row_space_norms_equal_quadratic_forms():
