@@ -1,5 +1,7 @@
 """L1 query weighting on a design basis (Li 2013, Program 5.1.3 with |Q|^T u <= 1)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -345,3 +347,46 @@ def test_costs_that_would_overrun_the_time_limit_are_refused_before_they_start()
     c, exact = weighting_costs(G, Q, time_limit=seconds * 2)
     P = np.linalg.pinv(Q)  # Q^+ of the full-column-rank hierarchy
     np.testing.assert_allclose(c, np.diag(P.T @ G @ P), rtol=1e-8)
+
+
+class _SlowClock:
+    """A `time` stand-in whose clock runs ``step`` seconds per reading: a machine under any load, as the search sees it."""
+
+    def __init__(self, step: float):
+        self.now, self.step = 0.0, step
+
+    def perf_counter(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_the_local_search_gives_the_same_strategy_however_slow_the_machine(monkeypatch):
+    """Its budget is iterations fixed by the problem's size, not seconds (a 20 s deadline made all-range:300 end
+    anywhere in 1.93e6-2.62e6 under load). A clock at 10 s per reading stops nothing below the profile's time limit."""
+    import strategy_opt.programs.l1_weighting as l1w
+
+    W = all_range(32)
+    fast = solve(W, privacy="pure", method="l1-weighting", basis="hierarchical")
+    monkeypatch.setattr(l1w, "time", _SlowClock(10.0))
+    slow = solve(W, privacy="pure", method="l1-weighting", basis="hierarchical", solver=replace(load_profile("native"), time_limit=1e9))
+    local = slow.meta["completion_line_search"]["local_search"]
+    assert local == fast.meta["completion_line_search"]["local_search"] and "stopped_by_time_limit" not in local
+    assert 0 < local["iterations"] <= local["iteration_budget"]
+    np.testing.assert_array_equal(slow.matrix.toarray() if sp.issparse(slow.matrix) else slow.matrix,
+                                  fast.matrix.toarray() if sp.issparse(fast.matrix) else fast.matrix)
+
+
+def test_the_profile_time_limit_stops_the_local_search_and_says_so(monkeypatch, package_log):
+    """Past the profile's time limit the search stops; the starts and the identity are still priced and the facts name the cut starts."""
+    import strategy_opt.programs.l1_weighting as l1w
+
+    W = all_range(32)
+    monkeypatch.setattr(l1w, "time", _SlowClock(10.0))
+    with package_log.at_level("WARNING", logger="strategy_opt"):
+        s = solve(W, privacy="pure", method="l1-weighting", basis="hierarchical", solver=replace(load_profile("native"), time_limit=35.0))
+    local = s.meta["completion_line_search"]["local_search"]
+    assert local["stopped_by_time_limit"] and local["iterations"] < local["iteration_budget"]
+    assert any("time limit stopped the completion-aware local search" in r.getMessage() for r in package_log.records)
+    # never worse than the identity, which is always priced
+    assert s.meta["unit_total_squared_error"] <= np.trace(W.gram()) * (1 + 1e-12)
+    assert s.meta["unit_total_squared_error"] == pytest.approx(_brute_e1(s.matrix, W), rel=1e-9)

@@ -65,7 +65,7 @@ weights and keeps the best point (``meta.completion_line_search``), then
 `refine_completed_weights` searches locally around it with the completion rows
 priced in (``meta.completion_line_search.local_search``; up to `REFINE_MAX_N`
 cells, or `REFINE_LARGE_MAX_N` for at most `REFINE_LARGE_MAX_QUERIES` design
-queries, and `REFINE_MAX_SECONDS`: 2-way marginals on 8 x 16 x 16, Fourier
+queries, within `refine_iteration_budget`: 2-way marginals on 8 x 16 x 16, Fourier
 basis, E_1 307572 -> 6144, the identity's, which its pruning reaches). The local search runs even when the optimal
 weights load every column equally (up to `REFINE_EQUAL_LOADS_MAX_N` cells): shrinking some design queries and
 completing their columns can still pay (hierarchical basis, all ranges on 32
@@ -661,20 +661,41 @@ REFINE_FLOOR = 1e-3
 #: (one n x n eigendecomposition per evaluation: ~0.05 s at 512 cells, ~3 s at 2048) ...
 REFINE_MAX_ITERS, REFINE_MAX_N = 200, 512
 #: ... and up to `REFINE_LARGE_MAX_N` cells when it weighs at most `REFINE_LARGE_MAX_QUERIES` design
-#: queries (SLSQP's dense subproblem grows with their number, and the deadline is checked between its
+#: queries (SLSQP's dense subproblem grows with their number, and the time limit is checked between its
 #: iterations). Measured with one BLAS thread, 2-way marginals, Fourier basis (289 and 473 queries):
 #: 8 x 16 x 8 113240 -> 3077 (+6.5 s), 8 x 16 x 16 307572 -> 6253 (+17 s); identity gives 3072 and
 #: 6144: the weights shrink until the completion rows make an almost-identity strategy (dropping the
 #: weights left at the floor then returns the identity itself, `REFINE_PRUNE`).
 REFINE_LARGE_MAX_N, REFINE_LARGE_MAX_QUERIES = 2048, 512
-#: ... or after this many seconds (SLSQP's dense subproblem: ~10 s per iteration at 512 cells), keeping its best point.
-REFINE_MAX_SECONDS = 20.0
+#: ... and within an iteration budget fixed by the problem's size, not by the clock, so that the same input gives the same
+#: strategy whatever the machine's load (a 20 s deadline ended all-range:300, hierarchical basis, anywhere in 1.93e6-2.62e6
+#: and once at the identity, 4.55e6). The budget is this many seconds of a modelled iteration (one BLAS thread, unloaded) ...
+REFINE_BUDGET_SECONDS = 20.0
+#: ... modelled as ``a k^3 + b n^3`` seconds for k design queries on n cells: SLSQP's dense subproblem plus its ~2
+#: evaluations (an n x n eigendecomposition each: 0.011 s at 256 cells, 0.075 s at 512, 0.41 s at 1024, 2.8 s at 2048).
+#: Measured per iteration: 0.15 s (n = 256, k = 511), 0.17 s (300, 599), 1.04 s (512, 1023), 0.04 s (256, 256); the
+#: model gives 0.13, 0.18, 1.07, 0.03.
+REFINE_SECONDS_PER_K3, REFINE_SECONDS_PER_N3 = 8.5e-10, 1.2e-9
+
+
+def refine_iteration_budget(n: int, k: int, starts: int) -> int:
+    """SLSQP iterations the completion-aware local search may spend over ``starts`` starts (k design queries, n cells).
+
+    `REFINE_BUDGET_SECONDS` of the modelled iteration time, at least one and at most `REFINE_MAX_ITERS` per start.
+
+    Examples
+    --------
+    >>> refine_iteration_budget(64, 127, 3), refine_iteration_budget(300, 599, 3), refine_iteration_budget(2048, 473, 4)
+    (600, 92, 1)
+    """
+    seconds = REFINE_SECONDS_PER_K3 * float(k) ** 3 + REFINE_SECONDS_PER_N3 * float(n) ** 3
+    return int(min(REFINE_MAX_ITERS * starts, max(1, REFINE_BUDGET_SECONDS // seconds)))
 #: From weights that load every column equally the search runs up to this many cells (all ranges, Haar
 #: wavelet: 256 cells 0.3 s -> 1.6 s for E_1 0.84x; at 512 cells 20 s without a gain).
 REFINE_EQUAL_LOADS_MAX_N = 256
 #: After the search, weights at most each of these multiples of its floor are dropped where that lowers
-#: the completed E_1 (inf: all of them, leaving the identity).
-REFINE_PRUNE = (1.5, 10.0, 100.0, math.inf)
+#: the completed E_1 (the zero weighting, the identity, is priced beside them).
+REFINE_PRUNE = (1.5, 10.0, 100.0)
 #: Scalings of the weights tried as SLSQP starts (1: the segment search's best point).
 REFINE_START_SCALES = (1.0, 0.5, 0.2, 0.1, 0.03, 0.01)
 
@@ -767,7 +788,11 @@ def refine_completed_weights(u: np.ndarray, Q, W, G: np.ndarray, deadline: float
     8 x 8 x 8 0.04: on the last two Fourier is 10-25 x the identity, and the
     weights shrink until the completion rows make an almost-identity strategy.
     The result is returned only if its completed ``E_1``, as the compiler
-    computes it, beats the start's.
+    computes it, beats the start's. The searches share the iteration budget
+    `refine_iteration_budget` (the same input gives the same result under any
+    load); ``deadline`` (a `time.perf_counter` value: the solver profile's
+    time limit) stops them early, and the facts then name the starts it cut
+    (``stopped_by_time_limit``).
 
     Examples
     --------
@@ -794,38 +819,52 @@ def refine_completed_weights(u: np.ndarray, Q, W, G: np.ndarray, deadline: float
     # (hierarchical basis, prefix:64: 2084 from it, 1057 from the tight uniform start, identity 2080)
     uniform = np.full(Q.shape[0], 1.0 / float(absQ.sum(axis=0).max()))
     starts = {"weights": u, "best scaling": min((sc * u for sc in scales), key=lambda x: completed_error(x, Q, G)[0]), "uniform": uniform, **(extra_starts or {})}
-    best, ends, iterations = None, {}, 0  # ends: completed E_1 (unit Gram) where each start's search stopped
+    if np.array_equal(starts["best scaling"], u):
+        del starts["best scaling"]
+    # the iteration budget, not the clock, ends a search (the same input gives the same strategy under any load); a
+    # start that converges early leaves its iterations to the next. The deadline (the solver profile's time limit)
+    # is a hard stop only, and says so in the facts
+    budget = refine_iteration_budget(Q.shape[1], Q.shape[0], len(starts))
+    best, ends, iterations, stopped = None, {}, 0, []  # ends: completed E_1 (unit Gram) where each start's search stopped
     for i, (name, u0) in enumerate(starts.items()):
-        if name == "best scaling" and np.array_equal(u0, u):
+        share = min(REFINE_MAX_ITERS, -(-(budget - iterations) // (len(starts) - i)))  # the first starts take the rounding
+        if share <= 0:  # budget spent (large domains): the start is priced as given below
             continue
-        run_deadline = time.perf_counter() + max(0.0, deadline - time.perf_counter()) / (len(starts) - i)
+        if time.perf_counter() > deadline:
+            stopped.append(name)
+            continue
 
-        def stop(_, run_deadline=run_deadline):
-            if time.perf_counter() > run_deadline:
+        def stop(_):
+            if time.perf_counter() > deadline:
                 raise StopIteration
 
         with one_blas_thread():  # SLSQP's many small steps: 4.7 s on one thread, 26 s on two under load (Fourier, 256 cells)
             res = so.minimize(
                 completed_error, np.clip(u0, floor, None), args=(Q, G), jac=True, method="SLSQP", callback=stop,
                 bounds=so.Bounds(floor, np.inf), constraints=[so.LinearConstraint(absQ.T, -np.inf, 1.0)],
-                options={"maxiter": REFINE_MAX_ITERS, "ftol": 1e-10},
+                options={"maxiter": share, "ftol": 1e-10},
             )
+        if time.perf_counter() > deadline:
+            stopped.append(name)
         iterations += int(res.nit)
         u_end = np.clip(res.x, floor, None)
         u_end = u_end / max(1.0, float((absQ.T @ u_end).max()))  # SLSQP may end a hair outside the constraint
         ends[name] = completed_error(u_end, Q, G)[0]
         if best is None or ends[name] < ends[best[0]]:
             best = (name, u_end)
-    u_new = best[1]
+    if stopped:
+        log.warning("l1-weighting: the solver profile's time limit stopped the completion-aware local search (%s): its result depends on the machine's speed", ", ".join(stopped))
     before = _compiled_error(Q, u, W)
-    # candidates beside the search's best end: its small weights dropped where that pays (dropping all
-    # leaves the identity, the completion rows alone, which the floor kept the search 0.05-0.2% above
-    # on prefix:16 and all-range:64), and every start as it is, below the search's floor too (GreedyH's zeros)
-    candidates = {best[0]: u_new}
-    for factor in REFINE_PRUNE:
-        small = u_new <= factor * floor
-        if small.any():
-            candidates[f"{best[0]}, weights <= {factor:g} x floor dropped"] = np.where(small, 0.0, u_new)
+    # candidates beside the search's best end: its small weights dropped where that pays, the identity (every
+    # weight dropped: the completion rows alone, which the floor kept the search 0.05-0.2% above on prefix:16 and
+    # all-range:64), and every start as it is, below the search's floor too (GreedyH's zeros)
+    candidates = {"none (the identity)": np.zeros_like(u)}
+    if best is not None:
+        candidates[best[0]] = best[1]
+        for factor in REFINE_PRUNE:
+            small = best[1] <= factor * floor
+            if small.any():
+                candidates[f"{best[0]}, weights <= {factor:g} x floor dropped"] = np.where(small, 0.0, best[1])
     candidates.update({f"{name} (as given)": u0 for name, u0 in starts.items()})
     # each also scaled up until its most loaded column is full: completing that to unit norms is the compiler's rule
     # (complete to the largest column norm, never raising the sensitivity), which the search's end can beat
@@ -843,13 +882,16 @@ def refine_completed_weights(u: np.ndarray, Q, W, G: np.ndarray, deadline: float
             continue
         if E < after:
             after, A, u_final, chosen = E, completed, cand, name
+    facts = {"start": float(before), "result": None, "iterations": iterations, "iteration_budget": budget, "ends": {k: float(e) for k, e in ends.items()}}
+    if stopped:
+        facts["stopped_by_time_limit"] = stopped
     if A is None:
-        return None, {"start": float(before), "result": None, "iterations": iterations, "ends": {k: float(e) for k, e in ends.items()}}
-    log.info("l1-weighting: completion-aware local search: completed E_1 %.8g -> %.8g (%s; %d SLSQP iterations in all)", before, after, chosen, iterations)
-    facts = {
-        "start": float(before), "result": float(after), "iterations": iterations, "best_start": chosen, "ends": {k: float(e) for k, e in ends.items()},
+        return None, facts
+    log.info("l1-weighting: completion-aware local search: completed E_1 %.8g -> %.8g (%s; %d of %d SLSQP iterations)", before, after, chosen, iterations, budget)
+    facts.update({
+        "result": float(after), "best_start": chosen,
         "design_queries_kept": int(np.count_nonzero(u_final)), "completion_rows": int(A.shape[0] - np.count_nonzero(u_final)),
-    }
+    })
     return (A if after < before * (1 - 1e-12) else None), facts
 
 
@@ -936,8 +978,7 @@ def weighted_basis(problem: Problem):
     else:  # even from equal loads, on small domains
         refine = W.n <= REFINE_EQUAL_LOADS_MAX_N
     if refine:
-        deadline = min(t0 + problem.solver.time_limit, time.perf_counter() + REFINE_MAX_SECONDS)
-        refined, search["local_search"] = refine_completed_weights(u, Q, W, G, deadline, _greedy_h_start(W, basis, int(branching), Q))
+        refined, search["local_search"] = refine_completed_weights(u, Q, W, G, t0 + problem.solver.time_limit, _greedy_h_start(W, basis, int(branching), Q))
     scaled, scale_search = None, {}
     if not refine:  # past REFINE_LARGE_MAX_N cells only against the identity itself (each scaling is a dense analysis)
         known = search["points"][str(search["chosen_t"])] if search else None  # the line search priced u already
