@@ -26,8 +26,12 @@ shrunk by 1% in `STALL_ROUNDS` rounds.
 Measured (benchmarks/results/minerror_l2_max.md, one BLAS thread, gap 1e-5): prefix:100 in 18
 rounds (0.15 s; SCS stopped at its 120 s cap at a gap of 3.8e-3), all ranges over 64 cells in 182
 rounds (0.4 s; the Schur form of their 2,080 queries is refused), over 256 cells in 543 rounds (14 s),
-over 512 cells in 584 rounds (86 s). On 40 ranges whose rows are scaled by 1e-2 ... 1e3 it stalled
-at a certified gap of 2.5e-4 (its strategy still 1e-4 better than Clarabel's).
+over 512 cells in 584 rounds (86 s). A round's strategy answers its weighting best and can miss the
+min-max point however many rounds run, so every `AVERAGE_EVERY` rounds the average of the rounds'
+Gram matrices since the last power-of-2 round (feasible: ``diag(X) <= 1`` is convex; its largest variance
+approaches the optimum as the weights' regret vanishes) is priced too: on prefixes over 64 cells whose rows
+are scaled by 1e-3 ... 1e3 every round stayed 28% above the bound (stalled after 505 rounds, 32 s) where
+the average reaches a gap of 6e-5 by round 50 (Clarabel: gap 1.8e-5 in 256 s).
 """
 
 from __future__ import annotations
@@ -65,19 +69,22 @@ INNER_TOL_SHARE = 1e-2
 BYTES_PER_QUERY = 64.0
 #: Weight of the identity mixed into each round's X (every query's variance rises by at most this, relative).
 MIX_IDENTITY = 1e-7
+#: Every this many rounds without a round's strategy improving on the best, the average of the rounds' X since the
+#: last power-of-2 round is priced too (where rounds keep improving it would cost a tenth more time for nothing:
+#: all ranges over 256 cells, 541 rounds either way).
+AVERAGE_EVERY = 10
 
 
-def _supporting(A: np.ndarray, W: Workload) -> tuple[np.ndarray, np.ndarray]:
-    """A full-rank strategy near A at unit L2 sensitivity, and the workload's variances through it.
+def _supporting(X: np.ndarray, W: Workload) -> tuple[np.ndarray, np.ndarray]:
+    """A full-rank strategy near the Gram matrix ``X = A^T A`` at unit L2 sensitivity, and the workload's variances through it.
 
-    ``X = (1 - MIX_IDENTITY) A^T A + MIX_IDENTITY I``, rescaled to ``max diag X = 1``: the
+    ``X' = (1 - MIX_IDENTITY) X + MIX_IDENTITY I``, rescaled to ``max diag X' = 1``: the
     inner optimum may be singular on directions that only queries of negligible weight need,
-    while through X every query has a finite variance, at most ``1 / (1 - MIX_IDENTITY)``
-    times its variance through A. Returns the Cholesky factor ``R`` (``R^T R = X``) and
-    ``w_i X^{-1} w_i^T`` for every query.
+    while through X' every query has a finite variance, at most ``1 / (1 - MIX_IDENTITY)``
+    times its variance through X. Returns the Cholesky factor ``R`` (``R^T R = X'``) and
+    ``w_i X'^{-1} w_i^T`` for every query.
     """
-    n = A.shape[1]
-    X = A.T @ A
+    n = X.shape[0]
     X = (1.0 - MIX_IDENTITY) * 0.5 * (X + X.T) + MIX_IDENTITY * np.eye(n)
     X /= np.diag(X).max()
     with factorization_threads():
@@ -171,14 +178,27 @@ def solve_max_l2(W: Workload, *, max_rounds: int = 10_000, time_limit: float = 6
     eta, last_p = ETA_START, math.inf
     gap_mark, mark = math.inf, 0
     status, k, last_log = "budget", 0, t0
+    X_sum, X_count, improved = None, 0, 0  # the rounds' X since round 2^j (suffix averaging); the last round that improved
     while k < max_rounds:
         inner = solve_total_l2(weighted_gram(W, c), time_limit=max(0.0, deadline - time.perf_counter()), tol=max(tol * INNER_TOL_SHARE, 1e-12), log_every=math.inf, start=start)
         start = inner.u
-        A, u = _supporting(inner.A, W)
+        X = inner.A.T @ inner.A
+        A, u = _supporting(X, W)
         p = float(u.max())
         k += 1
         if p < best_p:
-            best_p, best_A = p, A
+            best_p, best_A, improved = p, A, k
+        # the rounds' strategies answer each round's weighting best and can all miss the min-max point (rows
+        # scaled over 1e-3 ... 1e3: every round's largest variance stayed 28% above the bound), while the average
+        # of their X, feasible too (diag <= 1 is convex), approaches it as the weights' regret vanishes
+        if k & (k - 1) == 0:
+            X_sum, X_count = np.zeros_like(X), 0
+        X_sum += X
+        X_count += 1
+        if k % AVERAGE_EVERY == 0 and k - improved >= AVERAGE_EVERY and X_count > 1:
+            A_avg, u_avg = _supporting(X_sum / X_count, W)
+            if float(u_avg.max()) < best_p:
+                best_p, best_A = float(u_avg.max()), A_avg
         if inner.dual > best_d:
             best_d, best_c = float(inner.dual), c
         gap = best_p / best_d - 1.0 if best_d > 0 else math.inf
