@@ -11,6 +11,7 @@ import strategy_opt.objectives as objectives_module
 from strategy_opt.api import solve
 from strategy_opt.cli import main
 from strategy_opt.error import per_query_variances
+from strategy_opt.workload import from_matrix
 from strategy_opt.exceptions import InputError
 from strategy_opt.objectives import Objective, get_objective, objectives, register_objective
 from strategy_opt.spec import parse_spec
@@ -334,14 +335,19 @@ def _no_baselines(monkeypatch, reason=InputError):
 
 
 def test_auto_says_why_no_optimiser_ran_and_falls_back_to_the_baselines(monkeypatch, capsys):
-    # the only optimiser for 'max' refuses (SCS named: its Schur form is too large): the baselines answer,
-    # evaluated under max, with the reason kept
+    # the only optimiser for 'max' refuses (SCS named: its Schur form is too large): the baselines and the certified
+    # total optimum answer, evaluated under max, with the reason kept
     s = solve("all-range:64", privacy="approx", method="auto", objective="max", solver="scs")
     m = s.meta
-    assert m["auto_choice"] in ("identity", "wavelet", "hierarchical") and m["objective"] == "max"
+    assert m["auto_choice"] in ("identity", "wavelet", "hierarchical", "minerror-l2/total") and m["objective"] == "max"
+    assert set(m["auto_candidates"]) >= {"identity", "wavelet", "hierarchical", "minerror-l2/total"}
+    assert m["objective_value"] == min(v for v in m["auto_candidates"].values() if v is not None)
     assert m["auto_skipped"]["minerror-l2"].startswith("objective 'max' needs one (64+1)x(64+1) Schur complement per query")
     assert m["objective_value"] == pytest.approx(per_query_variances(s.matrix, parse_spec("all-range:64"), 2).max(), rel=1e-10)
     # with no baseline either: one line naming each reason, a user error (before: SolverError, exit 1)
+    import strategy_opt.programs.auto as auto_module
+
+    monkeypatch.setattr(auto_module, "TOTAL_OPTIMUM_MAX_N", 0)
     _no_baselines(monkeypatch)
     with pytest.raises(InputError) as info:
         solve("all-range:64", privacy="approx", method="auto", objective="max", solver="scs")
@@ -374,6 +380,10 @@ def test_auto_names_a_candidate_skipped_for_its_solver(monkeypatch, clean_regist
     register_objective(Objective("sqsum", "sum of squared variances", lambda u, weights=None: float(np.sum(np.square(u))), lambda u, weights=None: cp.sum_squares(u)))
     s = solve("prefix:65", privacy="approx", method="auto", objective="sqsum", solver="native")
     assert s.meta["auto_skipped"]["minerror-l2"].startswith("objective 'sqsum' needs a generic SDP solver, which auto runs up to 64 cells (this workload has 65)")
+    assert s.meta["auto_choice"] == "minerror-l2/total"  # the certified total optimum, evaluated under sqsum, beats the baselines
+    import strategy_opt.programs.auto as auto_module
+
+    monkeypatch.setattr(auto_module, "TOTAL_OPTIMUM_MAX_N", 0)
     _no_baselines(monkeypatch)
     with pytest.raises(
         InputError, match=r"^auto: no candidate method can take this problem: minerror-l2: objective 'sqsum' needs a generic SDP solver, which auto runs up to 64 cells \(this workload has 65\)"
@@ -542,13 +552,13 @@ def test_an_inaccurate_solve_of_a_builtin_objective_is_called_inaccurate(monkeyp
 
 def test_auto_answers_with_a_baseline_when_every_optimiser_refuses():
     """all-range:48 has 1176 queries: one 49x49 Schur complement each is over SCHUR_MAX_ENTRIES, so
-    minerror-l2 on SCS refuses the max objective; the baselines still answer under it (was: exit 2 'no candidate
-    method can take this problem')."""
+    minerror-l2 on SCS refuses the max objective; the baselines and the certified total optimum still answer under
+    it (was: exit 2 'no candidate method can take this problem')."""
     n = 48
     W = np.array([[1.0 if i <= k <= j else 0.0 for k in range(n)] for i in range(n) for j in range(i, n)])
     s = solve("all-range:48", privacy="approx", method="auto", objective="max", solver="scs")
     m = s.meta
-    assert "minerror-l2" not in m["auto_candidates"] and m["auto_choice"] in ("identity", "wavelet", "hierarchical")
+    assert "minerror-l2" not in m["auto_candidates"] and m["auto_choice"] in ("identity", "wavelet", "hierarchical", "minerror-l2/total")
     assert "Schur complement" in m["auto_skipped"]["minerror-l2"]
     A = s.matrix.toarray() if hasattr(s.matrix, "toarray") else np.asarray(s.matrix)
     mine = (A**2).sum(axis=0).max() * np.einsum("ij,jk,ik->i", W, np.linalg.pinv(A.T @ A), W).max()
@@ -794,3 +804,25 @@ def test_a_factors_fallback_warning_is_information_naming_the_factor(package_log
     fallback = [r for r in package_log.records if "returning the best construction evaluated under it" in r.getMessage()]
     assert fallback and all(r.levelno == logging.INFO and r.getMessage().startswith("factor all-predicate:3: ") for r in fallback)
     assert not [r for r in package_log.records if r.levelno >= logging.WARNING]
+
+
+def test_a_user_objective_runs_on_clarabel_by_default_and_reaches_an_independent_sdp(clean_registry):
+    """Audit E1: with no solver named a user objective ran on SCS (124 s, 'optimal_inaccurate', 1.69x the optimum, worse
+    than the total optimum in its own objective). Now Clarabel, on unit rows and on the rows as given, the better kept."""
+    import cvxpy as cp
+
+    rng = np.random.default_rng(3)
+    M = rng.normal(size=(20, 12)) * np.logspace(-2, 2, 20)[:, None]
+    register_objective(weighted_pnorm(3.0, "pnorm3"))
+    s = solve(M, method="minerror-l2", objective="pnorm3")
+    assert s.meta["solver_profile"]["name"] == "clarabel"
+    W = from_matrix(M)
+    mine = float(np.sum(per_query_variances(s.matrix, W, 2) ** 3) ** (1 / 3))
+    assert s.meta["objective_value"] == pytest.approx(mine, rel=1e-9)
+    # the program written independently on the rows as given: t_i >= w_i X^{-1} w_i^T, minimise ||t||_3
+    X, t = cp.Variable((12, 12), PSD=True), cp.Variable(20)
+    lmis = [cp.bmat([[X, r[:, None]], [r[None, :], cp.reshape(t[i], (1, 1), order="C")]]) >> 0 for i, r in enumerate(M)]
+    ref = cp.Problem(cp.Minimize(cp.pnorm(t, 3)), [cp.diag(X) <= 1, *lmis]).solve(solver="CLARABEL")
+    assert ref * (1 - 1e-6) <= mine <= ref * (1 + 1e-5)
+    total = solve(M, method="minerror-l2")  # the total optimum is feasible: never better in the 3-norm
+    assert mine <= float(np.sum(per_query_variances(total.matrix, W, 2) ** 3) ** (1 / 3))

@@ -333,23 +333,54 @@ def _schur_lmis(X, rows: np.ndarray, v) -> list:
 def _schur_cvxpy(W: Workload, objective, weights, problem: Problem) -> tuple[np.ndarray, str, int, float]:
     """Program 3.4.2 with one Schur complement per query and the objective's cvx form.
 
+    Written on unit rows with the objective relative to its value at the identity (rows of
+    scales 1e-3 ... 1e3 were reported infeasible as they are). On Clarabel the program is
+    solved a second time as written (the query rows, the objective unscaled), and the X whose
+    objective is lower is kept: neither form wins everywhere (the 3-norm of the variances of
+    20 signed rows scaled 1e-2 ... 1e2 over 12 cells: 34073 and 33932, the optimum; of
+    prefixes over 16 cells scaled 1e-3 ... 1e3: 1185129 and 1153984; the 5 x 5 rows of the
+    first case fail as written).
+
     Returns X, status, iterations and the solver's objective value.
     """
+    M, R, s2 = _schur_rows(W, problem)
+    first = _schur_form(W, objective, weights, problem, R, s2, relative=True)
+    if problem.solver.solver is None or problem.solver.solver.upper() != "CLARABEL":
+        return first
+    try:
+        second = _schur_form(W, objective, weights, problem, M, np.ones_like(s2), relative=False)
+    except (SolverError, InputError) as exc:
+        log.info("minerror-l2: the program on the query rows as given failed (%s); the unit-row solve stands", " ".join(str(exc).split()))
+        return first
+    values = []
+    for Xv, *_ in (first, second):
+        try:
+            values.append(float(objective.value(_variances(_mix_identity(Xv), M), weights)))
+        except Exception:  # a user's objective may fail at a point: that X is not preferred
+            values.append(math.inf)
+    values = [v if math.isfinite(v) else math.inf for v in values]
+    log.debug("minerror-l2: objective %.10g on unit rows, %.10g on the rows as given; the lower kept", *values)
+    return second if values[1] < values[0] else first
+
+
+def _schur_form(W: Workload, objective, weights, problem: Problem, rows: np.ndarray, scales: np.ndarray, relative: bool) -> tuple[np.ndarray, str, int, float]:
+    """One Schur-complement program: ``[[X, r_i^T], [r_i, v_i]] ⪰ 0`` on ``rows`` with variances ``u_i = scales_i v_i``,
+    the objective divided by its value at the identity when ``relative``; X, status, iterations, objective value."""
     import cvxpy as cp
 
-    _, R, s2 = _schur_rows(W, problem)
     n, m = W.n, W.m
     X = cp.Variable((n, n), PSD=True)
-    v = cp.Variable(m)  # variances of the unit rows: u_i = s_i^2 v_i (cones of one scale, as `_max_active_set`)
-    u = cp.multiply(s2, v)
+    v = cp.Variable(m)
+    u = cp.multiply(scales, v)
     expr = check_cvx_form(objective, u, weights)  # an expression of u a solver can minimise, or InputError
-    lmis = _schur_lmis(X, R, v)
-    # the solver sees the objective relative to its value at the identity (X = I: u_i = ||w_i||^2), of order 1
-    try:
-        ref = float(objective.value(s2, weights))
-    except Exception:  # a user's objective may fail there; it is then solved unscaled
-        ref = math.nan
-    ref = ref if math.isfinite(ref) and ref > 0 else 1.0
+    lmis = _schur_lmis(X, rows, v)
+    ref = 1.0
+    if relative:  # the solver sees the objective of order 1: at X = I, u_i = ||w_i||^2
+        try:
+            ref = float(objective.value(scales * np.einsum("ij,ij->i", rows, rows), weights))
+        except Exception:  # a user's objective may fail there; it is then solved unscaled
+            ref = math.nan
+        ref = ref if math.isfinite(ref) and ref > 0 else 1.0
     prob = cp.Problem(cp.Minimize(expr / ref), [cp.diag(X) <= 1, *lmis])
     try:
         Xv, status, iters = _solve_cvxpy(prob, X, problem, [n] + [n + 1] * m)
@@ -415,13 +446,16 @@ def _scaling_block(d: int) -> int:
 
 
 def generic_sdp_profile(workload: Workload, objective: str) -> str:
-    """The cvxpy profile for an objective the native solver does not take: Clarabel for a min-max
-    program whose interior-point blocks fit `CLARABEL_MAX_BLOCK_ENTRIES`, else SCS.
+    """The cvxpy profile for an objective the native solver does not take: Clarabel for a min-max or
+    user-objective program whose interior-point blocks fit `CLARABEL_MAX_BLOCK_ENTRIES`, else SCS.
 
     Used when no solver is named (``solve`` and ``auto``). Where it fits, Clarabel is faster and
     more accurate (40 ranges over 32 cells with rows scaled 1e-2 ... 1e3: 2.9 s against SCS's
     80 s, 1.0003 against 1.0012 of a reference SDP; all ranges over 16 cells: 7.5 s against
-    25 s); its memory grows with the blocks (8.4 GB on all ranges over 32 cells), where SCS is used.
+    25 s; the 3-norm of the variances of 20 signed queries over 12 cells with rows scaled
+    1e-2 ... 1e2: 7 s and the optimum, where SCS stopped after 124 s at 1.69x it); its memory grows
+    with the blocks (8.4 GB on all ranges over 32 cells), where SCS is used. A user objective's
+    program has one Schur cone per query (``m (n + 2)^2 (n + 1)^2 / 4`` block entries).
 
     Parameters
     ----------
@@ -436,12 +470,16 @@ def generic_sdp_profile(workload: Workload, objective: str) -> str:
     Examples
     --------
     >>> from strategy_opt.workload import prefix
-    >>> generic_sdp_profile(prefix(4), "max"), generic_sdp_profile(prefix(4), "relative")
-    ('clarabel', 'scs')
+    >>> generic_sdp_profile(prefix(4), "max"), generic_sdp_profile(prefix(4), "my-objective"), generic_sdp_profile(prefix(4), "relative")
+    ('clarabel', 'clarabel', 'scs')
     """
-    if objective == "max" and max_program_block_entries(workload.m, workload.n) <= CLARABEL_MAX_BLOCK_ENTRIES:
-        return "clarabel"
-    return "scs"
+    if objective == "max":
+        entries = max_program_block_entries(workload.m, workload.n)
+    elif objective not in LINEAR_OBJECTIVES:  # `_schur_cvxpy`: one cone of n + 1 per query
+        entries = workload.m * _scaling_block(workload.n + 1)
+    else:
+        return "scs"
+    return "clarabel" if entries <= CLARABEL_MAX_BLOCK_ENTRIES else "scs"
 
 
 def default_profile(workload: Workload, objective: str) -> str:
