@@ -229,7 +229,8 @@ def _check_returned(strategy: Strategy, problem: Problem, info) -> None:
 
     Every method's strategy must be for the problem's workload, privacy notion
     and domain. A method registered from outside the package must also return
-    `compile_strategy`'s result for its own name unchanged: its recorded error
+    `compile_strategy`'s result for its own name unchanged: its metadata must be
+    the compiler's as made (`Strategy.meta_fingerprint`), and its recorded error
     and sensitivity are recomputed from the matrix (the seal `solve` adds would
     otherwise certify a matrix or metadata edited after compiling).
     """
@@ -246,6 +247,11 @@ def _check_returned(strategy: Strategy, problem: Problem, info) -> None:
         return
     if meta.get("method") != name:
         raise InputError(f"{where} compiled as method {meta.get('method')!r}; {fix}")
+    if strategy.meta_fingerprint is None or strategy.meta_fingerprint != meta_fingerprint(meta):
+        # a lower bound, objective value or solver fact edited there would be sealed as computed (audit E1: lower_bound
+        # set to 10x the error was written and read back); extra metadata goes in through compile_strategy(..., extra=)
+        edited = "not made by compile_strategy" if strategy.meta_fingerprint is None else "edited after compile_strategy made it"
+        raise InputError(f"{where} whose metadata was {edited} (add fields with compile_strategy(..., extra={{...}})); {fix}")
     from .error import scaled_unit_error, sensitivity
 
     value = sensitivity(strategy.matrix, problem.p)

@@ -33,6 +33,7 @@ from .defaults import EIG_RTOL, FILE_FORMAT_VERSION
 from .error import STRUCTURED, ErrorProfile, KroneckerMatrix, log_svd_bound_or_reason, scaled_unit_error, sensitivity
 from .marginals import MarginalsMatrix
 from .exceptions import InputError, SupportError
+from .fingerprints import meta_fingerprint
 from .problem import Problem
 from .progress import PROGRESS_MIN_N
 from .pure_bound import compile_lower_bound
@@ -516,7 +517,7 @@ def compile_strategy(
     if extra:
         meta.update(extra)
     meta["compile_seconds"] = time.perf_counter() - t0
-    return Strategy(A, meta)
+    return Strategy(A, meta, meta_fingerprint=meta_fingerprint(meta))  # metadata edited after compiling is told apart
 
 
 def _objective_at(A, problem: Problem) -> float:

@@ -7,6 +7,7 @@ from strategy_opt.api import solve
 from strategy_opt.compiler import compile_strategy
 from strategy_opt.exceptions import InputError
 from strategy_opt.registry import _METHODS, _RELEASES, get_release, methods, register_method, register_release
+from strategy_opt.strategy import Strategy
 
 
 @pytest.fixture
@@ -74,9 +75,24 @@ def _edit_meta(problem):
     return s
 
 
+def _edit_certificate(problem):
+    # audit E1: a lower bound 10x the error and an objective value of 0 were sealed, written and read back
+    s = compile_strategy(np.eye(problem.workload.n), problem, "test-returned")
+    s.meta["lower_bound"] = 10 * s.meta["unit_total_squared_error"]
+    s.meta["objective_value"] = 0.0
+    return s
+
+
+def _copied_meta(problem):
+    s = compile_strategy(np.eye(problem.workload.n), problem, "test-returned")
+    return Strategy(s.matrix, dict(s.meta))  # true numbers, but nothing says the compiler made them
+
+
 @pytest.mark.parametrize("build, message", [
     (_edit_matrix, r"metadata does not match its matrix \(unit_total_squared_error 36 recorded, 8000028 computed\)"),
-    (_edit_meta, r"metadata does not match its matrix \(unit_total_squared_error 1 recorded, 36 computed\)"),
+    (_edit_meta, r"whose metadata was edited after compile_strategy made it"),
+    (_edit_certificate, r"whose metadata was edited after compile_strategy made it \(add fields with compile_strategy\(\.\.\., extra=\{\.\.\.\}\)\)"),
+    (_copied_meta, r"whose metadata was not made by compile_strategy"),
     (lambda problem: solve("prefix:16", privacy=problem.privacy, method="identity"), "for workload 'prefix:16', not the problem's 'prefix:8'"),
     (lambda problem: solve("prefix:8", privacy="pure", method="identity"), "for privacy 'pure', not the problem's 'approx'"),
     (lambda problem: compile_strategy(np.eye(8), problem, "hierarchical"), "compiled as method 'hierarchical'"),
