@@ -14,7 +14,7 @@ from .defaults import BYTES_PER_QUERY, MAX_DENSE_N
 from .error import supports
 from .exceptions import InputError
 from .fingerprints import content_hash, matrix_fingerprint, meta_fingerprint, workload_file_hashes
-from .objectives import get_objective
+from .objectives import BUILTIN_OBJECTIVES, check_monotone, get_objective
 from .problem import Problem
 from .registry import get_method
 from .resources import require_memory
@@ -193,6 +193,10 @@ def solve(
     if _is_all_zero(workload):  # once here, for every method (some would fail on it with an internal error)
         raise InputError(f"workload {workload.spec!r} is all zeros: no query has a non-zero coefficient (its Gram matrix is zero), so there is nothing to optimise")
     problem = Problem(workload, privacy, objective, profile, options)
+    if objective not in BUILTIN_OBJECTIVES:  # a user's objective: its contract probed before any method runs (whatever it declares)
+        from .query_weights import query_weights
+
+        check_monotone(get_objective(objective), workload.m, query_weights(problem))
     t0 = time.perf_counter()
     strategy = info.func(problem)
     if not isinstance(strategy, Strategy):

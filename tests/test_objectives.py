@@ -826,3 +826,25 @@ def test_a_user_objective_runs_on_clarabel_by_default_and_reaches_an_independent
     assert ref * (1 - 1e-6) <= mine <= ref * (1 + 1e-5)
     total = solve(M, method="minerror-l2")  # the total optimum is feasible: never better in the 3-norm
     assert mine <= float(np.sum(per_query_variances(total.matrix, W, 2) ** 3) ** (1 / 3))
+
+
+def test_every_method_probes_a_user_objective_before_it_runs(clean_registry):
+    """Audit E1: a registered method taking any objective (objectives=None) accepted a decreasing one (value -26.67, exit 0)."""
+    from strategy_opt.compiler import compile_strategy
+    from strategy_opt.registry import _METHODS, register_method
+
+    register_objective(Objective("decreasing", "", lambda u, w=None: -float(np.sum(u)), None))
+    ran = []
+
+    def ident(problem):
+        ran.append(problem.objective)
+        return compile_strategy(np.eye(problem.workload.n), problem, "test-any-objective")
+
+    try:
+        register_method("test-any-objective", privacy=("approx", "pure"), objectives=None)(ident)
+        for privacy in ("approx", "pure"):
+            with pytest.raises(InputError, match=r"^objective 'decreasing' decreases "):
+                solve("prefix:6", privacy=privacy, method="test-any-objective", objective="decreasing")
+        assert ran == []  # refused before the method ran
+    finally:
+        _METHODS.pop("test-any-objective", None)

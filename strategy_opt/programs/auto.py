@@ -54,7 +54,7 @@ from ..compiler import compile_strategy, finite_or_none
 from ..error import KroneckerMatrix, per_query_variances
 from ..exceptions import InputError, OptionError, SolverError
 from ..marginals import marginal_attribute_sets
-from ..objectives import BUILTIN_OBJECTIVES, check_monotone, evaluate, get_objective
+from ..objectives import BUILTIN_OBJECTIVES, evaluate, get_objective
 from ..problem import Problem
 from ..registry import methods, register_method
 from ..solvers import load_profile
@@ -531,8 +531,6 @@ def auto(problem: Problem):
             ),
         )
     weights = query_weights(problem) if problem.objective != "total" else None  # once: for relative it reads every query's norm
-    if problem.objective not in BUILTIN_OBJECTIVES:  # a user's objective: its contract, probed before any candidate runs
-        check_monotone(get_objective(problem.objective), problem.workload.m, weights)
     known = set().union(*(table[k].options or () for k in names))
     reweighted = _runs_reweighted(problem)
     if reweighted:
