@@ -69,3 +69,25 @@ def test_tiny_domains_get_more_starts_and_prefix_8_beats_the_identity():
     assert res.value == pytest.approx(direct_error(res.A, from_matrix(M), 1), rel=1e-9)
     assert np.abs(res.A).sum(axis=0).max() == pytest.approx(1.0) and np.allclose(M @ np.linalg.pinv(res.A) @ res.A, M, atol=1e-9)
     assert signed_search(prefix(12).gram(), starts=0, seed=0, warm=np.eye(12)).starts == 1  # the count given is kept
+
+
+def test_searches_a_time_budget_cut_are_named_in_meta_with_a_warning(monkeypatch, package_log):
+    """Audit D1: under load svd-approx's 1 s search and the signed search's 30 s ended early and nothing said so (E_1 +0.2%
+    on a loaded machine). With both budgets made tiny, meta.auto_pure_time_cut names them and the choice's cut is warned."""
+    import strategy_opt.programs.auto_pure as auto_pure
+
+    r = np.random.default_rng(7)
+    M = r.normal(size=(12, 4)) @ r.normal(size=(4, 24))  # rank 4 over 24 cells: svd-approx and the signed search both run
+    full = solve(from_matrix(M), privacy="pure", method="auto-pure")
+    assert "auto_pure_time_cut" not in full.meta
+    monkeypatch.setattr(auto_pure, "AUTO_SVD_SECONDS", 1e-9)
+    monkeypatch.setattr(auto_pure, "MIN_SEARCH_SECONDS", 1e-9)
+    monkeypatch.setattr(auto_pure, "AUTO_SIGNED_SEARCH_SECONDS", 1e-9)
+    with package_log.at_level("WARNING", logger="strategy_opt"):
+        cut = solve(from_matrix(M), privacy="pure", method="auto-pure")
+    facts = cut.meta["auto_pure_time_cut"]
+    assert facts["svd-approx"].startswith("its Program 3.4.3 search stopped at its 1e-09 s budget")
+    assert facts["signed-search"].startswith("1 of its ") and facts["signed-search"].endswith("starts ran within its 1e-09 s")
+    warned = [r.getMessage() for r in package_log.records if "was cut by a time budget" in r.getMessage()]
+    assert (cut.meta["auto_pure_choice"] in facts) == bool(warned)
+    assert cut.meta["unit_total_squared_error"] == pytest.approx(direct_error(cut.matrix, from_matrix(M), 1), rel=1e-9)

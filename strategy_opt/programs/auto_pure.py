@@ -227,6 +227,7 @@ def auto_pure(problem: Problem):
         log.info("auto-pure: %s E_1 %.10g (%.3g s)", name, cands[name][1], time.perf_counter() - started)
 
     repairs: dict[str, dict] = {}
+    time_cut: dict[str, str] = {}  # candidates whose search a wall-clock budget stopped (their result depends on the machine's speed)
 
     def compiled(strategy, name: str) -> tuple[object, float]:
         """A candidate that is a compiled strategy, scored like the others (its meta's E_1 includes the
@@ -272,7 +273,14 @@ def auto_pure(problem: Problem):
 
         # its Program 3.4.3 search gets what is left of the budget, at most AUTO_SVD_SECONDS
         svd_seconds = min(AUTO_SVD_SECONDS, max(float(budget) - (time.perf_counter() - t0), MIN_SEARCH_SECONDS))
-        attempt("svd-approx", lambda: compiled(svd_approx(sub.with_options(time_budget=svd_seconds, stage_steps=AUTO_SVD_STAGE_STEPS)), "svd-approx"))
+
+        def refined():
+            strategy = svd_approx(sub.with_options(time_budget=svd_seconds, stage_steps=AUTO_SVD_STAGE_STEPS))
+            if strategy.meta.get("time_limit_reached"):
+                time_cut["svd-approx"] = f"its Program 3.4.3 search stopped at its {svd_seconds:.3g} s budget"
+            return compiled(strategy, "svd-approx")
+
+        attempt("svd-approx", refined)
     if n <= AUTO_MINERROR_L1_MAX_N and optimal is None:
         from .minerror_l1 import minerror_l1
 
@@ -285,10 +293,12 @@ def auto_pure(problem: Problem):
         def searched():
             warm = Strategy(cands[min(cands, key=lambda k: cands[k][1])][0]).dense()
             # what is left of the budget (none: the warm start alone, stopped after its first iteration)
-            deadline = time.perf_counter() + min(AUTO_SIGNED_SEARCH_SECONDS, max(float(budget) - (time.perf_counter() - t0), 0.0))
-            res = signed_search(W.gram(), seed=int(problem.options.get("seed", 0)), deadline=deadline, warm=warm)
+            seconds = min(AUTO_SIGNED_SEARCH_SECONDS, max(float(budget) - (time.perf_counter() - t0), 0.0))
+            res = signed_search(W.gram(), seed=int(problem.options.get("seed", 0)), deadline=time.perf_counter() + seconds, warm=warm)
             if res is None:
                 raise SolverError("no start gave a strategy of finite error")
+            if res.cut:
+                time_cut["signed-search"] = f"{res.starts} of its {res.planned} starts ran within its {seconds:.3g} s"
             return reported_error(res.A, W, 1)
 
         attempt("signed-search", searched)
@@ -313,6 +323,13 @@ def auto_pure(problem: Problem):
     )
     if skipped:
         extra["auto_pure_skipped"] = skipped
+    if time_cut:
+        extra["auto_pure_time_cut"] = time_cut
+        if choice in time_cut:
+            log.warning(
+                "auto-pure: the %s candidate it returns was cut by a time budget (%s): on a faster or less loaded machine it can come out "
+                "different (meta.auto_pure_time_cut)", choice, time_cut[choice],
+            )
     if choice in repairs:
         extra["support_repair"] = repairs[choice]
     if choice == "p-identity":

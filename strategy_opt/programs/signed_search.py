@@ -101,6 +101,10 @@ class SignedSearchResult:
         The start it came from (``'warm'``, ``'gaussian<i>'``, ``'identity+rows<i>'``, ``'identity+sparse<i>'``).
     starts : int
         Starts run (the deadline can stop the search early).
+    planned : int
+        Starts queued.
+    cut : bool
+        Whether the deadline stopped the search (a start left in the queue, or a run stopped early).
 
     Examples
     --------
@@ -109,14 +113,16 @@ class SignedSearchResult:
 
     >>> W = np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
     >>> res = signed_search(W.T @ W, starts=2, seed=0)
-    >>> round(res.value, 6), res.starts, bool(np.allclose(res.A[:, 0], res.A[:, 1])), np.abs(res.A).sum(axis=0).round(6).tolist()
-    (2.0, 2, True, [1.0, 1.0, 1.0])
+    >>> round(res.value, 6), res.starts, res.planned, res.cut, bool(np.allclose(res.A[:, 0], res.A[:, 1])), np.abs(res.A).sum(axis=0).round(6).tolist()
+    (2.0, 2, 2, False, True, [1.0, 1.0, 1.0])
     """
 
     A: np.ndarray
     value: float
     start: str
     starts: int
+    planned: int = 0
+    cut: bool = False
 
 
 def _starts(n: int, count: int, rng: np.random.Generator):
@@ -183,9 +189,10 @@ def signed_search(
     if starts is None:
         starts = SIGNED_STARTS_TINY if n <= TINY_N else SIGNED_STARTS
     queue += list(_starts(n, starts, rng))
-    best, run = None, 0
+    best, run, cut = None, 0, False
     for name, B0 in queue:
         if run and time.perf_counter() >= deadline:
+            cut = True
             break
         rows = B0.shape[0]
 
@@ -197,6 +204,7 @@ def signed_search(
             res = so.minimize(normalised_error, B0.ravel(), args=(Gs, rows), jac=True, method="L-BFGS-B", callback=stop,
                               options={"maxiter": SIGNED_MAX_ITERS, "maxfun": 2 * SIGNED_MAX_ITERS})
         run += 1
+        cut = cut or time.perf_counter() > deadline  # the callback stopped this run
         value = float(res.fun)  # E_1 at res.x (also when the deadline stopped the run)
         if not math.isfinite(value):
             continue
@@ -205,5 +213,5 @@ def signed_search(
             best = SignedSearchResult(B / np.abs(B).sum(axis=0), value, name, run)
     if best is None:
         return None
-    log.info("signed search: %d start(s), best E_1 %.10g (start %s)", run, best.value * unit, best.start)
-    return SignedSearchResult(expand_cells(best.A, cell_of), best.value * unit, best.start, run)
+    log.info("signed search: %d of %d start(s)%s, best E_1 %.10g (start %s)", run, len(queue), ", cut by its deadline" if cut else "", best.value * unit, best.start)
+    return SignedSearchResult(expand_cells(best.A, cell_of), best.value * unit, best.start, run, len(queue), cut)
