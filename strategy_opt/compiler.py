@@ -39,6 +39,7 @@ from .progress import PROGRESS_MIN_N
 from .pure_bound import compile_lower_bound
 from .query_weights import query_weights
 from .strategy import Strategy
+from .threads import blas_threads
 from .workload import weighted_gram
 
 __all__ = ["compile_strategy", "strategy_from_gram", "finite_or_none", "ratio_to_identity"]
@@ -516,6 +517,7 @@ def compile_strategy(
         meta["ratio_to_identity"] = ratio
     if extra:
         meta.update(extra)
+    meta["blas_threads"] = blas_threads()  # a search's end follows the rounding, which the thread count changes
     meta["compile_seconds"] = time.perf_counter() - t0
     return Strategy(A, meta, meta_fingerprint=meta_fingerprint(meta))  # metadata edited after compiling is told apart
 

@@ -811,3 +811,19 @@ def test_a_ragged_csv_is_refused_without_numpys_advice(tmp_path):
         read_csv_matrix(f, "workload file")
     assert "usecols" not in str(info.value)
     assert str(info.value).endswith("malformed CSV (the number of columns changed from 2 to 1 at row 2); every line needs the same number of comma-separated numbers")
+
+
+def test_a_strategy_records_the_blas_thread_count_it_was_computed_with(tmp_path):
+    """Audit D1: the same command gave a weighted basis on one thread and the identity on two (l1-weighting, Fourier
+    basis, prefix:200), and nothing in the files told them apart: meta.blas_threads does, and survives the file."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from strategy_opt.io import read_strategy, write_strategy
+
+    for limit in (1, 2):
+        with threadpool_limits(limit, user_api="blas"):
+            expected = max((p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"), default=1)
+            s = so.solve("prefix:8", privacy="pure", method="hierarchical")
+        assert s.meta["blas_threads"] == expected <= limit
+        write_strategy(s, tmp_path / f"s{limit}.npz")
+        assert read_strategy(tmp_path / f"s{limit}.npz").meta["blas_threads"] == expected

@@ -390,3 +390,17 @@ def test_the_profile_time_limit_stops_the_local_search_and_says_so(monkeypatch, 
     # never worse than the identity, which is always priced
     assert s.meta["unit_total_squared_error"] <= np.trace(W.gram()) * (1 + 1e-12)
     assert s.meta["unit_total_squared_error"] == pytest.approx(_brute_e1(s.matrix, W), rel=1e-9)
+
+
+def test_the_weighting_is_the_same_on_one_and_two_blas_threads():
+    """Audit D1: the Fourier basis on prefix:200 gave a weighted basis (E_1 11749) on one thread and the identity (20100) on
+    two; up to REFINE_LARGE_MAX_N cells the program and its searches run on one thread whatever the setting."""
+    from threadpoolctl import threadpool_limits
+
+    ends = []
+    for limit in (1, 2):
+        with threadpool_limits(limit, user_api="blas"):
+            s = solve("prefix:200", privacy="pure", method="l1-weighting", basis="fourier")
+        ends.append(s)
+    np.testing.assert_array_equal(*(e.matrix.toarray() if sp.issparse(e.matrix) else e.matrix for e in ends))
+    assert ends[0].meta["unit_total_squared_error"] == ends[1].meta["unit_total_squared_error"] < 0.6 * 20100  # the identity's

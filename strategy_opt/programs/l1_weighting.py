@@ -85,6 +85,7 @@ all ranges on 1024 cells: 1.97e9 -> the identity's 1.79e8).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -496,7 +497,10 @@ def l1_weighting(problem: Problem):
     if problem.privacy != "pure":
         raise InputError(f"l1-weighting is the epsilon-DP weighting (L1 sensitivity); use {setting('privacy', 'pure')}")
     t0 = time.perf_counter()
-    A, res, extra = weighted_basis(problem)
+    # where the local search runs, on one BLAS thread from the costs on: its end follows the rounding, which the thread
+    # count changes (Fourier basis on prefix:200: E_1 11749 on one thread, the identity's 20100 on two)
+    with one_blas_thread() if problem.workload.n <= REFINE_LARGE_MAX_N else contextlib.nullcontext():
+        A, res, extra = weighted_basis(problem)
     scaled = extra.get("identity_scale_search")
     # what A is, at the top of the metadata: the weighting_* fields describe the program's optimum, before completion
     extra["l1_weighting_returned"] = "weighted basis"
