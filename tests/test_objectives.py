@@ -848,3 +848,12 @@ def test_every_method_probes_a_user_objective_before_it_runs(clean_registry):
         assert ran == []  # refused before the method ran
     finally:
         _METHODS.pop("test-any-objective", None)
+
+
+def test_pure_auto_states_the_per_query_floor_for_a_user_objective(clean_registry):
+    """Audit E1: under epsilon-DP auto gave a user objective no lower bound, though each query's least variance
+    max_j w_ij^2 bounds every non-decreasing objective (prefix:8: every floor is 1, so the 3-norm's bound is 8^(1/3) = 2)."""
+    register_objective(weighted_pnorm(3.0, "pnorm3"))
+    m = solve("prefix:8", privacy="pure", method="auto", objective="pnorm3").meta
+    assert m["objective_lower_bound_kind"] == "per-query-floor"
+    assert m["objective_lower_bound"] == pytest.approx(2.0, rel=1e-12) and m["objective_lower_bound"] <= m["objective_value"]

@@ -54,7 +54,7 @@ from ..compiler import compile_strategy, finite_or_none
 from ..error import KroneckerMatrix, per_query_variances
 from ..exceptions import InputError, OptionError, SolverError
 from ..marginals import marginal_attribute_sets
-from ..objectives import BUILTIN_OBJECTIVES, evaluate, get_objective
+from ..objectives import evaluate, get_objective
 from ..problem import Problem
 from ..registry import methods, register_method
 from ..solvers import load_profile
@@ -331,17 +331,22 @@ def _objective_facts(
 
 
 def _per_query_floor(problem: Problem, weights: np.ndarray | None) -> float | None:
-    """A built-in objective at ``l_i = max_j w_ij^2``, each query's least variance (`minerror_l2.floor_bound`).
+    """The objective at ``l_i = max_j w_ij^2``, each query's least variance (`minerror_l2.floor_bound`).
 
-    Valid under both notions (``||A||_1 >= ||A||_2``); under epsilon-DP no
-    optimiser states a bound on the largest variance, and the total bound over m
-    can be far weaker (a rank-3 workload of 20 cells: 31.98 against 100). None
-    for user objectives and past `FLOOR_MAX_ENTRIES`.
+    Valid under both notions (``||A||_1 >= ||A||_2``) for every non-decreasing
+    objective (user objectives are probed for it before any method runs); under
+    epsilon-DP no optimiser states a bound on the largest variance, and the total
+    bound over m can be far weaker (a rank-3 workload of 20 cells: 31.98 against
+    100). None past `FLOOR_MAX_ENTRIES`, or where a user's objective fails there.
     """
     W = problem.workload
-    if problem.objective not in BUILTIN_OBJECTIVES or W.m * W.n > FLOOR_MAX_ENTRIES:
+    if W.m * W.n > FLOOR_MAX_ENTRIES:
         return None
-    value = floor_bound(W, get_objective(problem.objective), weights)
+    try:
+        value = floor_bound(W, get_objective(problem.objective), weights)
+    except Exception as exc:  # a user's objective may fail at the floor (minerror-l2 says so too)
+        log.info("auto: objective %r failed on the per-query floor (%s): no floor bound", problem.objective, " ".join(str(exc).split()))
+        return None
     return value if math.isfinite(value) and value > 0 else None
 
 
