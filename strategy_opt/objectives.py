@@ -188,7 +188,7 @@ def _load_entry_points():
                 raise InputError(f"its objective's name {obj.name!r} is taken by entry point {loaded_by[obj.name]!r}")
             _register(obj)  # under the Objective's own name, which may differ from the entry point's
             loaded_by[obj.name] = ep.name
-        except Exception as exc:  # a broken plug-in must not break the library: one log line (-q silences it)
+        except Exception as exc:  # a broken plug-in must not break the library: one warning (shown with -q too, as warnings are)
             log.warning("objective entry point %r not loaded: %s", ep.name, " ".join(str(exc).split()))
 
 
