@@ -685,7 +685,8 @@ REFINE_SECONDS_PER_K3, REFINE_SECONDS_PER_N3 = 8.5e-10, 1.2e-9
 def refine_iteration_budget(n: int, k: int, starts: int) -> int:
     """SLSQP iterations the completion-aware local search may spend over ``starts`` starts (k design queries, n cells).
 
-    `REFINE_BUDGET_SECONDS` of the modelled iteration time, at least one and at most `REFINE_MAX_ITERS` per start.
+    `REFINE_BUDGET_SECONDS` of the modelled iteration time: at least one in all, at most `REFINE_MAX_ITERS` per start
+    (past the budget's share of the earlier starts a start is only priced as given).
 
     Examples
     --------
@@ -694,6 +695,8 @@ def refine_iteration_budget(n: int, k: int, starts: int) -> int:
     """
     seconds = REFINE_SECONDS_PER_K3 * float(k) ** 3 + REFINE_SECONDS_PER_N3 * float(n) ** 3
     return int(min(REFINE_MAX_ITERS * starts, max(1, REFINE_BUDGET_SECONDS // seconds)))
+
+
 #: From weights that load every column equally the search runs up to this many cells (all ranges, Haar
 #: wavelet: 256 cells 0.3 s -> 1.6 s for E_1 0.84x; at 512 cells 20 s without a gain).
 REFINE_EQUAL_LOADS_MAX_N = 256
