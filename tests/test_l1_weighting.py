@@ -386,6 +386,7 @@ def test_the_profile_time_limit_stops_the_local_search_and_says_so(monkeypatch, 
         s = solve(W, privacy="pure", method="l1-weighting", basis="hierarchical", solver=replace(load_profile("native"), time_limit=35.0))
     local = s.meta["completion_line_search"]["local_search"]
     assert local["stopped_by_time_limit"] and local["iterations"] < local["iteration_budget"]
+    assert s.meta["solver_status"] == "time_limit"  # was 'local-optimum' (audit R7)
     assert any("time limit stopped the completion-aware local search" in r.getMessage() for r in package_log.records)
     # never worse than the identity, which is always priced
     assert s.meta["unit_total_squared_error"] <= np.trace(W.gram()) * (1 + 1e-12)
@@ -403,4 +404,5 @@ def test_the_weighting_is_the_same_on_one_and_two_blas_threads():
             s = solve("prefix:200", privacy="pure", method="l1-weighting", basis="fourier")
         ends.append(s)
     np.testing.assert_array_equal(*(e.matrix.toarray() if sp.issparse(e.matrix) else e.matrix for e in ends))
+    assert [e.meta["blas_threads"] for e in ends] == [1, 1]  # what it ran with (was the process's setting: audit R7)
     assert ends[0].meta["unit_total_squared_error"] == ends[1].meta["unit_total_squared_error"] < 0.6 * 20100  # the identity's

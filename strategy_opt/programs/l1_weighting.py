@@ -496,11 +496,17 @@ def l1_weighting(problem: Problem):
     """
     if problem.privacy != "pure":
         raise InputError(f"l1-weighting is the epsilon-DP weighting (L1 sensitivity); use {setting('privacy', 'pure')}")
-    t0 = time.perf_counter()
-    # where the local search runs, on one BLAS thread from the costs on: its end follows the rounding, which the thread
-    # count changes (Fourier basis on prefix:200: E_1 11749 on one thread, the identity's 20100 on two)
+    # where the local search runs, on one BLAS thread from the costs to the compiled strategy (whose meta.blas_threads
+    # says so): its end follows the rounding, which the thread count changes (Fourier basis on prefix:200: E_1 11749
+    # on one thread, the identity's 20100 on two)
     with one_blas_thread() if problem.workload.n <= REFINE_LARGE_MAX_N else contextlib.nullcontext():
-        A, res, extra = weighted_basis(problem)
+        return _weighted_strategy(problem)
+
+
+def _weighted_strategy(problem: Problem):
+    """`l1_weighting`'s work: the weighted basis, what it is (warnings), compiled."""
+    t0 = time.perf_counter()
+    A, res, extra = weighted_basis(problem)
     scaled = extra.get("identity_scale_search")
     # what A is, at the top of the metadata: the weighting_* fields describe the program's optimum, before completion
     extra["l1_weighting_returned"] = "weighted basis"
@@ -523,6 +529,8 @@ def l1_weighting(problem: Problem):
             extra["design_queries"], extra["basis"], local["start"], local["result"],
         )
     status = extra.pop("strategy_status")
+    if local.get("stopped_by_time_limit"):  # the search's end depends on the machine's speed
+        status = "time_limit"
     bound = lower_bound_facts(problem.workload, time.perf_counter() - t0)
     extra.update(bound.pop("extra"))
     return compile_strategy(A, problem, "l1-weighting", solver=res.backend, status=status, solve_seconds=time.perf_counter() - t0, extra=extra, **bound)
@@ -678,7 +686,10 @@ REFINE_BUDGET_SECONDS = 20.0
 #: ... modelled as ``a k^3 + b n^3`` seconds for k design queries on n cells: SLSQP's dense subproblem plus its ~2
 #: evaluations (an n x n eigendecomposition each: 0.011 s at 256 cells, 0.075 s at 512, 0.41 s at 1024, 2.8 s at 2048).
 #: Measured per iteration: 0.15 s (n = 256, k = 511), 0.17 s (300, 599), 1.04 s (512, 1023), 0.04 s (256, 256); the
-#: model gives 0.13, 0.18, 1.07, 0.03.
+#: model gives 0.13, 0.18, 1.07, 0.03. Larger searches run over it (3 evaluations an iteration; k = 1377 on 225 cells:
+#: 3.3 s an iteration against 2.2): the whole search took 26 s at load 0.7 on prefix:433 (wavelet basis) and 29 s on
+#: marginals:5x5x9:1 (hierarchical), and on a loaded machine it takes proportionally longer (70-90 s at load 4), where
+#: the 20 s deadline it replaces stopped it at 20 s with whatever it had.
 REFINE_SECONDS_PER_K3, REFINE_SECONDS_PER_N3 = 8.5e-10, 1.2e-9
 
 
