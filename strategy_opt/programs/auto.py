@@ -233,23 +233,23 @@ def _baselines_under_objective(problem: Problem, weights: np.ndarray | None):
     constructions = BASELINES + (("auto-pure",) if problem.privacy == "pure" and "auto-pure" in table else ())
     if problem.privacy == "approx" and "minerror-l2" in table and problem.workload.n <= TOTAL_OPTIMUM_MAX_N and problem.objective not in LINEAR_OBJECTIVES:
         constructions += ("minerror-l2",)
-    for name in constructions:
-        if problem.privacy not in table[name].privacy:
+    for method in constructions:
+        if problem.privacy not in table[method].privacy:
             continue
+        total, name = replace(problem, objective="total", options={}), method
+        if method == "minerror-l2":  # on the native solver, named apart from minerror-l2's solve of the objective
+            total, name = replace(total, solver=load_profile("native")), "minerror-l2/total"
         try:
-            total = replace(problem, objective="total", options={})
-            strategy = table[name].func(replace(total, solver=load_profile("native")) if name == "minerror-l2" else total)
+            strategy = table[method].func(total)
             # past the dense limit some constructions have no per-query variances (InputError)
             variances = per_query_variances(strategy.matrix, problem.workload, problem.p)
         except (InputError, SolverError) as exc:
             log.info("auto: baseline %s skipped (%s)", name, exc)
             continue
-        label = "minerror-l2/total" if name == "minerror-l2" else name  # beside minerror-l2's solve of the objective
-        if name == "minerror-l2":
-            strategy.meta["method"] = label  # auto's choice names it apart from minerror-l2's solve of the objective
-        value = evaluate(objective, variances, weights, f"the per-query variances of {label}")
+        strategy.meta["method"] = name  # auto's choice
+        value = evaluate(objective, variances, weights, f"the per-query variances of {name}")
         if math.isfinite(value):
-            yield label, strategy, value
+            yield name, strategy, value
 
 
 def _runs_reweighted(problem: Problem) -> bool:

@@ -496,15 +496,6 @@ def l1_weighting(problem: Problem):
     """
     if problem.privacy != "pure":
         raise InputError(f"l1-weighting is the epsilon-DP weighting (L1 sensitivity); use {setting('privacy', 'pure')}")
-    # where the local search runs, on one BLAS thread from the costs to the compiled strategy (whose meta.blas_threads
-    # says so): its end follows the rounding, which the thread count changes (Fourier basis on prefix:200: E_1 11749
-    # on one thread, the identity's 20100 on two)
-    with one_blas_thread() if problem.workload.n <= REFINE_LARGE_MAX_N else contextlib.nullcontext():
-        return _weighted_strategy(problem)
-
-
-def _weighted_strategy(problem: Problem):
-    """`l1_weighting`'s work: the weighted basis, what it is (warnings), compiled."""
     t0 = time.perf_counter()
     A, res, extra = weighted_basis(problem)
     scaled = extra.get("identity_scale_search")
@@ -533,7 +524,17 @@ def _weighted_strategy(problem: Problem):
         status = "time_limit"
     bound = lower_bound_facts(problem.workload, time.perf_counter() - t0)
     extra.update(bound.pop("extra"))
-    return compile_strategy(A, problem, "l1-weighting", solver=res.backend, status=status, solve_seconds=time.perf_counter() - t0, extra=extra, **bound)
+    with _search_threads(problem.workload.n):  # compiled on the thread count it was searched with (meta.blas_threads)
+        return compile_strategy(A, problem, "l1-weighting", solver=res.backend, status=status, solve_seconds=time.perf_counter() - t0, extra=extra, **bound)
+
+
+def _search_threads(n: int):
+    """One BLAS thread up to `REFINE_LARGE_MAX_N` cells, where the local search runs, else the process's setting.
+
+    The search's end follows the rounding, which the thread count changes (Fourier basis on prefix:200:
+    E_1 11749 on one thread, the identity's 20100 on two).
+    """
+    return one_blas_thread() if n <= REFINE_LARGE_MAX_N else contextlib.nullcontext()
 
 
 #: Dense k x k matrices over the k design queries l1-weighting holds at once (their Gram and the Newton system with its factor).
@@ -958,6 +959,12 @@ def weighted_basis(problem: Problem):
     >>> A.toarray().tolist(), round(float(res.value), 6), meta["design_queries"]
     ([[1.0, 1.0]], 1.0, 1)
     """
+    with _search_threads(problem.workload.n):  # for every caller: l1-weighting and auto-pure's candidate
+        return _weighted_basis(problem)
+
+
+def _weighted_basis(problem: Problem):
+    """`weighted_basis` on the thread count it sets."""
     t0 = time.perf_counter()
     W = problem.workload
     basis = problem.options.get("basis", "wavelet")

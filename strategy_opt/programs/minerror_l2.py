@@ -51,7 +51,7 @@ and ``objective_lower_bound_kind`` (or, when none is available,
   native solver's dual bound of the total error weighted by c (the multipliers
   of the Schur complements, uniform if the solver gives none) bounds the
   optimum (kind ``simplex-weighted-dual``), or the per-query floor below when larger;
-* user objectives (non-decreasing by contract, checked on a probe): each
+* user objectives (non-decreasing by contract, probed by `strategy_opt.solve` before any method runs): each
   variance is at least the single-query optimum ``u_i >= max_j w_ij^2`` (the
   dual bound of the rank-one workload ``w_i``), so ``f(floor)`` bounds the
   optimum (kind ``per-query-floor``; weak, but valid).
@@ -92,7 +92,7 @@ from ..exceptions import InputError, SolverError, SupportError, setting
 from ..native_l2 import solve_total_l2
 from ..native_max import solve_max_l2
 from ..threads import factorization_threads
-from ..objectives import BUILTIN_OBJECTIVES, check_cvx_form, check_monotone, get_objective
+from ..objectives import BUILTIN_OBJECTIVES, check_cvx_form, get_objective
 from ..problem import Problem
 from ..progress import heartbeat
 from ..query_weights import query_weights, weights_meta
@@ -355,10 +355,10 @@ def _schur_cvxpy(W: Workload, objective, weights, problem: Problem) -> tuple[np.
     values = []
     for Xv, *_ in (first, second):
         try:
-            values.append(float(objective.value(_variances(_mix_identity(Xv), M), weights)))
+            value = float(objective.value(_variances(_mix_identity(Xv), M), weights))
         except Exception:  # a user's objective may fail at a point: that X is not preferred
-            values.append(math.inf)
-    values = [v if math.isfinite(v) else math.inf for v in values]
+            value = math.inf
+        values.append(value if math.isfinite(value) else math.inf)
     log.debug("minerror-l2: objective %.10g on unit rows, %.10g on the rows as given; the lower kept", *values)
     return second if values[1] < values[0] else first
 
@@ -804,8 +804,6 @@ def minerror_l2(problem: Problem):
     native_max = profile.backend == "native" and problem.objective == "max"
     if profile.backend == "native" and not linear and not native_max:
         raise InputError(f"objective {problem.objective!r} needs a cvxpy solver profile, scs or clarabel (--solver on the command line, solver= in Python); the native solver handles {', '.join(LINEAR_OBJECTIVES)} and max")
-    if problem.objective not in BUILTIN_OBJECTIVES:
-        check_monotone(objective, W.m, weights)
     extra: dict = weights_meta(problem, weights)
     lower = obj_lower = obj_kind = no_bound = None
     reweighted = linear and weights is not None and problem.objective != "total"
