@@ -395,3 +395,17 @@ def test_a_nearly_rank_deficient_gram_is_solved_again_with_its_small_eigenvalues
     flagged = first.meta
     assert flagged["solver_status"] == "optimal_inaccurate" and flagged["relative_gap"] > 0.01
     assert flagged["lower_bound"] <= _exact_e2(first.dense(), W)
+
+
+def test_the_design_sdp_weights_are_priced_even_past_the_time_limit():
+    """A low-rank workload restarts from its design SDP's weights after DESIGN_AFTER iterations; the SDP can end
+    past the deadline, and the next iteration's deadline check then dropped its weights unpriced (audit: a bound
+    10.5% below the optimum). Here the time limit applies from iteration DESIGN_AFTER on (``min_iters``) and is
+    already over: the SDP's weights still get their dual step, which certifies the optimum."""
+    rng = np.random.default_rng(2)
+    G = (lambda W: W.T @ W)(rng.standard_normal((6, 2)) @ rng.standard_normal((2, 13)))
+    cut = solve_total_l2(G, tol=1e-4, time_limit=1e-9, min_iters=native_l2.DESIGN_AFTER - 1)
+    assert cut.status == "time_limit" and cut.gap > 0.1  # the case: not optimal before the restart
+    res = solve_total_l2(G, tol=1e-4, time_limit=1e-9, min_iters=native_l2.DESIGN_AFTER)
+    assert res.status == "optimal" and res.iterations == native_l2.DESIGN_AFTER + 1
+    assert res.primal == pytest.approx(_clarabel_optimum(G), rel=2e-4)
