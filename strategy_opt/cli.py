@@ -341,8 +341,9 @@ def _options_overridden(args, data: dict, options: dict) -> str | None:
 
     Flags override the file (CLI.md); the file's ``[options]`` were written for
     its own method (``branching`` for ``hierarchical``) and objective
-    (``weights``), and would otherwise turn an override into an error. Returns
-    the note to log once the solve has succeeded, or None.
+    (``weights``), and would otherwise turn an override into an error. Those
+    the replacing method also takes are given to it, and the note says so.
+    Returns the note to log once the solve has succeeded, or None.
     """
     from .registry import methods
 
@@ -357,10 +358,17 @@ def _options_overridden(args, data: dict, options: dict) -> str | None:
         dropped.append("weights")  # a new workload keeps them: its size check names the option
     for key in dropped:
         del options[key]
-    if not dropped:
+    # options the replacing method also takes are handed to it (flags override only what they name): said, not silent
+    flagged = set(_parse_options(args.option)) | {k for k in _SOLVE_FLAG_OPTIONS if getattr(args, k) is not None}
+    kept = [k for k in options if k != "weights" and k not in flagged] if "method" in replaced else []
+    if not dropped and not kept:
         return None
     flags = " and ".join(f"--{k} {getattr(args, k)!r} (the file says {data[k]!r})" for k in replaced)
-    return f"problem file {args.problem}: option(s) {', '.join(dropped)} not used, written for what {flags} replaced"
+    notes = [f"option(s) {', '.join(dropped)} not used, written for what {flags} replaced"] if dropped else []
+    if kept:
+        given = ", ".join(f"{k}={options[k]!r}" for k in kept)
+        notes.append(f"option(s) {given}, written for method {data['method']!r}, given to --method {args.method!r} (pass the flag or --option to change)")
+    return f"problem file {args.problem}: {'; '.join(notes)}"
 
 
 # ----------------------------------------------------------------------------------------- error

@@ -199,6 +199,16 @@ def test_flags_that_replace_the_files_method_or_objective_drop_its_options(tmp_p
     assert "option(s) weights not used" in out.err and json.loads(out.out)["objective"] == "total"
     assert cli("solve", p, "--workload", "prefix:8") == 2  # weighted still: the file's 16 weights are named
     assert "option weights has 16 entries but the workload has 8 queries" in capsys.readouterr().err
+    # options the replacing method takes too are given to it, and the note says so (audit: a file's basis was
+    # silently given to eigen-design); a flag for the same option replaces it
+    p.write_text('workload = "prefix:9"\nprivacy = "pure"\nmethod = "l1-weighting"\nbasis = "fourier"\n')
+    assert cli("solve", p, "--privacy", "approx", "--method", "eigen-design", "--json") == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["eigen_design"]["variant"] == "basis:fourier"
+    assert "option(s) basis='fourier', written for method 'l1-weighting', given to --method 'eigen-design'" in out.err
+    assert cli("solve", p, "--privacy", "approx", "--method", "eigen-design", "--basis", "eigen", "--json") == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["eigen_design"]["variant"] != "basis:fourier" and "given to --method" not in out.err
     # the same method given again replaces nothing: its options stay
     p.write_text('workload = "prefix:16"\nprivacy = "pure"\nmethod = "hierarchical"\nbranching = 4\n')
     assert cli("-q", "solve", p, "--method", "hierarchical", "--json") == 0
