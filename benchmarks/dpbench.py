@@ -694,9 +694,12 @@ def provenance(cache) -> str:
         by.setdefault(r["method"], {}).setdefault(r.get("commit", "unknown"), 0)
         by[r["method"]][r.get("commit", "unknown")] += 1
     rows = [[LABEL.get(m, m), ", ".join(f"{c} ({k})" for c, k in sorted(commits.items()))] for m, commits in sorted(by.items())]
+    missing = "" if "auto-pure" in by else (
+        " auto-pure (the library's own epsilon-DP optimiser) has no records: these runs left it out (`--no-auto-pure`; minutes per "
+        "4096-cell workload), so 'best data-independent' (best DI) below is the best of identity, H_b, Privelet and GreedyH only.")
     return ("## Provenance\n\nCommit of the library code (`strategy_opt/`) at which each method's cached records (releases, tuned T, "
             "H_b branchings, MWEM diagnostics) were measured "
-            "(count of records in brackets). Times of different commits come from different runs under different loads.\n\n"
+            "(count of records in brackets). Times of different commits come from different runs under different loads." + missing + "\n\n"
             + markdown_table(["method / record", "commit (records)"], rows))
 
 

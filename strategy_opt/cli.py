@@ -39,10 +39,18 @@ DEFAULT_ESTIMATOR = "ls"
 
 
 EPILOG_SOLVE = """
-methods (strategy-opt list methods): identity, hierarchical, wavelet, fourier, minerror-l2,
-minerror-l1 (small n only: an SDP on (m'+n)^2 variables per iteration; n <= ~16 in practice),
-svd-approx, eigen-design, l1-weighting, greedy-h, orthogonal, workload-division, p-identity,
-auto-pure, auto (under --privacy pure it runs auto-pure).
+methods (strategy-opt list methods) and how far they go on one core (cells n of the workload's domain):
+  identity, hierarchical, wavelet, fourier   closed forms, any n (dense error analysis below 20000 cells)
+  marginals        marginal workloads, any domain size (per eigenspace of the marginal algebra)
+  minerror-l2      native profile: n = 1024 in seconds, 4096 in minutes; SDPs: clarabel n = 64 (4 GB), scs n = 128 (minutes)
+  eigen-design     n = 2048 in ~10 s, 8192 in ~2 min (dense eigendecomposition); Kronecker products: per factor
+  minerror-l1      small n only: an SDP on (m'+n)^2 variables per iteration; n <= ~16 in practice (32 max)
+  svd-approx       any n; its Program 3.4.3 refinement up to 512 cells
+  l1-weighting     any n; its completion-aware local search up to 512 cells (2048 for <= 512 design queries)
+  p-identity       n up to ~4096 (minutes); Kronecker products per factor
+  greedy-h         up to 20000 cells (dense Gram)
+  orthogonal, workload-division   explicit query matrices (auto-pure runs OM when m n <= 1e6)
+  auto-pure, auto  the best of the above that fit (under --privacy pure auto runs auto-pure: 4096 cells in 3.5-7 min)
 
 examples:
   strategy-opt solve --workload all-range:256 --privacy approx --method eigen-design --out s.npz

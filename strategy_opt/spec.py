@@ -354,7 +354,9 @@ def parse_spec(spec: str, operation: str | None = None) -> Workload:
     -------
     Workload
         Structured where the SPEC says so (intervals, Kronecker products,
-        unions); its ``spec`` attribute is the SPEC in canonical form.
+        unions); its ``spec`` attribute is the SPEC as given, stripped of
+        surrounding blanks (`canonical_spec` gives the canonical form, which
+        comparisons of recorded workloads use).
 
     Raises
     ------

@@ -6,6 +6,8 @@ import pytest
 from strategy_opt.api import solve
 from strategy_opt.compiler import compile_strategy
 from strategy_opt.exceptions import InputError
+from strategy_opt.problem import Problem
+from strategy_opt.spec import parse_spec
 from strategy_opt.registry import _METHODS, _RELEASES, get_release, methods, register_method, register_release
 from strategy_opt.strategy import Strategy
 
@@ -150,3 +152,15 @@ def test_partials_and_callable_instances_can_be_registered_again(registry):
     assert solve("prefix:4", privacy="pure", method="test-instance").shape == (4, 4)
     with pytest.raises(InputError, match="method 'wavelet' is already registered"):
         register_method("wavelet")(functools.partial(stack, k=2))
+
+
+@pytest.mark.parametrize("claim", [1e9, float("inf"), float("nan"), -1.0, "big"])
+def test_a_method_cannot_state_a_lower_bound_above_its_own_error(claim):
+    """A lower bound on the optimum is at most the error of any strategy (an outside audit: a registered method stated
+    1e9 beside E_1 = 10, and solve sealed and wrote it; inf deleted the bound altogether). compile_strategy refuses
+    such a claim with one line; the identity's own error, E_1 = trace(W^T W) = 10 on prefix:4, is accepted as a bound."""
+    problem = Problem(parse_spec("prefix:4"), privacy="pure")
+    with pytest.raises(InputError, match="lower_bound"):
+        compile_strategy(np.eye(4), problem, "test-claim", lower_bound=claim, lower_bound_kind="my-proof")
+    s = compile_strategy(np.eye(4), problem, "test-claim", lower_bound=10.0 * (1 + 1e-8), lower_bound_kind="my-proof")
+    assert s.meta["unit_total_squared_error"] == 10.0 and s.meta["lower_bound"] == 10.0 and s.meta["lower_bound_kind"] == "my-proof"
