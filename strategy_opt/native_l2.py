@@ -54,8 +54,9 @@ n x n factorisation, and an SVD of the factor for the certified dual bound);
 the first dual step (one r x r eigendecomposition) always runs, as a strategy
 needs it, and so does the one that prices the design SDP's weights (without
 it an SDP that ended past the deadline was wasted: a rank-2 workload on 13
-cells kept a bound 10.5% below the optimum the SDP had found). Measured on all-range:4096 with a 20 s limit (one BLAS thread): the
-first iteration ended at 33.6 s and the assembly took 27 s more, 62 s in all;
+cells kept a bound 10.5% below the optimum the SDP had found). Measured on
+all-range:4096 with a 20 s limit (one BLAS thread): the first iteration ended
+at 33.6 s and the assembly took 27 s more, 62 s in all;
 a limit below one iteration's time is not a way to get a quick answer there.
 Duplicate columns of W are merged and zero columns dropped first
 (Li 2013, Def. 2.6 and Prop. 4.1: the minimized workload has the same optimum).
