@@ -19,10 +19,10 @@ from .defaults import FILE_FORMAT_VERSION
 from .exceptions import InputError
 from .atomic import answers_sidecar, atomic_paths
 from .fingerprints import file_sha256
-from .io import _is_csv_metadata, _version
+from .io import _is_answers_record, _is_csv_metadata, _version
 from .matrix_files import missing_file, READ_ERRORS, read_npy
 
-__all__ = ["write_answers", "write_answer_file", "csv_number", "read_answers"]
+__all__ = ["write_answers", "write_answer_file", "check_answers_target", "csv_number", "read_answers"]
 
 
 def write_answers(path: str | os.PathLike, answers: np.ndarray, lower=None, upper=None, meta: dict | None = None) -> Path:
@@ -70,6 +70,49 @@ def write_answers(path: str | os.PathLike, answers: np.ndarray, lower=None, uppe
     return write_answer_file(path, write_csv, m, meta)
 
 
+def check_answers_target(path: str | os.PathLike) -> None:
+    """Refuse answer-file names whose writing would replace a strategy's files or a ``.json`` that is not their record.
+
+    A ``.csv`` strategy keeps its metadata beside it (``s.csv`` and ``s.json``);
+    answers keep theirs in ``OUT.json``. Answers to ``s.csv`` would leave a
+    strategy's metadata describing a file that is gone, and answers to
+    ``z.csv`` beside the strategy ``z.csv.csv`` would replace that strategy's
+    metadata ``z.csv.json`` (an outside audit: exit 0, and the strategy could
+    no longer be read). Commands call this before any work, so that nothing is
+    released for a name that cannot be written.
+
+    Parameters
+    ----------
+    path : path-like
+        The answers file.
+
+    Raises
+    ------
+    InputError
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = (Path(d) / "z.csv.json").write_text("{}")  # a file of the user's own
+    ...     check_answers_target(Path(d) / "z.csv")
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: cannot write answers to z.csv: its record z.csv.json exists and is not an answers record (writing would replace it); move it or choose another name
+    """
+    path = Path(path)
+    if path.suffix.lower() == ".csv" and path.is_file() and _is_csv_metadata(path.with_suffix(".json")):
+        # the strategy's metadata would stay beside the answers, describing a file that is gone
+        raise InputError(f"cannot write answers to {path}: it is a strategy file (its metadata is {path.with_suffix('.json').name}); choose another name")
+    record = answers_sidecar(path)
+    if record.exists() and not _is_answers_record(record, path.name):
+        whose = " (the metadata of a strategy file)" if _is_csv_metadata(record) else ""
+        raise InputError(
+            f"cannot write answers to {path.name}: its record {record.name} exists and is not an answers record{whose} "
+            "(writing would replace it); move it or choose another name"
+        )
+
+
 def write_answer_file(path: str | os.PathLike, write, m: int, meta: dict | None = None) -> Path:
     """Write an answer file (``.npy`` or ``.csv``) by ``write(binary file)`` and its sidecar ``<path>.json``, both atomic.
 
@@ -105,9 +148,7 @@ def write_answer_file(path: str | os.PathLike, write, m: int, meta: dict | None 
     path = Path(path)
     if path.suffix.lower() not in (".npy", ".csv"):
         raise InputError(f"answers must be written to .npy or .csv, got {path.suffix!r}")
-    if path.suffix.lower() == ".csv" and path.is_file() and _is_csv_metadata(path.with_suffix(".json")):
-        # the strategy's metadata would stay beside the answers, describing a file that is gone
-        raise InputError(f"cannot write answers to {path}: it is a strategy file (its metadata is {path.with_suffix('.json').name}); choose another name")
+    check_answers_target(path)
     with atomic_paths(path, answers_sidecar(path)) as (tmp, tmp_json):
         with open(tmp, "wb") as fh:
             write(fh)

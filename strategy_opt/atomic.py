@@ -157,7 +157,11 @@ def atomic_paths(*paths: str | os.PathLike):
     try:
         for path in paths:
             staged.append(_stage(path))
-        yield [Path(tmp) for _, tmp, _, _ in staged]
+        try:
+            yield [Path(tmp) for _, tmp, _, _ in staged]
+        except OSError as exc:  # writing the staged files (a full disk): nothing was published
+            names = " and ".join(str(p) for p in paths)
+            raise InputError(f"cannot write {names}: {exc.strerror or exc} (nothing was written)") from None
         with _directory_lock(staged[0][2]):
             for fd, tmp, directory, path in staged:
                 try:

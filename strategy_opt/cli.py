@@ -106,14 +106,18 @@ class _Parser(argparse.ArgumentParser):
     """ArgumentParser whose usage errors are one line and exit status 2."""
 
     def _print_message(self, message, file=None):
-        # argparse swallows OSError here, so --help into a closed pipe would exit 0 having written
-        # nothing; a BrokenPipeError reaches main() instead (exit 141)
+        # argparse swallows OSError here, so --help into a closed pipe or a full device would exit 0
+        # having written nothing; on standard output the error reaches main() instead (141, or 1)
         if message:
+            target = file or sys.stderr
             try:
-                (file or sys.stderr).write(message)
+                target.write(message)
             except BrokenPipeError:
                 raise
-            except (AttributeError, OSError):
+            except OSError:
+                if target is sys.stdout:
+                    raise
+            except AttributeError:  # no stream at all (started with it closed)
                 pass
 
     def error(self, message):  # noqa: D401
@@ -179,7 +183,13 @@ def _refuse_reserved(options: dict, reserved: dict, where: str = "--option") -> 
             raise InputError(f"{where} {key}=... is not a method option: give it with {how}")
 
 
-def _merge_flag_options(args, options: dict) -> dict:
+def _add_flag_options(p: argparse.ArgumentParser) -> None:
+    """The method options with flags of their own (solve, release): `_SOLVE_FLAG_OPTIONS`."""
+    p.add_argument("--basis", help="design basis: for l1-weighting eigen|wavelet|fourier|hierarchical (default wavelet), for eigen-design eigen|wavelet|fourier|identity (default eigen)")
+    p.add_argument("--branching", type=int, help="branching factor of hierarchical strategies (default: the best of 2, 3, 4, 5, 6, 8, 10, 12 and 16 for the workload; auto-pure tries 2 to 16); of dawa's and greedy-h's trees (default 2)")
+
+
+def _merge_flag_options(args, options: dict, reserved: dict = _SOLVE_ARGUMENTS) -> dict:
     """Add the values of --branching/--basis to ``options``; refuse an --option for the same key that disagrees."""
     given = _parse_options(args.option)
     for key, flag in _SOLVE_FLAG_OPTIONS.items():
@@ -189,7 +199,7 @@ def _merge_flag_options(args, options: dict) -> dict:
         if key in given and given[key] != value:
             raise InputError(f"{flag} {value} and --option {key}={given[key]} conflict; give the {key} once")
         options[key] = value
-    _refuse_reserved(given, _SOLVE_ARGUMENTS)
+    _refuse_reserved(given, reserved)
     options.update(given)
     return options
 
@@ -281,11 +291,17 @@ def _summary(meta: dict) -> str:
                      f"objective_gap={'n/a' if meta.get('objective_relative_gap') is None else format(meta['objective_relative_gap'], '.3g')} ")
         # lower_bound and ratio below are the total error's (E_p against its bound), not the objective's
     return (
-        f"method={meta.get('method')} workload={meta.get('workload')} privacy={meta.get('privacy')} {objective}"
+        f"method={meta.get('method')} workload={_summary_value(meta.get('workload'))} privacy={meta.get('privacy')} {objective}"
         f"shape={meta.get('shape')} E_{meta.get('sensitivity_norm', 'l?')[1:]}={E} lower_bound={lb} "
         f"({meta.get('lower_bound_kind') or 'unavailable'}) ratio={'n/a' if ratio is None else f'{ratio:.6g}'} "
         f"solver={meta.get('solver')} status={meta.get('solver_status')} seconds={meta.get('solve_seconds', 0):.3g}"
     )
+
+
+def _summary_value(value) -> str:
+    """A summary-line value, shell-quoted when it holds blanks (a SPEC as typed, a file path), so that the line splits on spaces."""
+    text = str(value)
+    return shlex.quote(text) if any(c.isspace() for c in text) else text
 
 
 # ----------------------------------------------------------------------------------------- solve
@@ -296,6 +312,9 @@ def _cmd_solve(args) -> int:
     from .problem import absolute_file_paths, read_problem_file
     from .spec import file_paths, parse_spec
 
+    for flag in ("workload", "method", "objective", "out", "basis"):  # an empty value ("$OUT" unset) is not the default
+        if getattr(args, flag, None) == "":
+            raise InputError(f"--{flag} is empty; give a value or leave the flag out")
     data = read_problem_file(args.problem) if args.problem else {}
     workload = args.workload or data.get("workload")
     if not workload:
@@ -676,11 +695,13 @@ def _write_release(args, release, provenance: dict) -> None:
 
 
 def _check_out(args) -> None:
+    from .answers import check_answers_target
     from .atomic import check_answers_path
     from .spec import file_paths
 
     inputs = [getattr(args, "data", None), *file_paths(args.workload)]
     check_answers_path(args.out, inputs, strategies=[getattr(args, "strategy", None)])
+    check_answers_target(args.out)  # before the release: nothing is drawn for a name that cannot be written
 
 
 def _cmd_run(args) -> int:
@@ -765,8 +786,7 @@ def _cmd_release(args) -> int:
     privacy = privacy_from_args(notion, args.epsilon, args.delta)
     x = _load_data(args, workload)
     sampler, seed = _sampler(args)
-    options = _parse_options(args.option)
-    _refuse_reserved(options, _RELEASE_ARGUMENTS)
+    options = _merge_flag_options(args, {}, _RELEASE_ARGUMENTS)
     if privacy.notion not in info.privacy:
         raise InputError(f"method {args.method!r} supports privacy {'/'.join(info.privacy)}, not {privacy.notion!r}")
     t0 = time.perf_counter()
@@ -936,8 +956,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--privacy", choices=["pure", "approx"], help="pure: epsilon-DP, L1 sensitivity; approx: (epsilon,delta)-DP, L2 (default)")
     p.add_argument("--method", help="strategy method (default auto; see 'strategy-opt list methods')")
     p.add_argument("--objective", help="objective over per-query variances (default total; see 'list objectives')")
-    p.add_argument("--basis", help="design basis: for l1-weighting eigen|wavelet|fourier|hierarchical (default wavelet), for eigen-design eigen|wavelet|fourier|identity (default eigen)")
-    p.add_argument("--branching", type=int, help="branching factor of hierarchical strategies (default: the best of 2, 3, 4, 5, 6, 8, 10, 12 and 16 for the workload; auto-pure tries 2 to 16)")
+    _add_flag_options(p)
     p.add_argument("--solver", metavar="PROFILE", help="solver profile name (scs, clarabel, native) or path to a .toml (default native; minerror-l2 under max: clarabel where its program fits, else native; under a user objective: clarabel or scs); see 'list solvers'")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="method option (repeatable), e.g. --option group_size=16; each method's options: 'list methods'")
     p.add_argument("--out", help="strategy file: .npz, .mtx or .csv (+ .json)")
@@ -962,6 +981,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", required=True, help="dawa, mwem, identity, hierarchical, ... (see 'list methods')")
     _add_data_args(p, "approx if --delta is given, else pure")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="method option (repeatable), e.g. --option rounds=20")
+    _add_flag_options(p)
     p.set_defaults(func=_cmd_release)
 
     p = sub.add_parser(

@@ -176,7 +176,7 @@ def weights_meta(problem: Problem, weights: np.ndarray | None) -> dict:
 
     ``weights`` (the list, when at most `WEIGHTS_INLINE_MAX`), ``weights_count``,
     ``weights_sha256`` (of the float64 little-endian vector, so a file's weights
-    can be checked against it) and ``weights_file`` (when given as a ``.npy`` path).
+    can be checked against it) and ``weights_file`` (when given as a ``.npy`` path: its absolute path).
 
     Examples
     --------
@@ -195,7 +195,7 @@ def weights_meta(problem: Problem, weights: np.ndarray | None) -> dict:
         "weights_sha256": hashlib.sha256(w.tobytes()).hexdigest(),
     }
     if isinstance(raw, (str, Path)) and str(raw).strip().endswith(".npy"):
-        out["weights_file"] = str(raw).strip()
+        out["weights_file"] = str(Path(str(raw).strip()).absolute())  # absolute, as file: workloads are recorded
     if out["weights"] is None:
         out["weights_omitted"] = f"{w.size} weights (more than {WEIGHTS_INLINE_MAX}): see weights_sha256 and weights_file"
     return out

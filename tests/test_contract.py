@@ -598,3 +598,97 @@ def test_a_kronecker_product_of_explicit_factors_is_checked_as_a_whole(tmp_path,
     np.save(tmp_path / "g.npy", np.tril(np.ones((8, 8))) / scale)
     s = solve(f"file:{tmp_path / 'f.npy'}*file:{tmp_path / 'g.npy'}", privacy="approx", method="identity")
     assert s.meta["unit_total_squared_error"] == pytest.approx(36.0**2)  # trace(W^T W) = ||P||_F^4, P lower-triangular ones
+
+
+def test_a_full_disk_names_the_file_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+    """A device that fills while a strategy or answers are written (an outside audit, on a 40 kB tmpfs): the error
+    said 'cannot write to standard output ... files the command wrote are complete and kept' while no file existed.
+    The write's own OSError now names the files, says nothing was written, and exits 2 (simulated here: every
+    write to a staged file fails with ENOSPC)."""
+    import os
+
+    import strategy_opt.atomic as atomic
+
+    real = atomic._stage
+
+    def full(path):  # the staged file's writes go to /dev/full, as a device that has filled would fail them
+        fd, tmp, directory, target = real(path)
+        if fd is None:
+            os.unlink(tmp)
+        else:
+            os.close(fd)
+        fd = os.open("/dev/full", os.O_WRONLY)
+        return fd, f"/proc/self/fd/{fd}", directory, target
+
+    if not Path("/dev/full").exists() or not Path("/proc/self/fd").exists():
+        pytest.skip("needs /dev/full and /proc/self/fd")
+    monkeypatch.setattr(atomic, "_stage", full)
+    monkeypatch.chdir(tmp_path)
+    for out in ("s.npz", "s.csv"):
+        assert cli("solve", "--workload", "prefix:300", "--method", "identity", "--out", out) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"cannot write {out}" in err[0] and "No space left on device (nothing was written)" in err[0], err
+        assert "standard output" not in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_answers_never_replace_a_strategys_metadata_and_are_refused_before_the_release(tmp_path, capsys, monkeypatch):
+    """Answers to z.csv write the record z.csv.json, which is the metadata of a strategy z.csv.csv: it was replaced
+    (exit 0; the strategy could no longer be read). A strategy .csv given as --out of a release was refused only after
+    the release had drawn its noise (4 lines). Both are now refused first, in one line, and nothing is written."""
+    monkeypatch.chdir(tmp_path)
+    np.save("x.npy", np.arange(9.0))
+    assert cli("-q", "solve", "--workload", "identity:9", "--method", "identity", "--out", "z.csv.csv") == 0
+    assert cli("-q", "solve", "--workload", "identity:9", "--method", "identity", "--out", "i.npz") == 0
+    capsys.readouterr()
+    before = Path("z.csv.json").read_bytes()
+    assert cli("run", "i.npz", "--data", "x.npy", "--workload", "identity:9", "--epsilon", "1", "--out", "z.csv", "--seed", "1") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "its record z.csv.json exists and is not an answers record (the metadata of a strategy file)" in err[0]
+    assert Path("z.csv.json").read_bytes() == before and not Path("z.csv").exists()
+    assert cli("release", "--method", "dawa", "--data", "x.npy", "--workload", "prefix:9", "--epsilon", "1", "--out", "z.csv.csv") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "it is a strategy file" in err[0]  # before any stage of dawa ran (it logs each)
+    # answers written again over their own record are fine
+    for _ in range(2):
+        assert cli("-q", "run", "i.npz", "--data", "x.npy", "--workload", "identity:9", "--epsilon", "1", "--out", "a.csv", "--seed", "1") == 0
+
+
+@pytest.mark.parametrize("flag", ["--out", "--method", "--objective", "--workload", "--basis"])
+def test_an_empty_solve_flag_is_refused_not_taken_for_the_default(flag, capsys):
+    """'--out "$OUT"' with OUT unset solved and wrote nothing (exit 0); --method= ran auto (an outside audit)."""
+    args = ["solve", "--workload", "prefix:9", "--method", "identity"]
+    assert cli(*args, f"{flag}=") == 2
+    assert capsys.readouterr().err.strip() == f"strategy-opt: error: {flag} is empty; give a value or leave the flag out"
+
+
+def test_release_takes_the_branching_and_basis_flags(tmp_path, capsys, monkeypatch):
+    """CLI.md gives hierarchical's --branching and l1-weighting's --basis; release refused them as unrecognized."""
+    monkeypatch.chdir(tmp_path)
+    np.save("x.npy", np.random.default_rng(0).poisson(5, 64).astype(float))
+    common = ["--data", "x.npy", "--workload", "prefix:64", "--epsilon", "1", "--seed", "1"]
+    assert cli("-q", "release", "--method", "hierarchical", "--branching", "4", *common, "--out", "h.csv") == 0
+    assert json.loads(Path("h.csv.json").read_text())["options"] == {"branching": 4}
+    assert cli("-q", "release", "--method", "l1-weighting", "--basis", "hierarchical", *common, "--out", "l.csv") == 0
+    assert json.loads(Path("l.csv.json").read_text())["options"] == {"basis": "hierarchical"}
+    assert cli("release", "--method", "hierarchical", "--branching", "4", "--option", "branching=2", *common, "--out", "c.csv") == 2
+    assert "--branching 4 and --option branching=2 conflict" in capsys.readouterr().err
+
+
+def test_help_into_a_full_device_fails(tmp_path):
+    """argparse swallowed the OSError of --help/--version written to /dev/full: exit 0 with nothing written."""
+    if not Path("/dev/full").exists():
+        pytest.skip("needs /dev/full")
+    for args in (["--help"], ["--version"], ["solve", "--help"]):
+        with open("/dev/full", "wb") as full:
+            p = subprocess.run([sys.executable, "-m", "strategy_opt.cli", *args], stdout=full, stderr=subprocess.PIPE, timeout=60)
+        assert p.returncode == 1 and "cannot write to standard output" in p.stderr.decode(), args
+
+
+def test_the_summary_line_quotes_a_workload_with_blanks(capsys):
+    """The summary is space-separated key=value: a SPEC typed with blanks is shell-quoted so the line still splits."""
+    import shlex
+
+    assert cli("-q", "solve", "--workload", "prefix:4 * total:2", "--method", "identity") == 0
+    fields = dict(f.split("=", 1) for f in shlex.split(capsys.readouterr().out) if "=" in f)
+    assert fields["workload"] == "prefix:4 * total:2" and fields["E_2"] == "20"

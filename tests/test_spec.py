@@ -93,7 +93,7 @@ def test_problem_file_paths_resolve_against_its_directory(problem_dir, capsys, m
     s = read_strategy("s.npz")
     # recorded with an absolute path, so that error/run find the same file from any directory
     assert s.meta["workload"] == f"file:{Path.cwd() / 'probs' / 'w.npy'}" and s.meta["solver"] == "prof"
-    assert s.meta["weights_file"] == "probs/wts.npy" and s.meta["weights"] == [1.0, 2.0, 0.5]
+    assert s.meta["weights_file"] == str(Path.cwd() / 'probs' / 'wts.npy') and s.meta["weights"] == [1.0, 2.0, 0.5]  # absolute too
     # independent: the weighted objective of the written strategy on the TOML's W and weights
     A = s.matrix
     v = np.einsum("ij,jk,ik->i", W, np.linalg.pinv(A.T @ A), W) * (A**2).sum(axis=0).max()
