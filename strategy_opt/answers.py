@@ -105,7 +105,7 @@ def check_answers_target(path: str | os.PathLike) -> None:
         # the strategy's metadata would stay beside the answers, describing a file that is gone
         raise InputError(f"cannot write answers to {path}: it is a strategy file (its metadata is {path.with_suffix('.json').name}); choose another name")
     record = answers_sidecar(path)
-    if record.exists() and not _is_answers_record(record, path.name):
+    if record.is_file() and not _is_answers_record(record, path.name):  # (a directory: the write names it)
         whose = " (the metadata of a strategy file)" if _is_csv_metadata(record) else ""
         raise InputError(
             f"cannot write answers to {path.name}: its record {record.name} exists and is not an answers record{whose} "
