@@ -10,7 +10,7 @@ import time
 import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
-from .defaults import BYTES_PER_QUERY, MAX_DENSE_N
+from .defaults import MAX_DENSE_N
 from .error import supports
 from .exceptions import InputError
 from .fingerprints import content_hash, matrix_fingerprint, meta_fingerprint, workload_file_hashes
@@ -31,6 +31,11 @@ log = logging.getLogger("strategy_opt")
 #: 10% more error than the trivial strategy is worth a line (l1-weighting on the eigen basis of prefix:4096
 #: past its local search, 1.36 times the identity's, went unsaid under the earlier 2.0).
 IDENTITY_WARNING_RATIO = 1.1
+#: Bytes per query held while `error_report` enumerates the per-query variances (interval workloads build the
+#: sparse rows and their squares): measured 3.09 GB at the peak for all-range:8192's 33.5 million queries with an
+#: identity strategy, about 90 each (the run estimate `defaults.BYTES_PER_QUERY`, 48, let it run out of memory
+#: under a 3 GB limit instead of reporting the exact total without the largest variance).
+VARIANCE_BYTES_PER_QUERY = 96
 
 NOTIONS = ("pure", "approx")
 
@@ -516,7 +521,7 @@ def error_report(strategy: Strategy | ArrayLike, workload: Workload | str | Arra
         G = prof.check_workload(W)
         E = sens**2 * prof.workload_trace(W, G)  # from diag(W^T W) alone when A^T A is diagonal
         try:  # rows are the true queries even where the Gram is rescaled (all-predicate)
-            require_memory(float(min(BYTES_PER_QUERY * W.m, 10**300)), f"the variances of the {W.m:,} queries")
+            require_memory(float(min(VARIANCE_BYTES_PER_QUERY * W.m, 10**300)), f"the variances of the {W.m:,} queries")
             max_var = float(prof.query_variances(W).max()) * sens**2
         except InputError:  # too many queries to enumerate; the total is still exact
             max_var = None

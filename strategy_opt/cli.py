@@ -705,14 +705,17 @@ def _check_out(args) -> None:
 
 
 def _cmd_run(args) -> int:
+    from .error import KroneckerMatrix, diagonal_gram
     from .executor import run
     from .io import read_strategy
     from .privacy import privacy_from_args
     from .spec import parse_spec
 
     _check_out(args)
-    workload = parse_spec(args.workload, operation="run")
     strategy = read_strategy(args.strategy)
+    # the identity (diagonal A^T A) is run from diag(W^T W): no n x n matrix, as release and error do it
+    diagonal = not isinstance(strategy.matrix, KroneckerMatrix) and diagonal_gram(strategy.matrix)
+    workload = parse_spec(args.workload, operation="release-diagonal" if diagonal else "run")
     equivalent = _check_recorded_workload(strategy, workload, args.workload, args.force)
     notion = _privacy_notion(strategy, args)
     if notion == "pure" and args.delta is not None and args.privacy is None:

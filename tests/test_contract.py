@@ -692,3 +692,25 @@ def test_the_summary_line_quotes_a_workload_with_blanks(capsys):
     assert cli("-q", "solve", "--workload", "prefix:4 * total:2", "--method", "identity") == 0
     fields = dict(f.split("=", 1) for f in shlex.split(capsys.readouterr().out) if "=" in f)
     assert fields["workload"] == "prefix:4 * total:2" and fields["E_2"] == "20"
+
+
+def test_run_of_the_identity_needs_no_dense_matrix_and_error_reports_without_per_query_variances(tmp_path, capsys, monkeypatch):
+    """An outside audit: run with the identity strategy was refused at up to 20000 cells for 6 dense n x n matrices it
+    never builds (it ran above that); error on all-range:8192 with the identity ran out of memory under a 3 GB limit
+    because the per-query variances were estimated at 48 bytes a query (about 90 measured) instead of falling back to
+    the exact total without them. With 150 MB available: run answers prefix:2000 through the identity (6 dense
+    2000 x 2000 matrices would be 192 MB), and error on all-range:2000 (2 million queries, 192 MB of variances at 96
+    bytes) reports E_2 = n(n+1)(n+2)/6 without the largest variance."""
+    import strategy_opt.resources as resources
+
+    monkeypatch.chdir(tmp_path)
+    assert cli("-q", "solve", "--workload", "prefix:2000", "--method", "identity", "--out", "i.npz") == 0
+    np.save("x.npy", np.arange(2000.0))
+    capsys.readouterr()
+    monkeypatch.setattr(resources, "available_memory", lambda: 150 * 10**6)
+    assert cli("-q", "run", "i.npz", "--data", "x.npy", "--workload", "prefix:2000", "--epsilon", "1e6", "--out", "a.npy", "--seed", "1") == 0
+    assert np.allclose(np.load("a.npy"), np.cumsum(np.arange(2000.0)), rtol=1e-6, atol=1e-2)
+    assert cli("-q", "error", "i.npz", "--workload", "all-range:2000", "--json", "--force") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["unit_total_squared_error"] == pytest.approx(2000 * 2001 * 2002 / 6, rel=1e-12)
+    assert report["unit_max_query_variance"] is None
