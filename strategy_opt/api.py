@@ -36,6 +36,8 @@ IDENTITY_WARNING_RATIO = 1.1
 #: identity strategy, about 90 each (the run estimate `defaults.BYTES_PER_QUERY`, 48, let it run out of memory
 #: under a 3 GB limit instead of reporting the exact total without the largest variance).
 VARIANCE_BYTES_PER_QUERY = 96
+#: A registered method's stated lower bound above its strategy's own error by more than this (relative) is refused.
+BOUND_CLAIM_RTOL = 1e-6
 
 NOTIONS = ("pure", "approx")
 
@@ -270,6 +272,16 @@ def _check_returned(strategy: Strategy, problem: Problem, info) -> None:
     if not scaled > 0:
         return
     computed = (math.log(scaled) + W.log_scale) / math.log(10)  # in logs: errors of all-predicate workloads pass 1e308
+    bound_log10 = meta.get("lower_bound_log10")
+    if bound_log10 is not None and bound_log10 > computed + BOUND_CLAIM_RTOL / math.log(10):
+        # a lower bound on the optimum is at most any strategy's error (an outside audit: a method stated 1e9 beside E_1 = 10)
+        raise InputError(
+            f"{where} whose lower_bound {meta.get('lower_bound'):.10g} ({meta.get('lower_bound_kind')}) is above its own error "
+            f"{10.0 ** computed:.10g}: a lower bound on the optimum cannot exceed an error a strategy attains; {fix}"
+        )
+    from .certificates import reconcile_bound
+
+    reconcile_bound(meta, BOUND_CLAIM_RTOL)  # within it, rounding: the bound is set to the error, and a note says so
     value = meta.get("unit_total_squared_error")
     for recorded in (meta.get("unit_total_squared_error_log10"), math.log10(value) if isinstance(value, (int, float)) and value > 0 else value):
         if recorded is not None and not (isinstance(recorded, (int, float)) and abs(computed - recorded) * math.log(10) <= 1e-6):

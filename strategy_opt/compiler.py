@@ -59,9 +59,6 @@ SUPPORT_REPAIR_SHARES = (1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2)
 SUPPORT_REPAIR_MAX_SHARE = 1e-6
 #: Bounds closer than this (relative, in logs) tie: a program's bound and the SVD bound, a bound and the error.
 BOUND_TIE_RTOL = 1e-9
-#: A program's stated bound above its strategy's own error by more than this (relative, in logs) is refused: a
-#: lower bound on the optimum cannot exceed an error a strategy attains; up to it, rounding, the bound is the error.
-BOUND_CLAIM_RTOL = 1e-6
 
 
 def finite_or_none(v: float | None) -> float | None:
@@ -412,8 +409,10 @@ def compile_strategy(
         If A does not support the workload: only a strategy missing directions
         that tiny queries need (at most `SUPPORT_REPAIR_MAX_SHARE` of the
         workload's squared norm) is repaired instead (`supported_strategy`).
-        If ``lower_bound`` is not a finite number >= 0, or lies above A's own
-        error by more than `BOUND_CLAIM_RTOL` (a bound on the optimum cannot).
+        If ``lower_bound`` is not a finite number >= 0. (A bound above A's own
+        error is kept here: the built-in programs reconcile it with their
+        solver's accuracy, `strategy_opt.certificates.reconcile_bound`; `solve`
+        refuses it from a method registered outside the package.)
 
     Examples
     --------
@@ -465,11 +464,6 @@ def compile_strategy(
     log_E = (math.log(E) + log_scale) if E > 0 else -math.inf
     # exact value when no rescaling is involved; through logs only when it could overflow
     true_E = E if log_scale == 0 else (math.exp(log_E) if log_E < 709 else None)
-    if lower_bound is not None and lower_bound > 0 and math.isfinite(log_E) and math.log(lower_bound) + log_scale > log_E + BOUND_CLAIM_RTOL:
-        raise InputError(
-            f"{method}: the stated lower_bound {lower_bound:.10g} ({lower_bound_kind or 'program'}) is above the strategy's own "
-            f"error {math.exp(log_E - log_scale):.10g}: a lower bound on the optimum cannot exceed an error a strategy attains"
-        )
     if problem.p == 1 and lower_bound is None:
         lower_bound, lower_bound_kind = compile_lower_bound(W)
     log_svdb, no_bound = log_svd_bound_or_reason(W)
@@ -485,7 +479,7 @@ def compile_strategy(
         lb_kind = None
     if lb_value is None:
         lb_value = math.exp(lb_log) if math.isfinite(lb_log) and lb_log < 709 else None
-    if math.isfinite(log_E) and log_E <= lb_log <= log_E + BOUND_CLAIM_RTOL:
+    if math.isfinite(log_E) and log_E <= lb_log <= log_E + BOUND_TIE_RTOL:
         # a bound that meets the error exceeds it only by rounding (identity, total)
         lb_log, lb_value = log_E, true_E
     gap = (math.exp(log_E - lb_log) - 1.0) if math.isfinite(log_E) and math.isfinite(lb_log) else None

@@ -154,13 +154,26 @@ def test_partials_and_callable_instances_can_be_registered_again(registry):
         register_method("wavelet")(functools.partial(stack, k=2))
 
 
-@pytest.mark.parametrize("claim", [1e9, float("inf"), float("nan"), -1.0, "big"])
-def test_a_method_cannot_state_a_lower_bound_above_its_own_error(claim):
-    """A lower bound on the optimum is at most the error of any strategy (an outside audit: a registered method stated
-    1e9 beside E_1 = 10, and solve sealed and wrote it; inf deleted the bound altogether). compile_strategy refuses
-    such a claim with one line; the identity's own error, E_1 = trace(W^T W) = 10 on prefix:4, is accepted as a bound."""
+@pytest.mark.parametrize("claim", [float("inf"), float("nan"), -1.0, "big"])
+def test_compile_strategy_refuses_a_lower_bound_that_is_not_a_finite_number(claim):
+    """inf as a method's bound deleted the bound altogether (an outside audit): the SVD bound was lost too."""
     problem = Problem(parse_spec("prefix:4"), privacy="pure")
-    with pytest.raises(InputError, match="lower_bound"):
+    with pytest.raises(InputError, match="lower_bound must be a finite number >= 0"):
         compile_strategy(np.eye(4), problem, "test-claim", lower_bound=claim, lower_bound_kind="my-proof")
-    s = compile_strategy(np.eye(4), problem, "test-claim", lower_bound=10.0 * (1 + 1e-8), lower_bound_kind="my-proof")
-    assert s.meta["unit_total_squared_error"] == 10.0 and s.meta["lower_bound"] == 10.0 and s.meta["lower_bound_kind"] == "my-proof"
+
+
+def test_a_registered_method_cannot_state_a_lower_bound_above_its_own_error(registry):
+    """A lower bound on the optimum is at most the error of any strategy (an outside audit: a registered method stated
+    1e9 beside E_1 = 10, and solve sealed and wrote it). solve refuses it in one line; a claim above the error within
+    1e-6 (rounding) is set to the error, and one below it is kept (E_1 = trace(W^T W) = 10 for the identity on prefix:4)."""
+    for claim, ok in ((1e9, False), (10.0 * (1 + 1e-3), False), (10.0 * (1 + 1e-8), True), (9.0, True)):
+        @register_method("test-claim", privacy=("pure",))
+        def claimed(problem, claim=claim):
+            return compile_strategy(np.eye(problem.workload.n), problem, "test-claim", lower_bound=claim, lower_bound_kind="my-proof")
+
+        if ok:
+            s = solve("prefix:4", privacy="pure", method="test-claim")
+            assert s.meta["unit_total_squared_error"] == 10.0 and s.meta["lower_bound"] == min(claim, 10.0)
+        else:
+            with pytest.raises(InputError, match="is above its own error 10: a lower bound on the optimum cannot exceed"):
+                solve("prefix:4", privacy="pure", method="test-claim")
