@@ -243,7 +243,9 @@ def _check_returned(strategy: Strategy, problem: Problem, info) -> None:
     `compile_strategy`'s result for its own name unchanged: its metadata must be
     the compiler's as made (`Strategy.meta_fingerprint`), and its recorded error
     and sensitivity are recomputed from the matrix (the seal `solve` adds would
-    otherwise certify a matrix or metadata edited after compiling).
+    otherwise certify a matrix or metadata edited after compiling), and a lower
+    bound above that error by more than `BOUND_CLAIM_RTOL` is refused (within
+    it, rounding, `strategy_opt.certificates.reconcile_bound` sets it to the error).
     """
     meta, W, name = strategy.meta, problem.workload, info.name
     where = f"method {name!r} returned a strategy"
