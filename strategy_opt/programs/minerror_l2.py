@@ -194,7 +194,10 @@ def _solve_cvxpy(prob, X, problem: Problem, psd_sizes: list[int], time_limit: fl
     if X.value is None or prob.status in ("infeasible", "unbounded", "infeasible_inaccurate", "unbounded_inaccurate"):
         raise SolverError(f"minerror-l2 (cvxpy/{profile.solver}) returned status {prob.status!r} without a solution; try another profile or a larger budget")
     if prob.status != "optimal":
-        log.warning("minerror-l2 (cvxpy/%s): status %s; the certificate in meta says how far from optimal", profile.solver, prob.status)
+        log.warning(
+            "minerror-l2 (cvxpy/%s): status %s; meta's lower bound (and its kind) bounds how far from optimal: for a user "
+            "objective it may be only the per-query floor, which cannot tell an accurate solve from a poor one", profile.solver, prob.status,
+        )
     stats = prob.solver_stats
     iters = int(stats.num_iters) if stats is not None and stats.num_iters is not None else 0
     Xv = np.asarray(X.value, dtype=float)
