@@ -17,12 +17,12 @@ import numpy as np
 
 from .defaults import FILE_FORMAT_VERSION
 from .exceptions import InputError
-from .atomic import answers_sidecar, atomic_paths
+from .atomic import answers_sidecar, atomic_paths, check_not_input, check_writable
 from .fingerprints import file_sha256
 from .io import _is_answers_record, _is_csv_metadata, _version
 from .matrix_files import missing_file, READ_ERRORS, read_npy
 
-__all__ = ["write_answers", "write_answer_file", "check_answers_target", "csv_number", "read_answers"]
+__all__ = ["write_answers", "write_answer_file", "check_answers_path", "csv_number", "read_answers"]
 
 
 def write_answers(path: str | os.PathLike, answers: np.ndarray, lower=None, upper=None, meta: dict | None = None) -> Path:
@@ -70,7 +70,7 @@ def write_answers(path: str | os.PathLike, answers: np.ndarray, lower=None, uppe
     return write_answer_file(path, write_csv, m, meta)
 
 
-def check_answers_target(path: str | os.PathLike) -> None:
+def _check_answers_target(path: str | os.PathLike) -> None:
     """Refuse answer-file names whose writing would replace a strategy's files or a ``.json`` that is not their record.
 
     A ``.csv`` strategy keeps its metadata beside it (``s.csv`` and ``s.json``);
@@ -78,8 +78,7 @@ def check_answers_target(path: str | os.PathLike) -> None:
     strategy's metadata describing a file that is gone, and answers to
     ``z.csv`` beside the strategy ``z.csv.csv`` would replace that strategy's
     metadata ``z.csv.json`` (an outside audit: exit 0, and the strategy could
-    no longer be read). Commands call this before any work, so that nothing is
-    released for a name that cannot be written.
+    no longer be read).
 
     Parameters
     ----------
@@ -95,7 +94,7 @@ def check_answers_target(path: str | os.PathLike) -> None:
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as d:
     ...     _ = (Path(d) / "z.csv.json").write_text("{}")  # a file of the user's own
-    ...     check_answers_target(Path(d) / "z.csv")
+    ...     _check_answers_target(Path(d) / "z.csv")
     Traceback (most recent call last):
     ...
     strategy_opt.exceptions.InputError: cannot write answers to z.csv: its record z.csv.json exists and is not an answers record (writing would replace it); move it or choose another name
@@ -111,6 +110,48 @@ def check_answers_target(path: str | os.PathLike) -> None:
             f"cannot write answers to {path.name}: its record {record.name} exists and is not an answers record{whose} "
             "(writing would replace it); move it or choose another name"
         )
+
+
+def check_answers_path(path: str | os.PathLike, inputs=(), strategies=()) -> None:
+    """Refuse an answers file name (``.npy``/``.csv``) that cannot be written, whose files (it and its
+    ``.json`` record) name one of ``inputs`` or of ``strategies`` (with the metadata a ``.csv`` strategy keeps beside it),
+    or whose writing would replace a strategy's files or a ``.json`` that is not its record (`_check_answers_target`).
+    Commands call it before any work, so that nothing is released for a name that cannot be written.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The answers file.
+    inputs : iterable of path or None
+        Input files of the command (None entries ignored).
+    strategies : iterable of path or None
+        Strategy files read by the command.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    InputError
+
+    Examples
+    --------
+    >>> check_answers_path("answers.csv", inputs=["data.npy"])
+    >>> check_answers_path("answers.txt")
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: --out must end in .npy or .csv, got 'answers.txt'
+    >>> check_answers_path("o.csv", strategies=["o.csv.csv"])  # its record o.csv.json is the strategy's metadata
+    Traceback (most recent call last):
+    ...
+    strategy_opt.exceptions.InputError: --out 'o.csv' would write 'o.csv.json', the metadata of the input 'o.csv.csv'; choose another name
+    """
+    if Path(path).suffix.lower() not in (".npy", ".csv"):
+        raise InputError(f"--out must end in .npy or .csv, got {str(path)!r}")
+    check_writable(path)
+    check_not_input(path, inputs, writes=[Path(path), answers_sidecar(path)], strategies=strategies)
+    _check_answers_target(path)
 
 
 def write_answer_file(path: str | os.PathLike, write, m: int, meta: dict | None = None) -> Path:
@@ -148,7 +189,7 @@ def write_answer_file(path: str | os.PathLike, write, m: int, meta: dict | None 
     path = Path(path)
     if path.suffix.lower() not in (".npy", ".csv"):
         raise InputError(f"answers must be written to .npy or .csv, got {path.suffix!r}")
-    check_answers_target(path)
+    _check_answers_target(path)
     with atomic_paths(path, answers_sidecar(path)) as (tmp, tmp_json):
         with open(tmp, "wb") as fh:
             write(fh)

@@ -10,7 +10,7 @@ import time
 import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
-from .defaults import MAX_DENSE_N
+from .defaults import MAX_DENSE_N, VARIANCE_BYTES_PER_QUERY
 from .error import supports
 from .exceptions import InputError
 from .fingerprints import content_hash, matrix_fingerprint, meta_fingerprint, workload_file_hashes
@@ -31,11 +31,6 @@ log = logging.getLogger("strategy_opt")
 #: 10% more error than the trivial strategy is worth a line (l1-weighting on the eigen basis of prefix:4096
 #: past its local search, 1.36 times the identity's, went unsaid under the earlier 2.0).
 IDENTITY_WARNING_RATIO = 1.1
-#: Bytes per query held while `error_report` enumerates the per-query variances (interval workloads build the
-#: sparse rows and their squares): measured 3.09 GB at the peak for all-range:8192's 33.5 million queries with an
-#: identity strategy, about 90 each (the run estimate `defaults.BYTES_PER_QUERY`, 48, let it run out of memory
-#: under a 3 GB limit instead of reporting the exact total without the largest variance).
-VARIANCE_BYTES_PER_QUERY = 96
 #: A registered method's stated lower bound above its strategy's own error by more than this (relative) is refused.
 BOUND_CLAIM_RTOL = 1e-6
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .exceptions import InputError
 
-__all__ = ["answers_sidecar", "atomic_path", "atomic_paths", "check_writable", "check_answers_path", "check_not_input", "strategy_files"]
+__all__ = ["answers_sidecar", "atomic_path", "atomic_paths", "check_writable", "check_not_input", "strategy_files"]
 
 
 def _anonymous_file(directory: Path) -> int | None:
@@ -280,45 +280,6 @@ def check_writable(path: str | os.PathLike) -> None:
         raise InputError(f"cannot write in {parent}: {exc.strerror}") from None
     os.close(fd)
     os.unlink(trial)
-
-
-def check_answers_path(path: str | os.PathLike, inputs=(), strategies=()) -> None:
-    """Refuse an answers file name (``.npy``/``.csv``) that cannot be written or whose files (it and its
-    ``.json`` record) name one of ``inputs`` or of ``strategies`` (with the metadata a ``.csv`` strategy keeps beside it).
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The answers file.
-    inputs : iterable of path or None
-        Input files of the command (None entries ignored).
-    strategies : iterable of path or None
-        Strategy files read by the command.
-
-    Returns
-    -------
-    None
-
-    Raises
-    ------
-    InputError
-
-    Examples
-    --------
-    >>> check_answers_path("answers.csv", inputs=["data.npy"])
-    >>> check_answers_path("answers.txt")
-    Traceback (most recent call last):
-    ...
-    strategy_opt.exceptions.InputError: --out must end in .npy or .csv, got 'answers.txt'
-    >>> check_answers_path("o.csv", strategies=["o.csv.csv"])  # its record o.csv.json is the strategy's metadata
-    Traceback (most recent call last):
-    ...
-    strategy_opt.exceptions.InputError: --out 'o.csv' would write 'o.csv.json', the metadata of the input 'o.csv.csv'; choose another name
-    """
-    if Path(path).suffix.lower() not in (".npy", ".csv"):
-        raise InputError(f"--out must end in .npy or .csv, got {str(path)!r}")
-    check_writable(path)
-    check_not_input(path, inputs, writes=[Path(path), answers_sidecar(path)], strategies=strategies)
 
 
 def answers_sidecar(path: str | os.PathLike) -> Path:

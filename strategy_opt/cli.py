@@ -564,9 +564,16 @@ def _warn_unverified(strategy, args, notion: str) -> None:
     log.warning("%s has %s; privacy %s (%s); sensitivity from the matrix", args.strategy, missing, notion, how)
 
 
+def _diagonal(strategy) -> bool:
+    """Whether the strategy's ``A^T A`` is diagonal (the identity): analysed and run from ``diag(W^T W)``, no n x n matrix."""
+    from .error import KroneckerMatrix, diagonal_gram
+
+    return not isinstance(strategy.matrix, KroneckerMatrix) and diagonal_gram(strategy.matrix)
+
+
 def _cmd_error(args) -> int:
     from .api import error_report
-    from .error import KroneckerMatrix, diagonal_gram
+    from .error import KroneckerMatrix
     from .io import read_strategy
     from .spec import parse_spec
 
@@ -574,7 +581,7 @@ def _cmd_error(args) -> int:
     if isinstance(strategy.matrix, KroneckerMatrix):  # analysed factor by factor on a Kronecker workload
         operation = "error-factors"
     else:  # the identity's analysis needs no n x n matrix
-        operation = "error-diagonal" if diagonal_gram(strategy.matrix) else "error"
+        operation = "error-diagonal" if _diagonal(strategy) else "error"
     workload = parse_spec(args.workload, operation=operation)
     equivalent = _check_recorded_workload(strategy, workload, args.workload, args.force)
     privacy = _privacy_notion(strategy, args)
@@ -695,17 +702,14 @@ def _write_release(args, release, provenance: dict) -> None:
 
 
 def _check_out(args) -> None:
-    from .answers import check_answers_target
-    from .atomic import check_answers_path
+    from .answers import check_answers_path
     from .spec import file_paths
 
     inputs = [getattr(args, "data", None), *file_paths(args.workload)]
     check_answers_path(args.out, inputs, strategies=[getattr(args, "strategy", None)])
-    check_answers_target(args.out)  # before the release: nothing is drawn for a name that cannot be written
 
 
 def _cmd_run(args) -> int:
-    from .error import KroneckerMatrix, diagonal_gram
     from .executor import run
     from .io import read_strategy
     from .privacy import privacy_from_args
@@ -713,9 +717,7 @@ def _cmd_run(args) -> int:
 
     _check_out(args)
     strategy = read_strategy(args.strategy)
-    # the identity (diagonal A^T A) is run from diag(W^T W): no n x n matrix, as release and error do it
-    diagonal = not isinstance(strategy.matrix, KroneckerMatrix) and diagonal_gram(strategy.matrix)
-    workload = parse_spec(args.workload, operation="release-diagonal" if diagonal else "run")
+    workload = parse_spec(args.workload, operation="release-diagonal" if _diagonal(strategy) else "run")  # as release sizes it
     equivalent = _check_recorded_workload(strategy, workload, args.workload, args.force)
     notion = _privacy_notion(strategy, args)
     if notion == "pure" and args.delta is not None and args.privacy is None:

@@ -182,8 +182,7 @@ def _write(path: Path, results, provenance: dict) -> None:
 def _cmd_online(args) -> int:
     from .cli import _sampler, naming_data
     from .histograms import read_histogram
-    from .answers import check_answers_target
-    from .atomic import check_answers_path
+    from .answers import check_answers_path
     from .workload import stated_domain
     from .online import OnlineAnswerer
     from .spec import file_paths
@@ -191,7 +190,6 @@ def _cmd_online(args) -> int:
     out = Path(args.out)
     queries_files = [args.queries] if _is_matrix_path(args.queries) else file_paths(args.queries)
     check_answers_path(args.out, [args.data, *queries_files])  # as typed (Path drops a trailing '/'); before any work or warning
-    check_answers_target(args.out)
     if not (math.isfinite(args.budget) and args.budget > 0):
         raise InputError(f"--budget must be a positive number, got {args.budget!r}")
     queries = _load_queries(args.queries)

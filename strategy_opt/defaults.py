@@ -66,6 +66,11 @@ DENSE_WORK_COPIES = 6
 #: Bytes per workload query held by ``run``/``error`` (answers, intervals, variances,
 #: interval bounds); measured about 30.
 BYTES_PER_QUERY = 48
+#: Bytes per query held while `strategy_opt.api.error_report` enumerates the per-query variances (interval
+#: workloads build the sparse rows and their squares): measured 3.09 GB at the peak for all-range:8192's 33.5
+#: million queries with an identity strategy, about 90 each (at BYTES_PER_QUERY error ran out of memory under a
+#: 3 GB limit instead of reporting the exact total without the largest variance).
+VARIANCE_BYTES_PER_QUERY = 96
 
 #: Bytes of one workload object (Python object, dicts, small arrays) in memory estimates.
 WORKLOAD_OBJECT_BYTES = 2_000

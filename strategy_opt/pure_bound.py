@@ -29,7 +29,7 @@ import logging
 import numpy as np
 
 from .exceptions import SolverError
-from .native_l2 import DESIGN_AFTER
+from . import native_l2
 from .workload import Workload
 
 log = logging.getLogger("strategy_opt")
@@ -47,7 +47,7 @@ COMPILE_BOUND_MAX_N = 256
 #: `strategy_opt.native_l2.DESIGN_AFTER`, where a low-rank workload restarts from its design SDP, so the bound
 #: does not depend on the machine's load (a rank-2 workload on 13 cells: 37.77 after 30 iterations in 0.5 s
 #: under load, 42.20 once the SDP ran). Ordinary workloads reach the target gap in 1-7 iterations.
-BOUND_MIN_ITERATIONS = DESIGN_AFTER + 1
+BOUND_MIN_ITERATIONS = native_l2.DESIGN_AFTER + 1
 #: Workloads whose bound is kept for the process (keyed by the Gram matrix's bytes).
 _CACHE_SIZE = 16
 #: ``(bound, kind, time limit it was computed in)`` per Gram matrix
@@ -138,9 +138,7 @@ def certified_l2_optimum(W: Workload, G: np.ndarray, time_limit: float, tol: flo
     >>> round(bound, 6), kind, np.round(A.T @ A, 6).tolist()  # the optimum: the identity strategy, error 3
     (3.0, 'l2-optimum', [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
     """
-    from .native_l2 import solve_total_l2
-
-    res = solve_total_l2(G, time_limit=time_limit, tol=tol, min_iters=BOUND_MIN_ITERATIONS if G.shape[0] <= COMPILE_BOUND_MAX_N else 0)
+    res = native_l2.solve_total_l2(G, time_limit=time_limit, tol=tol, min_iters=BOUND_MIN_ITERATIONS if G.shape[0] <= COMPILE_BOUND_MAX_N else 0)
     bound, A, primal = res.dual, res.A, res.primal
     if res.status == "stalled":
         from .programs.minerror_l2 import NATIVE_FALLBACK_MAX_N, sdp_total_l2

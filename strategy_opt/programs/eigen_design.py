@@ -482,15 +482,22 @@ def _canonical_eigenspaces(w: np.ndarray, VT: np.ndarray, d: np.ndarray, keep: n
     idx = np.flatnonzero(keep)
     if idx.size < 2:
         return
-    close = np.abs(np.diff(w[idx])) <= rtol * w[idx[0]]  # w descending
-    start = 0
-    for i in range(1, idx.size + 1):
-        if i < idx.size and close[i - 1]:
-            continue
-        if i - start > 1:
-            rows = idx[start:i]
-            VT[rows] = _canonical_basis(VT[rows], d, rtol)
-        start = i
+    for run in _repeated_runs(w[idx], rtol * w[idx[0]]):  # w descending
+        rows = idx[run]
+        VT[rows] = _canonical_basis(VT[rows], d, rtol)
+
+
+def _repeated_runs(values: np.ndarray, tol: float) -> list[slice]:
+    """The runs (slices, two entries or more) of sorted ``values`` whose neighbours differ by at most ``tol``.
+
+    Examples
+    --------
+    >>> _repeated_runs(np.array([5.0, 3.0, 3.0, 3.0, 1.0, 0.5, 0.5]), 1e-9)
+    [slice(1, 4, None), slice(5, 7, None)]
+    """
+    breaks = np.flatnonzero(np.abs(np.diff(values)) > tol) + 1
+    edges = np.concatenate([[0], breaks, [values.size]])
+    return [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b - a > 1]
 
 
 def _canonical_basis(block: np.ndarray, d: np.ndarray, rtol: float) -> np.ndarray:
@@ -508,17 +515,11 @@ def _canonical_basis(block: np.ndarray, d: np.ndarray, rtol: float) -> np.ndarra
     """
     mu, R = np.linalg.eigh((block * d) @ block.T)
     block = R.T @ block
-    scale = max(float(np.abs(mu).max()), 1e-300)
     position = (np.arange(block.shape[1]) * GOLDEN) % 1.0
-    start = 0
-    for i in range(1, mu.size + 1):
-        if i < mu.size and mu[i] - mu[i - 1] <= rtol * scale:
-            continue
-        if i - start > 1:
-            sub = block[start:i]
-            _, S = np.linalg.eigh((sub * position) @ sub.T)
-            block[start:i] = S.T @ sub
-        start = i
+    for run in _repeated_runs(mu, rtol * max(float(np.abs(mu).max()), 1e-300)):  # mu ascending
+        sub = block[run]
+        _, S = np.linalg.eigh((sub * position) @ sub.T)
+        block[run] = S.T @ sub
     return block
 
 
